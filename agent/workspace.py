@@ -1,0 +1,85 @@
+"""Private copies of a task repository and the path confinement every action obeys.
+
+The release wrote candidates into the dataset itself; here every attempt lives
+in its own real copy (no hard links, so nothing written there can reach the
+dataset), and every path an action names is resolved inside that copy.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from agent.utils import DatasetManager
+
+
+class PathEscapeError(ValueError):
+    """A path that would leave the workspace (absolute, '..' or a symlink pointing out)."""
+
+
+def resolve_inside(root: Path, relative: str) -> Path:
+    """Resolve ``relative`` under ``root``, refusing anything that ends up outside it.
+
+    Symlinks are followed before the check, so a link inside the repo that
+    points at the task folder (where canonical.py lives) is refused too.
+    """
+    text = relative.strip().strip("'\"`")
+    if not text:
+        raise PathEscapeError("empty path")
+    candidate = Path(text)
+    if candidate.is_absolute():
+        raise PathEscapeError(f"absolute paths are not allowed: {text}")
+    base = root.resolve()
+    resolved = (base / candidate).resolve()
+    if resolved != base and base not in resolved.parents:
+        raise PathEscapeError(f"path leaves the repository: {text}")
+    return resolved
+
+
+def _copy_file(src: str, dst: str) -> str:
+    """Copy data and mode but never metadata links: a real, independent file."""
+    return shutil.copy2(src, dst, follow_symlinks=True)
+
+
+def copy_repo(source: Path, dest: Path) -> Path:
+    """Real copy of a repository tree; symlinks are materialised only if they stay inside it."""
+    source = source.resolve()
+
+    def ignore(directory: str, names: list[str]) -> list[str]:
+        skipped = []
+        for name in names:
+            path = Path(directory) / name
+            if path.is_symlink():
+                target = path.resolve()
+                if target != source and source not in target.parents:
+                    skipped.append(name)
+            elif name in ("__pycache__", ".pytest_cache"):
+                skipped.append(name)
+        return skipped
+
+    shutil.copytree(source, dest, symlinks=False, ignore=ignore, copy_function=_copy_file)
+    return dest
+
+
+def make_workspace(dataset: DatasetManager, index: int, parent: Path, content: str | None = None) -> Path:
+    """Create ``parent/<repo_dir_name>``: a private copy of task ``index`` with its target set.
+
+    ``content`` defaults to the task's ``init_content`` (the blanked file).
+    Returns the repository root of the copy.
+    """
+    meta = dataset.get(index)
+    dataset.check_task(index)
+    parent.mkdir(parents=True, exist_ok=True)
+    repo = copy_repo(dataset.repo_dir(index), parent / Path(meta.repo_dir_name).name)
+    write_target(repo, meta.target_file_path, meta.init_content if content is None else content)
+    return repo
+
+
+def write_target(repo: Path, target_file_path: str, content: str) -> Path:
+    """Atomically replace the target file of a workspace."""
+    target = resolve_inside(repo, target_file_path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(content, encoding="utf-8")
+    os.replace(tmp, target)
+    return target
