@@ -1,0 +1,463 @@
+"""Run configuration: one YAML file -> a validated, immutable :class:`RunConfig`.
+
+Keys are the release's hyphenated names plus ours (``config/default.yaml``
+documents every one). Any string value may name environment variables as
+``${NAME}``. Every mistake a user can make becomes a one-line
+:class:`ConfigError` naming the key and the fix, before any money is spent.
+
+Sweeps: ``model`` and ``guidance-level`` may be lists. Models of a sweep
+share the top-level provider keys; models that need different providers are
+written as ``models: [{model: ..., api-provider: ..., ...}, ...]``, each
+mapping taking the model keys below and inheriting the top-level ones it omits.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import urlsplit, urlunsplit
+
+import yaml
+
+from agent.clean_test_runner import RunnerOptions
+from agent.inference import InferenceError, ModelSpec, load_prices
+from agent.utils import DOWNLOAD_HINT
+
+PROVIDERS = ("openai", "azure-openai", "anthropic", "gemini", "together", "deepseek", "scripted", "replay")
+# The environment variable each provider's SDK reads when no key is configured.
+KEY_ENV_VARS = {
+    "openai": "OPENAI_API_KEY",
+    "azure-openai": "AZURE_OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+    "together": "TOGETHER_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+}
+SETTINGS = ("baseline", "agent", "memory_agent", "snippet")
+GUIDANCE_TYPES = ("fixed", "dynamic")
+FEEDBACK_SOURCES = ("llm", "file", "interactive")
+PARALLEL_MODES = ("processes", "threads", "none", "ray")
+SANDBOX_MODES = ("auto", "off", "required")
+ENV_BACKENDS = ("conda", "uv", "venv", "current")
+
+# Keys describing one code model: allowed at the top level (shared by a sweep) and in `models` entries.
+MODEL_KEYS = (
+    "api-key", "api-provider", "model", "deployment", "endpoint", "api-version", "base-url",
+    "temperature", "max-output-tokens", "reasoning-effort", "script",
+)
+# The feedback model's keys and the code-model key each one corresponds to.
+HUMAN_KEYS = {
+    "human-api-key": "api-key", "human-api-provider": "api-provider", "human-agent-model": "model",
+    "human-deployment": "deployment", "human-endpoint": "endpoint", "human-api-version": "api-version",
+    "human-base-url": "base-url", "human-script": "script",
+}
+# Defaults of every key that has one; keys absent here default to None.
+DEFAULTS: dict[str, Any] = {
+    "guidance-level": 0,
+    "guidance-type": "fixed",
+    "max-guidance-level": 4,
+    "evaluation-setting": "memory_agent",
+    "max-turn": 10,
+    "max-steps": 3,
+    "memory-threshold": 20,
+    "memory-to-keep": 6,
+    "work-dir": "work_dir/dataset",
+    "output-dir": "experiment_results",
+    "resume": True,
+    "feedback-source": "llm",
+    "prices": "config/prices.yaml",
+    "sandbox": "auto",
+    "test-timeout-sec": 600,
+    "memory-mb": 8192,
+    "max-processes": 512,
+    "reindent-snippet": False,
+    "max-workers": 4,
+    "parallel-mode": "processes",
+    "ray-num-cpus": 1,
+    "ray-num-gpus": 0,
+}
+RUN_KEYS = (
+    "guidance-level", "guidance-type", "max-guidance-level", "evaluation-setting", "max-turn", "max-steps",
+    "memory-threshold", "memory-to-keep", "work-dir", "output-dir", "init_seed", "resume", "task-ids",
+    "replay-feedback-level", "feedback-source", "feedback-file", "prices", "cache-path", "sandbox",
+    "test-timeout-sec", "memory-mb", "max-processes", "env-backend", "reindent-snippet", "max-workers",
+    "parallel-mode", "ray-address", "ray-num-cpus", "ray-num-gpus",
+)
+# Keys where an explicit null means "no limit" rather than "use the default".
+NULLABLE_KEYS = frozenset({"memory-mb", "max-processes"})
+KNOWN_KEYS = frozenset(MODEL_KEYS) | frozenset(HUMAN_KEYS) | frozenset(RUN_KEYS) | {"models"}
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class ConfigError(Exception):
+    """A configuration mistake; the message is one line naming the key and the fix."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a run needs, validated; paths are absolute so any worker process can use them."""
+
+    models: tuple[ModelSpec, ...]
+    feedback_model: ModelSpec | None
+    guidance_levels: tuple[int, ...]
+    guidance_type: str
+    max_guidance_level: int
+    evaluation_setting: str
+    max_turn: int
+    max_steps: int
+    memory_threshold: int
+    memory_to_keep: int
+    work_dir: Path
+    output_dir: Path
+    init_seed_dir: Path
+    resume: bool
+    task_ids: tuple[int, ...] | None
+    replay_feedback_level: int | None
+    feedback_source: str
+    feedback_file: Path | None
+    runner: RunnerOptions
+    cache_path: Path | None
+    prices: dict
+    reindent_snippet: bool
+    max_workers: int
+    parallel_mode: str
+    ray_address: str | None
+    ray_num_cpus: float
+    ray_num_gpus: float
+
+    def public_dict(self) -> dict:
+        """The configuration as builtins with every secret removed (for run metadata and logs)."""
+        return _redact(dataclasses.asdict(self))
+
+
+def _redact(value: Any) -> Any:
+    """Builtins copy of ``value`` with API keys replaced by whether one was set, URL passwords dropped."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if key == "api_key":
+                out["api_key_set"] = bool(item)
+            elif key in ("base_url", "endpoint", "ray_address") and isinstance(item, str):
+                out[key] = _strip_userinfo(item)
+            else:
+                out[key] = _redact(item)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_redact(item) for item in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def _strip_userinfo(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class _Reader:
+    """Typed access to the raw mapping; every failure names the file and the key."""
+
+    def __init__(self, source: str, raw: dict[str, Any]) -> None:
+        self.source = source
+        self.raw = raw
+
+    def fail(self, message: str) -> ConfigError:
+        return ConfigError(f"{self.source}: {message}")
+
+    def get(self, key: str) -> Any:
+        """The key's value; an absent key, or null where null means nothing, gives the default."""
+        value = self.raw.get(key)
+        if value is None and key not in NULLABLE_KEYS:
+            return DEFAULTS.get(key)
+        return value
+
+    def typed(self, key: str, check: Callable[[Any], bool], what: str, value: Any = None) -> Any:
+        """``value`` (default: the key's value) if None or passing ``check``; else a ConfigError."""
+        value = self.get(key) if value is None else value
+        if value is not None and not check(value):
+            raise self.fail(f"'{key}' must be {what}, got {value!r}")
+        return value
+
+    def integer(self, key: str, low: int | None = None, high: int | None = None, value: Any = None) -> int | None:
+        what = "an integer" + (f" from {low} to {high}" if high is not None else f" >= {low}" if low is not None else "")
+        return self.typed(key, lambda v: _is_int(v) and (low is None or v >= low) and (high is None or v <= high),
+                          what, value)
+
+    def number(self, key: str, low: float = 0.0) -> float | None:
+        value = self.typed(key, lambda v: _is_number(v) and v >= low, f"a number >= {low:g}")
+        return None if value is None else float(value)
+
+    def choice(self, key: str, options: tuple[str, ...], value: Any = None) -> str | None:
+        return self.typed(key, lambda v: v in options, "one of " + ", ".join(options), value)
+
+    def text(self, key: str, value: Any = None) -> str | None:
+        return self.typed(key, lambda v: isinstance(v, str) and v != "", "a non-empty string", value)
+
+    def flag(self, key: str) -> bool:
+        return self.typed(key, lambda v: isinstance(v, bool), "true or false")
+
+    def path(self, key: str, value: Any = None) -> Path | None:
+        text = self.text(key, value)
+        return None if text is None else Path(text).expanduser().resolve()
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _expand_env(value: Any, key: str, source: str) -> Any:
+    """Replace ``${NAME}`` in every string of ``value`` by the environment variable's value."""
+    if isinstance(value, str):
+        def lookup(match: re.Match) -> str:
+            name = match.group(1)
+            if name not in os.environ:
+                raise ConfigError(f"{source}: '{key}' uses ${{{name}}} but the environment variable {name} "
+                                  "is not set; export it or write the value in the config")
+            return os.environ[name]
+        return _ENV_REF.sub(lookup, value)
+    if isinstance(value, list):
+        return [_expand_env(item, key, source) for item in value]
+    if isinstance(value, dict):
+        return {k: _expand_env(item, key, source) for k, item in value.items()}
+    return value
+
+
+def _check_keys(keys: Any, allowed: frozenset[str] | tuple[str, ...], where: str, source: str) -> None:
+    for key in keys:
+        if not isinstance(key, str) or key not in allowed:
+            close = difflib.get_close_matches(str(key), list(allowed), n=1, cutoff=0.6)
+            hint = f" (did you mean '{close[0]}'?)" if close else " (config/default.yaml lists every key)"
+            raise ConfigError(f"{source}: unknown key '{key}'{where}{hint}")
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}; pass --yaml-location with an existing YAML file")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}: not valid YAML{where}; fix the syntax") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys to values at the top level")
+    return raw
+
+
+def _model_spec(reader: _Reader, values: dict[str, Any], labels: dict[str, str] | None = None) -> ModelSpec:
+    """One validated ModelSpec from model-key values; ``labels`` maps them to the user's key names."""
+    def name(key: str) -> str:
+        return (labels or {}).get(key, key)
+
+    provider = reader.choice(name("api-provider"), PROVIDERS, values.get("api-provider"))
+    model = reader.text(name("model"), values.get("model"))
+    if provider is None:
+        raise reader.fail(f"missing '{name('api-provider')}'; set it to one of " + ", ".join(PROVIDERS))
+    if model is None:
+        raise reader.fail(f"missing '{name('model')}'; name the model to run")
+    base_url = reader.text(name("base-url"), values.get("base-url"))
+    script = reader.path(name("script"), values.get("script"))
+    api_key = reader.text(name("api-key"), values.get("api-key"))
+    if provider == "scripted" and (script is None or not script.is_file()):
+        raise reader.fail(f"provider 'scripted' needs '{name('script')}' naming an existing script file "
+                          f"(got {script or 'none'})")
+    if provider in KEY_ENV_VARS and api_key is None and base_url is None:
+        env_var = KEY_ENV_VARS[provider]
+        api_key = os.environ.get(env_var) or None
+        if api_key is None:
+            raise reader.fail(f"no API key for provider '{provider}' (model '{model}'); "
+                              f"export {env_var} or set '{name('api-key')}'")
+    if provider == "azure-openai" and values.get("endpoint") is None:
+        raise reader.fail(f"provider 'azure-openai' needs '{name('endpoint')}' (your Azure resource URL)")
+    temperature = values.get("temperature")
+    reader.typed("temperature", _is_number, "a number", temperature)
+    return ModelSpec(
+        provider=provider,
+        model=model,
+        api_key=api_key,
+        base_url=base_url,
+        endpoint=reader.text(name("endpoint"), values.get("endpoint")),
+        api_version=reader.text(name("api-version"), values.get("api-version")),
+        deployment=reader.text(name("deployment"), values.get("deployment")),
+        temperature=None if temperature is None else float(temperature),
+        max_output_tokens=reader.integer("max-output-tokens", 1, value=values.get("max-output-tokens")),
+        reasoning_effort=reader.text("reasoning-effort", values.get("reasoning-effort")),
+        script=None if script is None else str(script),
+    )
+
+
+def _code_models(reader: _Reader) -> tuple[ModelSpec, ...]:
+    raw = reader.raw
+    shared = {key: raw[key] for key in MODEL_KEYS if key in raw}
+    if "models" in raw:
+        if "model" in raw:
+            raise reader.fail("use either 'model' or 'models', not both")
+        entries = raw["models"]
+        if not isinstance(entries, list) or not entries or not all(isinstance(e, dict) for e in entries):
+            raise reader.fail("'models' must be a non-empty list of mappings like {model: NAME, api-provider: P}")
+        for entry in entries:
+            _check_keys(entry, MODEL_KEYS, " in a 'models' entry", reader.source)
+        merged = [{**shared, **entry} for entry in entries]
+    else:
+        names = raw.get("model")
+        if names is None:
+            raise reader.fail("missing 'model'; name the code model to run (or list several under 'models')")
+        names = names if isinstance(names, list) else [names]
+        if not names:
+            raise reader.fail("'model' is an empty list; name at least one model")
+        merged = [{**shared, "model": name} for name in names]
+    specs = tuple(_model_spec(reader, values) for values in merged)
+    folders = [spec.model.replace("/", "_") for spec in specs]
+    duplicate = next((f for f in folders if folders.count(f) > 1), None)
+    if duplicate is not None:
+        raise reader.fail(f"model '{duplicate}' appears twice in the sweep; their results would share one folder")
+    return specs
+
+
+def _guidance_levels(reader: _Reader) -> tuple[int, ...]:
+    value = reader.get("guidance-level")
+    levels = value if isinstance(value, list) else [value]
+    if not levels:
+        raise reader.fail("'guidance-level' is an empty list; give a level from 0 to 4 or a list of them")
+    for level in levels:
+        if not (_is_int(level) and 0 <= level <= 4):
+            raise reader.fail(f"'guidance-level' must be an integer from 0 to 4 or a list of them, got {level!r}")
+    return tuple(dict.fromkeys(levels))
+
+
+def _needs_feedback_model(levels: tuple[int, ...], guidance_type: str, source: str, max_turn: int) -> bool:
+    """Feedback is generated only by the llm source, after a non-final turn, at a level above 0."""
+    return source == "llm" and max_turn > 1 and (guidance_type == "dynamic" or any(levels))
+
+
+def _feedback_model(reader: _Reader, needed: bool) -> ModelSpec | None:
+    values = {code_key: reader.raw[human_key] for human_key, code_key in HUMAN_KEYS.items() if human_key in reader.raw}
+    if not needed:
+        return None
+    if "api-provider" not in values or "model" not in values:
+        raise reader.fail("feedback at guidance levels above 0 needs a feedback model: set 'human-api-provider' "
+                          "and 'human-agent-model' (or 'feedback-source: file')")
+    return _model_spec(reader, values, {code_key: human_key for human_key, code_key in HUMAN_KEYS.items()})
+
+
+def _task_ids(reader: _Reader) -> tuple[int, ...] | None:
+    value = reader.get("task-ids")
+    if value is None:
+        return None
+    ids = value if isinstance(value, list) else [value]
+    for task_id in ids:
+        if not _is_int(task_id):
+            raise reader.fail(f"'task-ids' must be a task id or a list of task ids, got {task_id!r}")
+    return tuple(dict.fromkeys(ids)) or None
+
+
+def _dataset_dir(reader: _Reader) -> Path:
+    work_dir = reader.path("work-dir")
+    if not (work_dir / "annotation_meta.jsonl").is_file():
+        raise reader.fail(f"dataset not found: 'work-dir' {work_dir} holds no annotation_meta.jsonl; {DOWNLOAD_HINT}")
+    return work_dir
+
+
+def _existing_file(reader: _Reader, key: str, why: str) -> Path:
+    path = reader.path(key)
+    if path is None or not path.is_file():
+        raise reader.fail(f"'{key}' must name an existing file {why} (got {path or 'none'})")
+    return path
+
+
+def _prices(reader: _Reader) -> dict:
+    path = _existing_file(reader, "prices", "(the price table; config/prices.yaml ships one)")
+    try:
+        return load_prices(path)
+    except InferenceError as exc:
+        raise reader.fail(f"'prices': {exc}") from None
+
+
+def _runner_options(reader: _Reader) -> RunnerOptions:
+    return RunnerOptions(
+        timeout_sec=float(reader.typed("test-timeout-sec", lambda v: _is_number(v) and v > 0, "a number > 0")),
+        sandbox=reader.choice("sandbox", SANDBOX_MODES),
+        memory_mb=reader.integer("memory-mb", 64),
+        max_processes=reader.integer("max-processes", 1),
+        env_backend=reader.choice("env-backend", ENV_BACKENDS),
+    )
+
+
+def _parallel_mode(reader: _Reader, feedback_source: str) -> str:
+    """Interactive feedback reads the terminal, so it defaults to (and requires) in-process jobs."""
+    if feedback_source != "interactive":
+        return reader.choice("parallel-mode", PARALLEL_MODES)
+    mode = reader.choice("parallel-mode", PARALLEL_MODES, reader.raw.get("parallel-mode", "none"))
+    if mode != "none":
+        raise reader.fail("'feedback-source: interactive' reads your terminal; set 'parallel-mode: none'")
+    return mode
+
+
+def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
+    """Read and validate a YAML config; ``overrides`` (same hyphenated keys) win over the file."""
+    path = Path(path)
+    raw = {**_read_yaml(path), **{k: v for k, v in (overrides or {}).items() if v is not None}}
+    source = str(path)
+    _check_keys(raw, KNOWN_KEYS, "", source)
+    reader = _Reader(source, {key: _expand_env(value, key, source) for key, value in raw.items()})
+
+    levels = _guidance_levels(reader)
+    guidance_type = reader.choice("guidance-type", GUIDANCE_TYPES)
+    feedback_source = reader.choice("feedback-source", FEEDBACK_SOURCES)
+    max_turn = reader.integer("max-turn", 1)
+    memory_to_keep = reader.integer("memory-to-keep", 0)
+    memory_threshold = reader.integer("memory-threshold", 1)
+    if memory_to_keep >= memory_threshold:
+        raise reader.fail(f"'memory-to-keep' ({memory_to_keep}) must be smaller than 'memory-threshold' "
+                          f"({memory_threshold})")
+    output_dir = reader.path("output-dir")
+    models = _code_models(reader)
+    feedback_model = _feedback_model(reader, _needs_feedback_model(levels, guidance_type, feedback_source, max_turn))
+    cache_path = reader.path("cache-path")
+    if cache_path is None and "replay" in {m.provider for m in (*models, feedback_model) if m is not None}:
+        raise reader.fail("provider 'replay' answers from the response cache: set 'cache-path'")
+    return RunConfig(
+        models=models,
+        feedback_model=feedback_model,
+        guidance_levels=levels,
+        guidance_type=guidance_type,
+        max_guidance_level=reader.integer("max-guidance-level", 0, 4),
+        evaluation_setting=reader.choice("evaluation-setting", SETTINGS),
+        max_turn=max_turn,
+        max_steps=reader.integer("max-steps", 1),
+        memory_threshold=memory_threshold,
+        memory_to_keep=memory_to_keep,
+        work_dir=_dataset_dir(reader),
+        output_dir=output_dir,
+        init_seed_dir=reader.path("init_seed") or output_dir / "init_seed",
+        resume=reader.flag("resume"),
+        task_ids=_task_ids(reader),
+        replay_feedback_level=reader.integer("replay-feedback-level", 0, 4),
+        feedback_source=feedback_source,
+        feedback_file=(_existing_file(reader, "feedback-file", "with the feedback records to replay")
+                       if feedback_source == "file" else reader.path("feedback-file")),
+        runner=_runner_options(reader),
+        cache_path=cache_path,
+        prices=_prices(reader),
+        reindent_snippet=reader.flag("reindent-snippet"),
+        max_workers=reader.integer("max-workers", 1),
+        parallel_mode=_parallel_mode(reader, feedback_source),
+        ray_address=reader.text("ray-address"),
+        ray_num_cpus=reader.number("ray-num-cpus"),
+        ray_num_gpus=reader.number("ray-num-gpus"),
+    )
