@@ -1,0 +1,149 @@
+"""Run RECODE-H: every (model, guidance level, task) job of a config, in parallel, resumably.
+
+    python agent/research_code_generation.py --yaml-location config/offline.yaml
+        [--max-workers N] [--parallel-mode processes|threads|none|ray]
+
+Prints a progress bar (jobs, dollars so far) and, at the end, a table per
+model x level. Ctrl-C stops cleanly: finished turns are on disk and the same
+command resumes. Mistakes a user can make end with one line and exit code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tqdm import tqdm  # noqa: E402
+
+from agent.config import PARALLEL_MODES, ConfigError, RunConfig, load_config  # noqa: E402
+from agent.env_cache import EnvError  # noqa: E402
+from agent.executor import ExecutorError, make_executor  # noqa: E402
+from agent.inference import InferenceError, build_model  # noqa: E402
+from agent.run_metadata import build_metadata, metadata_path, write_metadata  # noqa: E402
+from agent.run_summary import format_table, summarize  # noqa: E402
+from agent.scheduler import plan_run, run_plan  # noqa: E402
+from agent.utils import DatasetError, DatasetManager  # noqa: E402
+
+USER_ERRORS = (ConfigError, DatasetError, InferenceError, EnvError, ExecutorError)
+EXIT_USER_ERROR = 2
+EXIT_JOBS_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--yaml-location", required=True, help="the run's YAML config (see config/default.yaml)")
+    parser.add_argument("--max-workers", type=int, help="jobs at once (overrides max-workers)")
+    parser.add_argument("--parallel-mode", choices=PARALLEL_MODES, help="overrides parallel-mode")
+    return parser.parse_args(argv)
+
+
+def select_tasks(cfg: RunConfig) -> list[int]:
+    """Task ids to run; an unknown id or a broken task folder is a DatasetError before anything runs."""
+    dataset = DatasetManager(cfg.work_dir)
+    tasks = [meta.index for meta in dataset.select(list(cfg.task_ids) if cfg.task_ids else None)]
+    for index in tasks:
+        dataset.check_task(index)
+    if not tasks:
+        raise DatasetError(f"no runnable task in {dataset.meta_path} (no row has if_test: true)")
+    return tasks
+
+
+def check_models(cfg: RunConfig) -> None:
+    """Build each model once here, so a missing SDK or bad setting stops the run before any job starts."""
+    for spec in (*cfg.models, *([cfg.feedback_model] if cfg.feedback_model else [])):
+        build_model(spec, prices=cfg.prices, cache_path=str(cfg.cache_path) if cfg.cache_path else None)
+
+
+class Progress:
+    """The tqdm bar: one tick per finished job, postfix = dollars spent so far (per turn where reported)."""
+
+    def __init__(self, total: int) -> None:
+        self.bar = tqdm(total=total, unit="job", dynamic_ncols=True, file=sys.stderr)
+        self.streamed: dict = {}
+        self.final = 0.0
+        self.errors = 0
+
+    def _show(self) -> None:
+        self.bar.set_postfix_str(f"${self.final + sum(self.streamed.values()):.4f}" +
+                                 (f", {self.errors} failed" if self.errors else ""))
+
+    def turn(self, job: object, message: dict) -> None:
+        self.streamed[job] = self.streamed.get(job, 0.0) + (message.get("cost_usd") or 0.0)
+        self._show()
+
+    def job_done(self, job: object, outcome: dict) -> None:
+        """The job's own total replaces the per-turn deltas streamed for it."""
+        self.streamed.pop(job, None)
+        self.final += outcome["cost_usd"] or 0.0
+        self.errors += outcome["state"] == "error"
+        if outcome["state"] == "error":
+            self.bar.write(f"task {outcome['task_index']} (L{outcome['level']}, {outcome['model']}) failed: "
+                           f"{outcome['error']}")
+        self.bar.update(1)
+        self._show()
+
+
+def run(cfg: RunConfig, argv: list[str]) -> int:
+    """Everything after validation: metadata, the jobs, the table. Returns the exit code."""
+    tasks = select_tasks(cfg)
+    check_models(cfg)
+    executor = make_executor(cfg.parallel_mode, cfg.max_workers, ray_address=cfg.ray_address,
+                             ray_num_cpus=cfg.ray_num_cpus, ray_num_gpus=cfg.ray_num_gpus)
+    meta_file = metadata_path(cfg)
+    record = build_metadata(cfg, argv)
+    write_metadata(meta_file, record)
+    plan = plan_run(cfg, tasks)
+    progress = Progress(len(plan.jobs))
+    start = time.monotonic()
+    try:
+        outcomes, stats = run_plan(cfg, plan, executor, on_outcome=progress.job_done, on_progress=progress.turn)
+    except KeyboardInterrupt:
+        progress.bar.close()
+        clean = executor.shutdown(cancel=True)
+        write_metadata(meta_file, {**record, "status": "interrupted", "wall_time_sec": time.monotonic() - start})
+        print("interrupted: finished turns are saved; run the same command again to resume", file=sys.stderr)
+        if not clean:  # worker threads cannot be stopped; their turns in flight are dropped like a killed process's
+            sys.stderr.flush()
+            os._exit(EXIT_INTERRUPTED)
+        return EXIT_INTERRUPTED
+    progress.bar.close()
+    executor.shutdown()
+    rows = summarize(outcomes)
+    failed = [o for o in outcomes if o["state"] == "error"]
+    write_metadata(meta_file, {
+        **record, "status": "finished", "wall_time_sec": time.monotonic() - start,
+        "seeds_computed": stats.seeds_computed, "api_calls": sum(o["api_calls"] for o in outcomes),
+        "summary": [row.__dict__ for row in rows],
+        "errors": [{k: o[k] for k in ("model", "level", "task_index", "error", "traceback")} for o in failed],
+    })
+    print(format_table(rows, cfg.max_turn))
+    print(f"results: {cfg.output_dir}  run record: {meta_file}")
+    if failed:
+        print(f"{len(failed)} job(s) failed (tracebacks in {meta_file}); run the same command again to retry them",
+              file=sys.stderr)
+        return EXIT_JOBS_FAILED
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    overrides = {"max-workers": args.max_workers, "parallel-mode": args.parallel_mode}
+    try:
+        cfg = load_config(args.yaml_location, overrides)
+        return run(cfg, [sys.argv[0], *argv])
+    except USER_ERRORS as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print("interrupted before any job started", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
