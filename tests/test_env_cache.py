@@ -1,0 +1,185 @@
+"""Building and resolving environments: a real uv build, idempotency, failure isolation, locks, cheap hits."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import agent.env_cache as env_cache
+from agent.env_backends import BuildPlan
+from agent.env_cache import EnvError, ensure_env, env_root, env_settings, resolve_python, spec_for_task
+from scripts.manage_envs import main as manage_main
+from tests.env_testlib import make_dataset
+
+REPO = Path(__file__).resolve().parents[1]
+BROKEN = "nonexistent-pkg @ file:///nonexistent/nonexistent_pkg-1.0-py3-none-any.whl\n"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One real uv run over: two env names with the same tiny requirements, and one broken env."""
+    root = tmp_path_factory.mktemp("uvbuild")
+    dataset = make_dataset(
+        root / "ds", {1: "tiny", 2: "tiny_alias", 3: "broken"},
+        {"tiny.txt": "pytest\n", "tiny_alias.txt": "# same thing\nPyTest\n", "broken.txt": BROKEN},
+    )
+    args = ["--dataset-dir", str(dataset.root), "--backend", "uv", "--env-dir", str(root / "envs")]
+    completed = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "manage_envs.py"), *args], capture_output=True, text=True, timeout=300
+    )
+    return {"dataset": dataset, "args": args, "envs": root / "envs", "first": completed}
+
+
+def test_real_uv_build_isolates_the_failure_and_reports_its_log(built: dict) -> None:
+    first = built["first"]
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "Traceback" not in first.stdout + first.stderr
+    settings = env_settings("uv", built["envs"])
+    tiny, broken = (spec_for_task(built["dataset"], i, settings) for i in (1, 3))
+    assert f"{tiny.name} (tiny; tiny_alias; tasks 1, 2): built in" in first.stdout
+    broken_log = env_root(broken, settings) / "build.log"
+    assert f"{broken.name} (broken; task 3): FAILED:" in first.stdout and f"see {broken_log}" in first.stdout
+    assert "nonexistent" in broken_log.read_text()
+    python = env_root(tiny, settings) / "prefix" / "bin" / "python"
+    probe = subprocess.run([str(python), "-m", "pytest", "--version"], capture_output=True, text=True, timeout=60)
+    assert probe.returncode == 0 and "pytest" in probe.stdout + probe.stderr
+    marker = json.loads((env_root(tiny, settings) / "recode_env.json").read_text())
+    assert (marker["fingerprint"], marker["python"]) == (tiny.fingerprint, str(python))
+
+
+def test_second_run_is_up_to_date_and_rebuilds_nothing(built: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    tiny = spec_for_task(built["dataset"], 1, env_settings("uv", built["envs"]))
+    marker = env_root(tiny, env_settings("uv", built["envs"])) / "recode_env.json"
+    stamp = marker.stat().st_mtime_ns
+    assert manage_main([*built["args"], "--task-ids", "1", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"{tiny.name} (tiny; tiny_alias; tasks 1, 2): up to date" in out
+    assert "all 1 environments up to date; nothing to do" in out
+    assert marker.stat().st_mtime_ns == stamp
+    assert manage_main([*built["args"], "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert f"{tiny.name} (tiny; tiny_alias; tasks 1, 2): ready" in listed and ": failed" in listed
+
+
+def test_cache_hit_spawns_no_subprocess(built: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECODE_ENV_DIR", str(built["envs"]))
+    monkeypatch.setenv("RECODE_ENV_BACKEND", "uv")
+    monkeypatch.delenv("RECODE_ENV_PYTHON", raising=False)
+    monkeypatch.delenv("RECODE_REQUIREMENTS_MAP", raising=False)
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a cache hit must not start a process")
+
+    monkeypatch.setattr(subprocess, "Popen", forbidden)
+    monkeypatch.setattr(env_cache.subprocess, "run", forbidden)
+    monkeypatch.setattr(env_cache, "_MEMO", {})
+    cold = resolve_python(built["dataset"], 2)
+    assert env_cache._MEMO, "the first hit is memoised"
+    assert resolve_python(built["dataset"], 1) == resolve_python(built["dataset"], 2) == cold
+    assert cold.endswith("/prefix/bin/python") and Path(cold).exists()
+    assert resolve_python(built["dataset"], 1, backend="current") == sys.executable
+
+
+def test_unbuilt_env_without_build_names_the_command(built: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECODE_ENV_DIR", str(built["envs"]))
+    with pytest.raises(EnvError, match=r"is not built; run: python scripts/manage_envs.py .* --task-ids 3$"):
+        resolve_python(built["dataset"], 3, backend="uv", build=False)
+
+
+def fake_plan_factory(counter: Path, delay: float):
+    """A build_plan stand-in whose single command counts builds and links this interpreter as the env's."""
+    def fake_plan(backend: str, prefix: Path, requirements: Path, python_version: str) -> BuildPlan:
+        script = (
+            "import os, sys, time\n"
+            f"open({str(counter)!r}, 'a').write('build\\n')\n"
+            f"time.sleep({delay})\n"
+            f"os.makedirs({str(prefix / 'bin')!r})\n"
+            f"os.symlink(sys.executable, {str(prefix / 'bin' / 'python')!r})\n"
+        )
+        return BuildPlan(commands=((sys.executable, "-c", script),))
+    return fake_plan
+
+
+def test_concurrent_callers_build_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dataset = make_dataset(tmp_path / "ds", {1: "a"}, {"a.txt": "pytest\n"})
+    settings = env_settings("venv", tmp_path / "envs")
+    counter = tmp_path / "builds.txt"
+    monkeypatch.setattr(env_cache, "build_plan", fake_plan_factory(counter, 0.5))
+    spec = spec_for_task(dataset, 1, settings)
+    results: list = []
+    messages: list[str] = []
+    threads = [threading.Thread(target=lambda: results.append(ensure_env(spec, settings, progress=messages.append))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert counter.read_text() == "build\n"
+    assert sorted(r.status for r in results) == ["built", "up to date"]
+    assert any(m.startswith("waiting for another process") for m in messages)
+    assert ensure_env(spec, settings, rebuild=True, progress=messages.append).status == "built"
+    assert counter.read_text() == "build\nbuild\n"
+
+
+def test_waits_for_a_build_in_another_process_and_reuses_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dataset = make_dataset(tmp_path / "ds", {1: "a"}, {"a.txt": "pytest\n"})
+    settings = env_settings("venv", tmp_path / "envs")
+    spec = spec_for_task(dataset, 1, settings)
+    root = env_root(spec, settings)
+    root.mkdir(parents=True)
+    other = (
+        "import os, sys, time\nfrom filelock import FileLock\n"
+        f"with FileLock({str(root / 'build.lock')!r}):\n"
+        "    print('locked', flush=True)\n    time.sleep(1.0)\n"
+        f"    os.makedirs({str(root / 'prefix' / 'bin')!r})\n"
+        f"    os.symlink(sys.executable, {str(root / 'prefix' / 'bin' / 'python')!r})\n"
+        f"    open({str(root / 'recode_env.json')!r}, 'w').write('{{}}')\n"
+    )
+    builder = subprocess.Popen([sys.executable, "-c", other], stdout=subprocess.PIPE, text=True)
+    assert builder.stdout.readline().strip() == "locked"
+    monkeypatch.setattr(env_cache, "build_plan", fake_plan_factory(tmp_path / "never.txt", 0))
+    messages: list[str] = []
+    result = ensure_env(spec, settings, progress=messages.append)
+    assert builder.wait(timeout=30) == 0
+    assert result.status == "up to date" and not (tmp_path / "never.txt").exists()
+    assert messages and messages[0].startswith("waiting for another process")
+
+
+def test_env_without_pytest_fails_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dataset = make_dataset(tmp_path / "ds", {1: "a"}, {"a.txt": "six\n"})
+    settings = env_settings("venv", tmp_path / "envs")
+    spec = spec_for_task(dataset, 1, settings)
+
+    def no_pytest_plan(backend: str, prefix: Path, requirements: Path, python_version: str) -> BuildPlan:
+        script = f"import os; os.makedirs({str(prefix / 'bin')!r}); os.symlink('/bin/false', {str(prefix / 'bin' / 'python')!r})"
+        return BuildPlan(commands=((sys.executable, "-c", script),))
+
+    monkeypatch.setattr(env_cache, "build_plan", no_pytest_plan)
+    with pytest.raises(EnvError, match=r"cannot import pytest; add pytest to .*a\.txt \(log: .*build\.log\)"):
+        ensure_env(spec, settings, progress=lambda _: None)
+    assert not (env_root(spec, settings) / "recode_env.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["--task-ids", "99"], "error: unknown task id 99"), (["--dataset-dir", "/nonexistent/ds"], "error: dataset not found")],
+)
+def test_broken_dataset_or_unknown_task_is_one_line(
+    tmp_path: Path, extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dataset = make_dataset(tmp_path / "ds", {1: "a"}, {"a.txt": "pytest\n"})
+    code = manage_main(["--dataset-dir", str(dataset.root), "--backend", "uv", "--env-dir", str(tmp_path / "envs"), *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(message) and err.count("\n") == 1
+
+
+def test_task_with_missing_test_sh_is_skipped_and_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dataset = make_dataset(tmp_path / "ds", {1: "a", 2: "a"}, {"a.txt": "pytest\n"})
+    (dataset.task_dir(2) / "test.sh").unlink()
+    code = manage_main(["--dataset-dir", str(dataset.root), "--backend", "uv", "--env-dir", str(tmp_path / "envs"), "--list"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "task 2: skipped: task 2 is missing" in out and "(a; task 1): missing" in out
