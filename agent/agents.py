@@ -1,0 +1,204 @@
+"""The two agents of RECODE-H: the CodeAgent that writes the file, the HumanAgent that judges it.
+
+A CodeAgent turn reads like this: build the step prompt (paper, task, the file
+with line numbers, the last test digest and feedback, the result of the last
+action), ask the model, remember the exchange, parse the answer into an action
+and execute it on the private repository copy; stop at SUBMIT or when the step
+budget is spent (then the file is submitted as it is). ``baseline`` asks once per
+turn and takes the python block of the answer as the new file.
+
+Memory: ``agent`` keeps the history of the current turn only; ``memory_agent``
+carries it across turns and condenses it with an LLM summary once it holds more
+than ``memory_threshold`` messages, keeping the last ``memory_to_keep`` verbatim.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from agent.action import ActionFormatError, RepoWorkspace, execute, extract_code_block, numbered, parse_answer
+from agent.clean_test_runner import RunnerOptions, run_candidate
+from agent.constants import (
+    AGENT_SYSTEM, BASELINE_SYSTEM, FORMAT_ERROR, SECTION_BASELINE_ASK, SECTION_DIGEST, SECTION_FEEDBACK,
+    SECTION_FILE, SECTION_FILE_EMPTY, SECTION_FILE_PLAIN, SECTION_LAST_ACTION, SECTION_PAPER, SECTION_STEP,
+    SECTION_TASK, SUMMARY_MEMORY, SUMMARY_REQUEST, SUMMARY_SYSTEM,
+)
+from agent.feedback import FeedbackReply, FeedbackRequest, FeedbackSource
+from agent.utils import DatasetManager
+
+if TYPE_CHECKING:
+    from agent.inference import ChatModel
+
+SETTINGS = ("baseline", "agent", "memory_agent")
+
+
+@dataclass(frozen=True)
+class TaskBrief:
+    """The fixed part of every prompt: the paper excerpt, the task and the target file's path."""
+
+    latex: str
+    instruction: str
+    target: str
+
+
+@dataclass
+class TurnResult:
+    """What one CodeAgent turn produced; everything is builtins, ready for a turn record."""
+
+    code: str
+    actions: list[dict] = field(default_factory=list)
+    usage: list[dict] = field(default_factory=list)
+    history: list[dict] = field(default_factory=list)
+    memory: list[dict] = field(default_factory=list)
+
+
+def merge_roles(messages: list[dict]) -> list[dict]:
+    """Join consecutive messages of one role: some providers require strict alternation."""
+    merged: list[dict] = []
+    for message in messages:
+        if merged and merged[-1]["role"] == message["role"]:
+            merged[-1] = {"role": message["role"], "content": merged[-1]["content"] + "\n\n" + message["content"]}
+        else:
+            merged.append({"role": message["role"], "content": message["content"]})
+    return merged
+
+
+class CodeAgent:
+    """Writes the target file turn by turn with the model, acting on a private repository copy."""
+
+    def __init__(self, model: ChatModel, brief: TaskBrief, workspace: RepoWorkspace, *, setting: str,
+                 max_steps: int, memory_threshold: int, memory_to_keep: int,
+                 memory: list[dict] | None = None) -> None:
+        if setting not in SETTINGS:
+            raise ValueError(f"evaluation-setting '{setting}' is not one of {', '.join(SETTINGS)}")
+        self.model = model
+        self.brief = brief
+        self.ws = workspace
+        self.setting = setting
+        self.max_steps = max(1, max_steps)
+        self.memory_threshold = memory_threshold
+        self.memory_to_keep = memory_to_keep
+        self.memory: list[dict] = [dict(m) for m in memory or []]
+
+    def run_turn(self, turn: int, *, digest: str = "", feedback: str = "") -> TurnResult:
+        """One turn: returns the submitted file and the turn's actions, usage, transcript and memory."""
+        result = TurnResult(code="")
+        if self.setting == "baseline":
+            self._baseline_turn(turn, digest, feedback, result)
+        else:
+            self._agent_turn(turn, digest, feedback, result)
+        result.code = self.ws.code
+        result.memory = [dict(m) for m in self.memory]
+        return result
+
+    # ------------------------------------------------------------ the tool-using agent
+
+    def _agent_turn(self, turn: int, digest: str, feedback: str, result: TurnResult) -> None:
+        if self.setting == "agent":
+            self.memory = []
+        system = AGENT_SYSTEM.format(max_steps=self.max_steps)
+        last: tuple[str, str] | None = None
+        opening = self._opening(digest, feedback)
+        for step in range(1, self.max_steps + 1):
+            outcome = [SECTION_LAST_ACTION.format(action=last[0], result=last[1])] if last else []
+            header = [SECTION_STEP.format(turn=turn, step=step, max_steps=self.max_steps)]
+            prompt = "\n\n".join(self._context(numbered_file=True) + opening + outcome + header)
+            answer = self._ask(system, self.memory, prompt, result)
+            self._remember("\n\n".join((opening if step == 1 else []) + outcome + header), answer, result)
+            try:
+                action = parse_answer(answer)
+            except ActionFormatError as exc:
+                result.actions.append({"step": step, "action": "INVALID", "argument": str(exc), "ok": False})
+                last = ("invalid answer", FORMAT_ERROR.format(problem=exc))
+                continue
+            observation = execute(action, self.ws)
+            argument = f"{action.start} {action.end}" if action.name == "EDIT" else action.argument
+            result.actions.append({"step": step, "action": action.name, "argument": argument, "ok": observation.ok})
+            if observation.submitted:
+                return
+            last = (f"{action.name} {argument}".strip(), observation.text)
+        result.actions.append({"step": self.max_steps + 1, "action": "SUBMIT", "argument": "auto: step budget spent",
+                               "ok": True})
+
+    def _context(self, numbered_file: bool) -> list[str]:
+        """Paper, task and the current target file: the part of the prompt that memory never stores."""
+        code = self.ws.code
+        count = len(code.splitlines())
+        if not code.strip():
+            file_section = SECTION_FILE_EMPTY.format(path=self.brief.target)
+        elif numbered_file:
+            file_section = SECTION_FILE.format(path=self.brief.target, count=count, numbered=numbered(code))
+        else:
+            file_section = SECTION_FILE_PLAIN.format(path=self.brief.target, count=count, code=code.rstrip("\n"))
+        return [SECTION_PAPER.format(latex=self.brief.latex.strip()),
+                SECTION_TASK.format(instruction=self.brief.instruction.strip()), file_section]
+
+    @staticmethod
+    def _opening(digest: str, feedback: str) -> list[str]:
+        """What the previous submission taught: its test digest and the researcher's feedback."""
+        parts = [SECTION_DIGEST.format(digest=digest)] if digest else []
+        return parts + ([SECTION_FEEDBACK.format(feedback=feedback)] if feedback else [])
+
+    # ------------------------------------------------------------ the one-call baseline
+
+    def _baseline_turn(self, turn: int, digest: str, feedback: str, result: TurnResult) -> None:
+        prompt = "\n\n".join(self._context(numbered_file=False) + self._opening(digest, feedback)
+                             + [SECTION_BASELINE_ASK.format(turn=turn, path=self.brief.target)])
+        answer = self._ask(BASELINE_SYSTEM, [], prompt, result)
+        code = extract_code_block(answer)
+        if code is not None:
+            self.ws.write_code(code)
+        result.actions.append({"step": 1, "action": "REPLACE",
+                               "argument": "" if code is not None else "no closed python block in the answer",
+                               "ok": code is not None})
+        result.actions.append({"step": 1, "action": "SUBMIT", "argument": "", "ok": True})
+
+    # ------------------------------------------------------------ model calls and memory
+
+    def _ask(self, system: str, memory: list[dict], prompt: str, result: TurnResult, kind: str = "step") -> str:
+        messages = [{"role": "system", "content": system}] + merge_roles(memory + [{"role": "user", "content": prompt}])
+        completion = self.model.complete(messages)
+        result.usage.append({**completion.usage.to_dict(), "purpose": kind})
+        result.history.append({"role": "user", "content": prompt, "kind": kind})
+        result.history.append({"role": "assistant", "content": completion.text, "kind": kind})
+        return completion.text
+
+    def _remember(self, news: str, answer: str, result: TurnResult) -> None:
+        self.memory += [{"role": "user", "content": news}, {"role": "assistant", "content": answer}]
+        if self.setting == "memory_agent" and len(self.memory) > self.memory_threshold:
+            self._summarise(result)
+
+    def _summarise(self, result: TurnResult) -> None:
+        """Replace all but the last ``memory_to_keep`` messages by one LLM-written summary."""
+        keep = max(0, self.memory_to_keep)
+        old = self.memory[:-keep] if keep else self.memory
+        if not old:
+            return
+        kept = self.memory[len(old):]
+        history = "\n\n".join(f"[{m['role'].upper()}]\n{m['content']}" for m in old)
+        summary = self._ask(SUMMARY_SYSTEM, [], SUMMARY_REQUEST.format(history=history), result, kind="summary")
+        self.memory = [{"role": "user", "content": SUMMARY_MEMORY.format(summary=summary.strip())}] + kept
+
+
+class HumanAgent:
+    """The simulated researcher: runs the tests on a submission and asks its source for feedback."""
+
+    def __init__(self, dataset: DatasetManager, index: int, runner: RunnerOptions,
+                 source: FeedbackSource | None) -> None:
+        self.dataset = dataset
+        self.index = index
+        self.runner = runner
+        self.source = source
+
+    def evaluate(self, code: str) -> dict:
+        """The runner's execution result for ``code`` (full text of the target file)."""
+        return run_candidate(self.dataset, self.index, code, self.runner)
+
+    def feedback(self, *, turn: int, level: int, code: str, previous_code: str, digest: str) -> FeedbackReply:
+        if self.source is None:
+            raise ValueError("feedback is needed but no feedback source is configured (set the human-* keys)")
+        request = FeedbackRequest(
+            task_index=self.index, turn=turn, level=level, latex=self.dataset.latex(self.index),
+            instruction=self.dataset.instruction(self.index), canonical=self.dataset.canonical(self.index),
+            code=code, previous_code=previous_code, digest=digest)
+        return self.source(request)
