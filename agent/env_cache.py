@@ -217,6 +217,18 @@ def _run_logged(command: tuple[str, ...], log, env: dict[str, str]) -> int:
         return 127
 
 
+def _error_hint(log_path: Path) -> str:
+    """': <last error line of the log>' (shortened), so the one-line failure says what went wrong."""
+    lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+    starts = [i for i, line in enumerate(lines) if line.lower().startswith("error")]
+    if not starts:
+        return ""
+    end = starts[-1] + 1
+    while end < len(lines) and lines[end][:1].isspace() and lines[end].strip():
+        end += 1
+    return ": " + " ".join(line.strip() for line in lines[starts[-1]:end])[:300]
+
+
 def _build(spec: EnvSpec, settings: EnvSettings, progress: Callable[[str], None]) -> BuildResult:
     """Build from scratch (the lock is held): wipe, run the backend's commands, check pytest, mark."""
     root = env_root(spec, settings)
@@ -241,9 +253,10 @@ def _build(spec: EnvSpec, settings: EnvSettings, progress: Callable[[str], None]
         for command in plan.commands:
             code = _run_logged(command, log, env)
             if code != 0:
+                log.flush()
                 raise EnvError(
                     f"building environment {spec.name} for '{spec.group}' failed "
-                    f"({Path(command[0]).name} {command[1]} exited with {code}); see {log_path}"
+                    f"({Path(command[0]).name} {command[1]} exited with {code}{_error_hint(log_path)}); see {log_path}"
                 )
         if _run_logged((str(python), "-c", "import pytest"), log, env) != 0:
             raise EnvError(

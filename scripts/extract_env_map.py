@@ -33,6 +33,13 @@ from agent.utils import DatasetError, DatasetManager  # noqa: E402
 DEFAULT_DATASET = Path(__file__).resolve().parents[1] / "work_dir" / "dataset"
 
 
+def shown(path: Path | None, relative_to: Path, dataset_root: Path) -> str | None:
+    """Files inside the dataset relative to where the map will live (so the pair can move); others absolute."""
+    if path is None:
+        return None
+    return os.path.relpath(path, relative_to) if path.is_relative_to(dataset_root) else str(path)
+
+
 def build_map(dataset: DatasetManager, requirements_map: Path | None, relative_to: Path) -> dict:
     """The mapping as plain data; file paths are relative to ``relative_to`` (where the map will live)."""
     rmap = load_requirements_map(find_requirements_map(dataset.root, requirements_map))
@@ -44,11 +51,10 @@ def build_map(dataset: DatasetManager, requirements_map: Path | None, relative_t
         if env_name not in envs:
             group, source = requirements_source(env_name, dataset.root / "requirements", rmap)
             found = source if group == env_name else None
-            envs[env_name] = {"requirements": os.path.relpath(found, relative_to) if found else None, "tasks": []}
+            envs[env_name] = {"requirements": shown(found, relative_to, dataset.root), "tasks": []}
         envs[env_name]["tasks"].append(index)
-    default = rmap.default
     return {
-        "default": os.path.relpath(default, relative_to) if default else None,
+        "default": shown(rmap.default, relative_to, dataset.root),
         "envs": envs,
         "tasks_without_env": [index for index, env_name in by_task.items() if env_name is None],
     }
@@ -70,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     text = (
         f"# env map of {dataset.root}, written by scripts/extract_env_map.py\n"
-        f"# requirement paths are relative to {relative_to}; null entries use the default group\n"
+        f"# relative requirement paths are relative to {relative_to}; null entries use the default group\n"
         + yaml.safe_dump(mapping, sort_keys=False)
     )
     if out:

@@ -83,10 +83,11 @@ def build_envs(planned: list[PlannedEnv], settings: EnvSettings, rebuild: bool) 
         counts[result.status] += 1
         detail = f" in {result.duration_sec:.1f} s" if result.status == "built" else ""
         print(f"{prefix}: {result.status}{detail}", flush=True)
+    total = f"{len(planned)} environment{'' if len(planned) == 1 else 's'}"
     if counts["up to date"] == len(planned):
-        print(f"all {len(planned)} environments up to date; nothing to do")
+        print(f"all {total} up to date; nothing to do")
     else:
-        print(f"{len(planned)} environments: {counts['up to date']} up to date, {counts['built']} built, {len(failures)} failed")
+        print(f"{total}: {counts['up to date']} up to date, {counts['built']} built, {len(failures)} failed")
     return failures
 
 

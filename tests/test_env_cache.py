@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import agent.env_cache as env_cache
-from agent.env_backends import BuildPlan
+from agent.env_backends import BuildPlan, build_plan, read_pip_settings
 from agent.env_cache import EnvError, ensure_env, env_root, env_settings, resolve_python, spec_for_task
 from scripts.manage_envs import main as manage_main
 from tests.env_testlib import make_dataset
@@ -44,6 +44,8 @@ def test_real_uv_build_isolates_the_failure_and_reports_its_log(built: dict) -> 
     broken_log = env_root(broken, settings) / "build.log"
     assert f"{broken.name} (broken; task 3): FAILED:" in first.stdout and f"see {broken_log}" in first.stdout
     assert "nonexistent" in broken_log.read_text()
+    failed_line = next(line for line in first.stdout.splitlines() if "FAILED" in line)
+    assert "exited with 1: error" in failed_line and "nonexistent_pkg" in failed_line
     python = env_root(tiny, settings) / "prefix" / "bin" / "python"
     probe = subprocess.run([str(python), "-m", "pytest", "--version"], capture_output=True, text=True, timeout=60)
     assert probe.returncode == 0 and "pytest" in probe.stdout + probe.stderr
@@ -58,7 +60,7 @@ def test_second_run_is_up_to_date_and_rebuilds_nothing(built: dict, capsys: pyte
     assert manage_main([*built["args"], "--task-ids", "1", "2"]) == 0
     out = capsys.readouterr().out
     assert f"{tiny.name} (tiny; tiny_alias; tasks 1, 2): up to date" in out
-    assert "all 1 environments up to date; nothing to do" in out
+    assert "all 1 environment up to date; nothing to do" in out
     assert marker.stat().st_mtime_ns == stamp
     assert manage_main([*built["args"], "--list"]) == 0
     listed = capsys.readouterr().out
@@ -84,6 +86,22 @@ def test_cache_hit_spawns_no_subprocess(built: dict, monkeypatch: pytest.MonkeyP
     assert resolve_python(built["dataset"], 1, backend="current") == sys.executable
 
 
+def test_uv_install_of_pinned_torch_takes_the_local_cpu_wheel(built: dict, tmp_path: Path) -> None:
+    """The uv command honours pip's find-links/indexes: torch==2.13.0 must not resolve to a CUDA build."""
+    local = [w for link in read_pip_settings().find_links for w in Path(link).glob("torch-2.13.0+cpu-*.whl")]
+    if not local:
+        pytest.skip("pip's find-links hold no local torch 2.13.0 CPU wheel on this machine")
+    tiny = spec_for_task(built["dataset"], 1, env_settings("uv", built["envs"]))
+    requirements = tmp_path / "torch.txt"
+    requirements.write_text("torch==2.13.0\n")
+    prefix = env_root(tiny, env_settings("uv", built["envs"])) / "prefix"
+    install = build_plan("uv", prefix, requirements, tiny.python_version).commands[1]
+    dry = subprocess.run([*install, "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert dry.returncode == 0, dry.stderr
+    assert "+ torch==2.13.0+cpu" in dry.stdout + dry.stderr
+    assert "nvidia" not in dry.stdout + dry.stderr
+
+
 def test_unbuilt_env_without_build_names_the_command(built: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RECODE_ENV_DIR", str(built["envs"]))
     with pytest.raises(EnvError, match=r"is not built; run: python scripts/manage_envs.py .* --task-ids 3$"):
@@ -104,12 +122,17 @@ def fake_plan_factory(counter: Path, delay: float):
     return fake_plan
 
 
-def test_concurrent_callers_build_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    dataset = make_dataset(tmp_path / "ds", {1: "a"}, {"a.txt": "pytest\n"})
+def one_task_env(tmp_path: Path, requirements: str = "pytest\n") -> tuple:
+    """(spec, settings) of a one-task dataset under tmp_path, venv backend."""
+    dataset = make_dataset(tmp_path / "ds", {1: "a"}, {"a.txt": requirements})
     settings = env_settings("venv", tmp_path / "envs")
+    return spec_for_task(dataset, 1, settings), settings
+
+
+def test_concurrent_callers_build_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec, settings = one_task_env(tmp_path)
     counter = tmp_path / "builds.txt"
     monkeypatch.setattr(env_cache, "build_plan", fake_plan_factory(counter, 0.5))
-    spec = spec_for_task(dataset, 1, settings)
     results: list = []
     messages: list[str] = []
     threads = [threading.Thread(target=lambda: results.append(ensure_env(spec, settings, progress=messages.append))) for _ in range(2)]
@@ -125,9 +148,7 @@ def test_concurrent_callers_build_once(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_waits_for_a_build_in_another_process_and_reuses_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    dataset = make_dataset(tmp_path / "ds", {1: "a"}, {"a.txt": "pytest\n"})
-    settings = env_settings("venv", tmp_path / "envs")
-    spec = spec_for_task(dataset, 1, settings)
+    spec, settings = one_task_env(tmp_path)
     root = env_root(spec, settings)
     root.mkdir(parents=True)
     other = (
@@ -149,9 +170,7 @@ def test_waits_for_a_build_in_another_process_and_reuses_it(tmp_path: Path, monk
 
 
 def test_env_without_pytest_fails_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    dataset = make_dataset(tmp_path / "ds", {1: "a"}, {"a.txt": "six\n"})
-    settings = env_settings("venv", tmp_path / "envs")
-    spec = spec_for_task(dataset, 1, settings)
+    spec, settings = one_task_env(tmp_path, "six\n")
 
     def no_pytest_plan(backend: str, prefix: Path, requirements: Path, python_version: str) -> BuildPlan:
         script = f"import os; os.makedirs({str(prefix / 'bin')!r}); os.symlink('/bin/false', {str(prefix / 'bin' / 'python')!r})"

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Time resolve_python cache hits against the 50 ms target (environments must be built first).
+
+    bash install_all_benchmark_envs.sh --backend uv && python scripts/bench_env_cache.py --backend uv
+
+"cold" is the first call in a process (parse test.sh, hash requirements, stat
+the marker); "warm" is a memoised call. Ratios below 1.0 meet the target.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import agent.env_cache as env_cache  # noqa: E402
+from agent.env_cache import EnvError, resolve_python  # noqa: E402
+from agent.utils import DatasetError, DatasetManager  # noqa: E402
+
+TARGET_SEC = 0.050
+
+
+def time_call(dataset: DatasetManager, index: int, backend: str | None, cold: bool) -> float:
+    if cold:
+        env_cache._MEMO.clear()
+    start = time.perf_counter()
+    resolve_python(dataset, index, backend=backend, build=False)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset-dir", default=str(Path(__file__).resolve().parents[1] / "work_dir" / "dataset"))
+    parser.add_argument("--backend")
+    parser.add_argument("--repeat", type=int, default=200)
+    args = parser.parse_args()
+    dataset = DatasetManager(args.dataset_dir)
+    try:
+        tasks = [meta.index for meta in dataset.runnable()]
+        samples = {
+            kind: [time_call(dataset, tasks[i % len(tasks)], args.backend, kind == "cold") for i in range(args.repeat)]
+            for kind in ("cold", "warm")
+        } if tasks else {}
+    except (DatasetError, EnvError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not samples:
+        print(f"error: {dataset.meta_path} lists no runnable task", file=sys.stderr)
+        return 2
+    for kind, values in samples.items():
+        median, worst = statistics.median(values), max(values)
+        print(
+            f"{kind}: median {median * 1000:.3f} ms (ratio to 50 ms target {median / TARGET_SEC:.4f}), "
+            f"max {worst * 1000:.3f} ms (ratio {worst / TARGET_SEC:.4f}) over {len(values)} calls, {len(tasks)} tasks"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
