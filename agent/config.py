@@ -24,19 +24,13 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 
 from agent.clean_test_runner import RunnerOptions
-from agent.inference import InferenceError, ModelSpec, load_prices
+from agent.inference import DEFAULT_PRICES_PATH, InferenceError, ModelSpec, load_prices
+from agent.providers import OFFLINE_PROVIDERS, resolve_key
+from agent.providers import PROVIDERS as REMOTE_PROVIDERS
+from agent.results import safe_model_name
 from agent.utils import DOWNLOAD_HINT
 
-PROVIDERS = ("openai", "azure-openai", "anthropic", "gemini", "together", "deepseek", "scripted", "replay")
-# The environment variable each provider's SDK reads when no key is configured.
-KEY_ENV_VARS = {
-    "openai": "OPENAI_API_KEY",
-    "azure-openai": "AZURE_OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "gemini": "GEMINI_API_KEY",
-    "together": "TOGETHER_API_KEY",
-    "deepseek": "DEEPSEEK_API_KEY",
-}
+PROVIDERS = (*REMOTE_PROVIDERS, *OFFLINE_PROVIDERS)
 SETTINGS = ("baseline", "agent", "memory_agent", "snippet")
 GUIDANCE_TYPES = ("fixed", "dynamic")
 FEEDBACK_SOURCES = ("llm", "file", "interactive")
@@ -69,7 +63,6 @@ DEFAULTS: dict[str, Any] = {
     "output-dir": "experiment_results",
     "resume": True,
     "feedback-source": "llm",
-    "prices": "config/prices.yaml",
     "sandbox": "auto",
     "test-timeout-sec": 600,
     "memory-mb": 8192,
@@ -91,6 +84,7 @@ RUN_KEYS = (
 NULLABLE_KEYS = frozenset({"memory-mb", "max-processes"})
 KNOWN_KEYS = frozenset(MODEL_KEYS) | frozenset(HUMAN_KEYS) | frozenset(RUN_KEYS) | {"models"}
 
+_UNSET = object()  # "read the key from the file", as opposed to an explicit None
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -176,18 +170,18 @@ class _Reader:
     def get(self, key: str) -> Any:
         """The key's value; an absent key, or null where null means nothing, gives the default."""
         value = self.raw.get(key)
-        if value is None and key not in NULLABLE_KEYS:
+        if value is None and not (key in NULLABLE_KEYS and key in self.raw):
             return DEFAULTS.get(key)
         return value
 
-    def typed(self, key: str, check: Callable[[Any], bool], what: str, value: Any = None) -> Any:
+    def typed(self, key: str, check: Callable[[Any], bool], what: str, value: Any = _UNSET) -> Any:
         """``value`` (default: the key's value) if None or passing ``check``; else a ConfigError."""
-        value = self.get(key) if value is None else value
+        value = self.get(key) if value is _UNSET else value
         if value is not None and not check(value):
             raise self.fail(f"'{key}' must be {what}, got {value!r}")
         return value
 
-    def integer(self, key: str, low: int | None = None, high: int | None = None, value: Any = None) -> int | None:
+    def integer(self, key: str, low: int | None = None, high: int | None = None, value: Any = _UNSET) -> int | None:
         what = "an integer" + (f" from {low} to {high}" if high is not None else f" >= {low}" if low is not None else "")
         return self.typed(key, lambda v: _is_int(v) and (low is None or v >= low) and (high is None or v <= high),
                           what, value)
@@ -196,16 +190,16 @@ class _Reader:
         value = self.typed(key, lambda v: _is_number(v) and v >= low, f"a number >= {low:g}")
         return None if value is None else float(value)
 
-    def choice(self, key: str, options: tuple[str, ...], value: Any = None) -> str | None:
+    def choice(self, key: str, options: tuple[str, ...], value: Any = _UNSET) -> str | None:
         return self.typed(key, lambda v: v in options, "one of " + ", ".join(options), value)
 
-    def text(self, key: str, value: Any = None) -> str | None:
+    def text(self, key: str, value: Any = _UNSET) -> str | None:
         return self.typed(key, lambda v: isinstance(v, str) and v != "", "a non-empty string", value)
 
     def flag(self, key: str) -> bool:
         return self.typed(key, lambda v: isinstance(v, bool), "true or false")
 
-    def path(self, key: str, value: Any = None) -> Path | None:
+    def path(self, key: str, value: Any = _UNSET) -> Path | None:
         text = self.text(key, value)
         return None if text is None else Path(text).expanduser().resolve()
 
@@ -276,17 +270,11 @@ def _model_spec(reader: _Reader, values: dict[str, Any], labels: dict[str, str] 
     if provider == "scripted" and (script is None or not script.is_file()):
         raise reader.fail(f"provider 'scripted' needs '{name('script')}' naming an existing script file "
                           f"(got {script or 'none'})")
-    if provider in KEY_ENV_VARS and api_key is None and base_url is None:
-        env_var = KEY_ENV_VARS[provider]
-        api_key = os.environ.get(env_var) or None
-        if api_key is None:
-            raise reader.fail(f"no API key for provider '{provider}' (model '{model}'); "
-                              f"export {env_var} or set '{name('api-key')}'")
     if provider == "azure-openai" and values.get("endpoint") is None:
         raise reader.fail(f"provider 'azure-openai' needs '{name('endpoint')}' (your Azure resource URL)")
     temperature = values.get("temperature")
     reader.typed("temperature", _is_number, "a number", temperature)
-    return ModelSpec(
+    spec = ModelSpec(
         provider=provider,
         model=model,
         api_key=api_key,
@@ -299,6 +287,15 @@ def _model_spec(reader: _Reader, values: dict[str, Any], labels: dict[str, str] 
         reasoning_effort=reader.text("reasoning-effort", values.get("reasoning-effort")),
         script=None if script is None else str(script),
     )
+    if provider not in REMOTE_PROVIDERS:
+        return spec
+    try:
+        # Resolved now so a job shipped to another machine (Ray) carries the key with it.
+        return dataclasses.replace(spec, api_key=resolve_key(spec))
+    except InferenceError:
+        env_vars = " or ".join(REMOTE_PROVIDERS[provider].key_env)
+        raise reader.fail(f"no API key for provider '{provider}' (model '{model}'); "
+                          f"export {env_vars} or set '{name('api-key')}'") from None
 
 
 def _code_models(reader: _Reader) -> tuple[ModelSpec, ...]:
@@ -322,7 +319,7 @@ def _code_models(reader: _Reader) -> tuple[ModelSpec, ...]:
             raise reader.fail("'model' is an empty list; name at least one model")
         merged = [{**shared, "model": name} for name in names]
     specs = tuple(_model_spec(reader, values) for values in merged)
-    folders = [spec.model.replace("/", "_") for spec in specs]
+    folders = [safe_model_name(spec.model) for spec in specs]
     duplicate = next((f for f in folders if folders.count(f) > 1), None)
     if duplicate is not None:
         raise reader.fail(f"model '{duplicate}' appears twice in the sweep; their results would share one folder")
@@ -381,9 +378,8 @@ def _existing_file(reader: _Reader, key: str, why: str) -> Path:
 
 
 def _prices(reader: _Reader) -> dict:
-    path = _existing_file(reader, "prices", "(the price table; config/prices.yaml ships one)")
     try:
-        return load_prices(path)
+        return load_prices(reader.path("prices") or DEFAULT_PRICES_PATH)
     except InferenceError as exc:
         raise reader.fail(f"'prices': {exc}") from None
 
