@@ -101,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"backend 'current' runs all {count} tasks with {sys.executable}; nothing to build")
             return 0
         planned, task_errors = plan_envs(dataset, args.task_ids, settings)
+        if not planned and not task_errors:
+            raise DatasetError(f"{dataset.meta_path} lists no runnable task (if_test: true); check the dataset")
         if not args.list:
             require_tool(settings.backend)
     except (DatasetError, EnvError) as exc:

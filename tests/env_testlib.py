@@ -25,6 +25,7 @@ def test_sh(env_name: str | None) -> str:
 
 def make_dataset(root: Path, tasks: dict[int, str | None], requirements: dict[str, str]) -> DatasetManager:
     """Dataset with one task per ``tasks`` item (id -> env name) and requirements/<name> files."""
+    root.mkdir(parents=True, exist_ok=True)
     rows = []
     for index, env_name in tasks.items():
         task_dir = root / "annotations" / f"annotation_{index}"

@@ -202,3 +202,10 @@ def test_task_with_missing_test_sh_is_skipped_and_reported(tmp_path: Path, capsy
     out = capsys.readouterr().out
     assert code == 1
     assert "task 2: skipped: task 2 is missing" in out and "(a; task 1): missing" in out
+
+
+def test_dataset_without_runnable_tasks_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dataset = make_dataset(tmp_path / "ds", {}, {})
+    assert manage_main(["--dataset-dir", str(dataset.root), "--backend", "uv", "--env-dir", str(tmp_path / "envs")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "lists no runnable task" in err and err.count("\n") == 1
