@@ -1,0 +1,366 @@
+"""One RECODE-H job, (code model, guidance level, task), from turn 0 to success or the last turn.
+
+Turn 0 is shared by every level of a (setting, model, task): ``ensure_seed``
+computes it once under a cross-process lock (code, test result and the RAW
+feedback records) and each level formats those records at its own level.
+Later turns: the CodeAgent writes a submission on a private repository copy,
+the HumanAgent tests it and, unless it is solved, the level is 0 or it is the
+last turn, asks the feedback source for records; the turn is written
+atomically before the next begins, so a killed run resumes from its last
+complete turn (agent memory, file, feedback and dynamic level come back from
+the stored record). The dataset is only read.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from filelock import FileLock
+
+from agent.action import RepoWorkspace
+from agent.agents import CodeAgent, HumanAgent, TaskBrief, TurnResult
+from agent.feedback import (
+    FeedbackReply, FeedbackSource, FileFeedback, InteractiveFeedback, LLMFeedback, ReplayFeedback,
+    format_feedback, format_test_digest,
+)
+from agent.inference import InferenceError, ModelSpec, build_model
+from agent.results import (
+    SEED_FORMAT, ResultStore, keep_report, load_seed, make_record, pass_rate, safe_model_name, save_seed,
+    seed_path, turn_solved, usage_totals,
+)
+from agent.utils import DatasetManager
+from agent.workspace import make_workspace
+
+if TYPE_CHECKING:
+    from agent.config import RunConfig
+
+NO_FEEDBACK = FeedbackReply([], "none")
+
+
+class InfraError(RuntimeError):
+    """The tests could not run for reasons that are not the model's fault; the task is retried later."""
+
+
+@dataclass(frozen=True)
+class Job:
+    model: ModelSpec
+    level: int
+    task_index: int
+
+
+def result_folder(cfg: RunConfig, model: ModelSpec, level: int) -> Path:
+    """``<output_dir>/<setting>_<model>_feedback_<type>_guidance_<level>`` (the release's layout).
+
+    Runs whose feedback does not come from the feedback model get a suffix
+    (``_replay<K>``, ``_source_file``, ``_source_interactive``) so they never mix
+    with, or get skipped as finished because of, the ordinary run of that level.
+    """
+    name = f"{cfg.evaluation_setting}_{safe_model_name(model.model)}_feedback_{cfg.guidance_type}_guidance_{level}"
+    if cfg.replay_feedback_level is not None:
+        name += f"_replay{cfg.replay_feedback_level}"
+    if cfg.feedback_source != "llm":
+        name += f"_source_{cfg.feedback_source}"
+    return Path(cfg.output_dir) / name
+
+
+def is_finished(cfg: RunConfig, job: Job) -> bool:
+    """True when resuming and this job's state file says it finished (and its result is there)."""
+    store = ResultStore(result_folder(cfg, job.model, job.level), job.task_index)
+    state = store.state()
+    return bool(cfg.resume and state and state.get("finished") and store.result_path.exists())
+
+
+def raise_level(level: int, rate: float, best_before: float, max_level: int) -> int:
+    """Dynamic guidance: one level more after a turn that did not beat the best pass rate so far."""
+    return max(level, min(level + 1, max_level)) if rate <= best_before else level
+
+
+class _Meter:
+    """Usage of the calls THIS invocation made (a reused seed or resumed turns cost nothing now)."""
+
+    def __init__(self) -> None:
+        self.usage: list[dict] = []
+        self._reported = 0
+
+    def add(self, usage: list[dict]) -> None:
+        self.usage.extend(usage)
+
+    def cost_since_last(self) -> float | None:
+        fresh, self._reported = self.usage[self._reported:], len(self.usage)
+        return usage_totals(fresh)[2]
+
+
+@dataclass
+class _Attempt:
+    turn: int
+    result: TurnResult
+    execution: dict
+    digest: str
+    previous_code: str
+    started: float
+
+
+class _Session:
+    """The machinery of one (model, task): private repository copy, CodeAgent, HumanAgent."""
+
+    def __init__(self, cfg: RunConfig, model: ModelSpec, task_index: int, tmp: Path,
+                 source: FeedbackSource | None) -> None:
+        self.cfg = cfg
+        self.index = task_index
+        self.dataset = DatasetManager(cfg.work_dir)
+        self.meta = self.dataset.get(task_index)
+        self.ws = RepoWorkspace(make_workspace(self.dataset, task_index, tmp / "repo"), self.meta.target_file_path)
+        brief = TaskBrief(self.dataset.latex(task_index), self.dataset.instruction(task_index),
+                          self.meta.target_file_path)
+        self.agent = CodeAgent(build_model(model, prices=cfg.prices, cache_path=cfg.cache_path), brief, self.ws,
+                               setting=cfg.evaluation_setting, max_steps=cfg.max_steps,
+                               memory_threshold=cfg.memory_threshold, memory_to_keep=cfg.memory_to_keep)
+        self.human = HumanAgent(self.dataset, task_index, cfg.runner, source)
+
+    def attempt(self, turn: int, digest: str, feedback: str, reports: Path) -> _Attempt:
+        """The CodeAgent's turn, then the tests on its submission."""
+        started = time.monotonic()
+        previous = self.ws.code
+        result = self.agent.run_turn(turn, digest=digest, feedback=feedback)
+        execution = self.human.evaluate(result.code)
+        if execution.get("status") == "infra_error":
+            detail = (execution.get("output") or "").strip().splitlines()
+            raise InfraError(f"task {self.index} turn {turn}: the tests could not run ({detail[-1] if detail else 'infra_error'})")
+        execution = keep_report(execution, reports / f"task_{self.index}_turn_{turn}.xml")
+        return _Attempt(turn, result, execution, format_test_digest(execution, self.meta.test_cases), previous, started)
+
+    def feedback(self, attempt: _Attempt, level: int) -> FeedbackReply:
+        return self.human.feedback(turn=attempt.turn, level=level, code=attempt.result.code,
+                                   previous_code=attempt.previous_code, digest=attempt.digest)
+
+    def restore(self, record: dict) -> None:
+        """Continue after ``record``: its file, and its memory when memory spans turns."""
+        self.ws.write_code(record["final_code"])
+        self.agent.memory = list(record["agent_memory"]) if self.cfg.evaluation_setting == "memory_agent" else []
+
+
+def _record(task_index: int, attempt: _Attempt, reply: FeedbackReply, level: int | None, text: str) -> dict:
+    code_in, code_out, code_cost = usage_totals(attempt.result.usage)
+    fb_in, fb_out, fb_cost = usage_totals(reply.usage)
+    return make_record(
+        task_index=task_index, turn_number=attempt.turn, code_input_tokens=code_in, code_output_tokens=code_out,
+        final_code=attempt.result.code, agent_memory=attempt.result.memory,
+        code_interaction_history=attempt.result.history, execution_result=attempt.execution,
+        feedback_input_token=fb_in, feedback_output_token=fb_out, feedback_interaction_history=reply.history,
+        status=attempt.execution.get("status"), guidance_level=level, feedback_items=reply.records,
+        feedback_text=text, test_digest=attempt.digest, wall_time_sec=round(time.monotonic() - attempt.started, 3),
+        code_usage=attempt.result.usage, feedback_usage=reply.usage, code_cost_usd=code_cost,
+        feedback_cost_usd=fb_cost, actions=attempt.result.actions, feedback_source=reply.source,
+        feedback_error=reply.error,
+    )
+
+
+def _with_feedback(record: dict, reply: FeedbackReply, level: int | None, text: str) -> dict:
+    fb_in, fb_out, fb_cost = usage_totals(reply.usage)
+    return make_record(**{**record, "feedback_items": reply.records, "feedback_usage": reply.usage,
+                          "feedback_interaction_history": reply.history, "feedback_input_token": fb_in,
+                          "feedback_output_token": fb_out, "feedback_cost_usd": fb_cost,
+                          "feedback_source": reply.source, "feedback_error": reply.error,
+                          "guidance_level": level, "feedback_text": text})
+
+
+def _llm_source(cfg: RunConfig) -> LLMFeedback | None:
+    if cfg.feedback_model is None:
+        return None
+    return LLMFeedback(build_model(cfg.feedback_model, prices=cfg.prices, cache_path=cfg.cache_path))
+
+
+def _source(cfg: RunConfig, job: Job) -> FeedbackSource | None:
+    """The run's feedback source: llm (optionally replaying level K's records), file or interactive."""
+    if cfg.feedback_source == "file":
+        return FileFeedback(cfg.feedback_file)
+    if cfg.feedback_source == "interactive":
+        return InteractiveFeedback()
+    llm = _llm_source(cfg)
+    if cfg.replay_feedback_level is None:
+        return llm
+    replay_cfg = replace(cfg, replay_feedback_level=None)
+    turns = ResultStore(result_folder(replay_cfg, job.model, cfg.replay_feedback_level), job.task_index).load()
+    return ReplayFeedback({t["turn_number"]: t["feedback_items"] for t in turns}, cfg.replay_feedback_level,
+                          llm or _missing_feedback_model)
+
+
+def _missing_feedback_model(request) -> FeedbackReply:
+    raise InferenceError("feedback is needed but no feedback model is configured; set human-api-provider "
+                         "and human-agent-model")
+
+
+# ---------------------------------------------------------------------- turn-0 seeds
+
+def _seed_needs_feedback(cfg: RunConfig) -> bool:
+    """Seed feedback is raw llm output, wanted when some level of the run shows feedback after turn 0."""
+    return (cfg.feedback_source == "llm" and cfg.replay_feedback_level is None and cfg.max_turn > 1
+            and any(level > 0 for level in cfg.guidance_levels))
+
+
+def _seed_ready(seed: dict | None, need_feedback: bool) -> bool:
+    return seed is not None and (not need_feedback or seed["record"]["feedback_items"] is not None)
+
+
+def _seed(cfg: RunConfig, model: ModelSpec, task_index: int, need_feedback: bool) -> tuple[dict, bool]:
+    """The seed of (setting, model, task) and whether this call computed (part of) it.
+
+    The check is repeated under the lock, so racing processes compute it once.
+    The usage of its calls waits in ``unclaimed_usage`` for the first level job
+    that uses the seed, so each call is counted in exactly one outcome.
+    """
+    path = seed_path(cfg.init_seed_dir, cfg.evaluation_setting, model.model, task_index)
+    seed = load_seed(path)
+    if _seed_ready(seed, need_feedback):
+        return seed, False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path.with_suffix(".lock"))):
+        seed = load_seed(path)
+        if _seed_ready(seed, need_feedback):
+            return seed, False
+        if seed is None:
+            seed = _new_seed(cfg, model, task_index, path.parent / "reports")
+        if need_feedback:
+            seed = _seed_feedback(cfg, task_index, seed)
+        save_seed(path, seed)
+    return seed, True
+
+
+def _new_seed(cfg: RunConfig, model: ModelSpec, task_index: int, reports: Path) -> dict:
+    """Turn 0 with no feedback yet (``feedback_items`` None marks feedback as not computed)."""
+    with tempfile.TemporaryDirectory(prefix=f"recode_seed_{task_index}_") as tmp:
+        attempt = _Session(cfg, model, task_index, Path(tmp), None).attempt(0, "", "", reports)
+    record = {**_record(task_index, attempt, NO_FEEDBACK, None, ""), "feedback_items": None,
+              "feedback_source": "pending"}
+    return {"format": SEED_FORMAT, "setting": cfg.evaluation_setting, "model": model.model,
+            "task_index": task_index, "feedback_model": None, "unclaimed_usage": attempt.result.usage, "record": record}
+
+
+def _seed_feedback(cfg: RunConfig, task_index: int, seed: dict) -> dict:
+    """The seed with its raw turn-0 feedback (none when turn 0 already solved the task)."""
+    record = seed["record"]
+    reply = NO_FEEDBACK
+    if not turn_solved(record["execution_result"]):
+        human = HumanAgent(DatasetManager(cfg.work_dir), task_index, cfg.runner, _llm_source(cfg))
+        reply = human.feedback(turn=0, level=max(cfg.guidance_levels), code=record["final_code"],
+                               previous_code="", digest=record["test_digest"])
+    return {**seed, "feedback_model": cfg.feedback_model.model if cfg.feedback_model else None,
+            "unclaimed_usage": seed["unclaimed_usage"] + reply.usage,
+            "record": _with_feedback(record, reply, None, "")}
+
+
+def ensure_seed(cfg: RunConfig, model: ModelSpec, task_index: int) -> bool:
+    """Create the turn-0 seed of (setting, model, task) once; True when this call computed it."""
+    return _seed(cfg, model, task_index, _seed_needs_feedback(cfg))[1]
+
+
+def _claim_seed_usage(cfg: RunConfig, model: ModelSpec, task_index: int, meter: _Meter) -> None:
+    """Move the seed's not-yet-counted usage into this job's meter (once, under the seed's lock)."""
+    path = seed_path(cfg.init_seed_dir, cfg.evaluation_setting, model.model, task_index)
+    with FileLock(str(path.with_suffix(".lock"))):
+        seed = load_seed(path)
+        if seed is None or not seed["unclaimed_usage"]:
+            return
+        save_seed(path, {**seed, "unclaimed_usage": []})
+    meter.add(seed["unclaimed_usage"])
+
+
+# ---------------------------------------------------------------------- one level job
+
+def _gives_feedback(cfg: RunConfig, level: int, execution: dict, turn: int) -> bool:
+    """SPEC §2: no feedback at level 0, after a solving submission, or on the last turn."""
+    return level > 0 and not turn_solved(execution) and turn < cfg.max_turn - 1
+
+
+def _done(cfg: RunConfig, turns: list[dict]) -> bool:
+    return len(turns) >= cfg.max_turn or turn_solved(turns[-1]["execution_result"])
+
+
+def _first_turn(cfg: RunConfig, job: Job, session: _Session, meter: _Meter) -> dict:
+    """Turn 0 from the shared seed, its raw records formatted at this job's level."""
+    from_seed = (cfg.feedback_source == "llm" and cfg.replay_feedback_level is None
+                 and job.level > 0 and cfg.max_turn > 1)
+    seed, _ = _seed(cfg, job.model, job.task_index, need_feedback=from_seed)
+    _claim_seed_usage(cfg, job.model, job.task_index, meter)
+    record = seed["record"]
+    reply = NO_FEEDBACK
+    if _gives_feedback(cfg, job.level, record["execution_result"], 0):
+        if from_seed and seed["feedback_model"] == cfg.feedback_model.model:
+            reply = FeedbackReply(record["feedback_items"], "seed", record["feedback_usage"],
+                                  record["feedback_interaction_history"], record["feedback_error"])
+        else:  # file, interactive or replayed feedback, or a seed made with another feedback model
+            reply = session.human.feedback(turn=0, level=job.level, code=record["final_code"], previous_code="",
+                                           digest=record["test_digest"])
+            meter.add(reply.usage)
+    return _with_feedback(record, reply, job.level, format_feedback(reply.records, job.level))
+
+
+def _next_turn(cfg: RunConfig, job: Job, session: _Session, turns: list[dict], reports: Path,
+               meter: _Meter) -> dict:
+    """One more turn after ``turns[-1]``: attempt, tests, dynamic level, feedback."""
+    last = turns[-1]
+    session.restore(last)
+    attempt = session.attempt(len(turns), last["test_digest"], last["feedback_text"], reports)
+    meter.add(attempt.result.usage)
+    level = last["guidance_level"]
+    if cfg.guidance_type == "dynamic":
+        n_cases = len(session.meta.test_cases)
+        best = max(pass_rate(t["execution_result"], n_cases) for t in turns)
+        level = raise_level(level, pass_rate(attempt.execution, n_cases), best, cfg.max_guidance_level)
+    reply = NO_FEEDBACK
+    if _gives_feedback(cfg, level, attempt.execution, attempt.turn):
+        reply = session.feedback(attempt, level)
+        meter.add(reply.usage)
+    return _record(job.task_index, attempt, reply, level, format_feedback(reply.records, level))
+
+
+def _outcome(cfg: RunConfig, job: Job, turns: list[dict], meter: _Meter, state: str,
+             error: str | None = None) -> dict:
+    n_cases = len(DatasetManager(cfg.work_dir).get(job.task_index).test_cases) if turns else 0
+    tokens_in, tokens_out, cost = usage_totals(meter.usage)
+    return {
+        "task_index": job.task_index, "model": job.model.model, "level": job.level, "state": state,
+        "solved": any(turn_solved(t["execution_result"]) for t in turns), "turns": len(turns),
+        "best_rate": max((pass_rate(t["execution_result"], n_cases) for t in turns), default=0.0),
+        "input_tokens": tokens_in, "output_tokens": tokens_out, "cost_usd": cost,
+        "api_calls": sum(1 for u in meter.usage if not u.get("from_cache")), "error": error,
+    }
+
+
+def run_task(cfg: RunConfig, job: Job, *, progress: Callable[[dict], None] | None = None) -> dict:
+    """Run, resume or skip one job; failures end as an "error" outcome (and state), never an exception."""
+    store = ResultStore(result_folder(cfg, job.model, job.level), job.task_index)
+    meter = _Meter()
+    turns: list[dict] = []
+
+    def save() -> None:
+        store.save(turns, finished=_done(cfg, turns))
+        if progress is not None:
+            progress({"cost_usd": meter.cost_since_last(), "turn": turns[-1]["turn_number"]})
+
+    try:
+        if is_finished(cfg, job):
+            return _outcome(cfg, job, store.load(), meter, "skipped")
+        if cfg.resume:
+            turns = store.load()
+        else:
+            store.set_aside()
+        with tempfile.TemporaryDirectory(prefix=f"recode_task_{job.task_index}_L{job.level}_") as tmp:
+            session = _Session(cfg, job.model, job.task_index, Path(tmp), _source(cfg, job))
+            if not turns:
+                turns.append(_first_turn(cfg, job, session, meter))
+                save()
+            while not _done(cfg, turns):
+                turns.append(_next_turn(cfg, job, session, turns, store.report_dir, meter))
+                save()
+        store.mark(finished=True, error=None, turns=len(turns))
+        return _outcome(cfg, job, turns, meter, "finished")
+    except Exception as exc:  # a days-long sweep must outlive any one task; the state file keeps why
+        if isinstance(exc, InferenceError) and exc.usage is not None:
+            meter.add([exc.usage.to_dict()])
+        message = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+        store.mark(finished=False, error=message, turns=len(turns))
+        return _outcome(cfg, job, turns, meter, "error", message)
