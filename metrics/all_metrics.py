@@ -1,0 +1,66 @@
+"""Print every metric's tables for the selected runs, loading each result file once.
+
+A metric whose optional extra is missing (codebleu, transformers + a CodeBERT
+model) is reported on stderr and left out; the others still print.
+
+Usage: python metrics/all_metrics.py --result-dir DIR --models m1,m2 [--skip codebert] [--format json]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Iterable
+
+import metric_codebert
+import metric_codebleu
+import metric_cost
+import metric_huamfeedback
+import metric_MRR
+import metric_passrate_testcase
+import metric_passrate_unitest
+from metric_cli import USER_ERRORS, base_parser, build_context
+from metric_tables import Table, emit
+from optional_extras import ExtraUnavailable
+
+METRICS = {
+    "testcase": metric_passrate_testcase,
+    "unitest": metric_passrate_unitest,
+    "mrr": metric_MRR,
+    "codebleu": metric_codebleu,
+    "codebert": metric_codebert,
+    "feedback": metric_huamfeedback,
+    "cost": metric_cost,
+}
+
+
+def _names(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(METRICS))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown metric(s) {', '.join(unknown)}; choose from {', '.join(METRICS)}")
+    return names
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    parser = base_parser(__doc__)
+    parser.add_argument("--skip", type=_names, default=[], help=f"metrics to leave out: {','.join(METRICS)}")
+    metric_codebert.add_arguments(parser)
+    args = parser.parse_args(None if argv is None else list(argv))
+    try:
+        ctx = build_context(args)
+        tables: list[Table] = []
+        for name, module in METRICS.items():
+            if name in args.skip:
+                continue
+            try:
+                tables += module.tables(ctx)
+            except ExtraUnavailable as exc:
+                print(f"{name} left out: {exc}", file=sys.stderr)
+        emit(tables, args.format)
+    except USER_ERRORS as exc:
+        parser.exit(2, f"error: {exc}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Mean reciprocal rank of the first successful turn: 1/(i+1) for 0-based turn i, else 0 (SPEC §5).
+
+Usage: python metrics/metric_MRR.py --result-dir DIR --models m1,m2
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Iterable
+
+from metric_aggregate import TaskScore, level_values
+from metric_cli import Context, level_table, run_cli
+from metric_passrate_unitest import first_success
+from metric_tables import Table
+from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LEVELS, RunSelection
+from task_meta import DEFAULT_DATASET_DIR
+
+
+def reciprocal_rank(limit: int | None = None) -> TaskScore:
+    """Task score: 1/(i+1) for the first successful turn i among the first ``limit`` turns, else 0."""
+
+    def score(task_id: int, turns: list[dict]) -> float:
+        first = first_success(turns, limit)
+        return 0.0 if first is None else 1.0 / (first + 1)
+
+    return score
+
+
+def get_model_mmr(
+    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
+    dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
+) -> list[float | None]:
+    """MRR over all turns, per guidance level."""
+    return level_values(model, task_ids, reciprocal_rank(), RunSelection(result_dir, setting, guidance_type, levels))
+
+
+def get_init_model_mmr(
+    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
+    dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
+) -> list[float | None]:
+    """MRR counting turn 0 only (equals the turn-0 pass rate), per guidance level."""
+    return level_values(model, task_ids, reciprocal_rank(1), RunSelection(result_dir, setting, guidance_type, levels))
+
+
+def tables(ctx: Context) -> list[Table]:
+    return [level_table(ctx, f"MRR of the first passing turn (first {ctx.args.max_turns} turns)",
+                        reciprocal_rank(ctx.args.max_turns), scale=1.0, digits=3)]
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    return run_cli(__doc__, tables, argv=argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Macro-averaging a per-task score over the tasks of a run, keeping count of what was skipped.
+
+A metric is a *task score*: ``(task_id, turns) -> float | list[float]``. It
+raises :class:`Unscored` when a loaded task cannot be scored (no reference
+file, no test cases...). Every metric table and every ``get_*`` function of
+the release API goes through :func:`summarize`, so the accounting is uniform.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Union
+
+from result_files import LevelRun, RunSelection, load_runs
+
+Score = Union[float, list]
+TaskScore = Callable[[int, list], Score]
+
+
+class Unscored(Exception):
+    """A loaded task the metric cannot score; the message is the reason shown under the table."""
+
+
+@dataclass
+class LevelSummary:
+    """A metric's macro average over one (model, level) run and the tasks behind it."""
+
+    model: str
+    level: int
+    value: Score | None
+    scored: int
+    run: LevelRun
+    unscored: dict[int, str] = field(default_factory=dict)
+
+
+def mean(values: list[Score]) -> Score | None:
+    """Mean of scalars, or element-wise mean of equally long lists (per-turn curves); None if empty."""
+    if not values:
+        return None
+    if isinstance(values[0], list):
+        return [sum(column) / len(values) for column in zip(*values)]
+    return sum(values) / len(values)
+
+
+def summarize(run: LevelRun, task_score: TaskScore) -> LevelSummary:
+    """Score every loaded task of ``run`` and macro-average; unscorable tasks are set aside with a reason."""
+    scores: list[Score] = []
+    unscored: dict[int, str] = {}
+    for task_id, turns in sorted(run.trajectories.items()):
+        try:
+            scores.append(task_score(task_id, turns))
+        except Unscored as exc:
+            unscored[task_id] = str(exc)
+    return LevelSummary(run.model, run.level, mean(scores), len(scores), run, unscored)
+
+
+def evaluate(model: str, task_ids: Iterable[int], task_score: TaskScore, selection: RunSelection) -> list[LevelSummary]:
+    """Load one model's runs for every level of ``selection`` and summarize each."""
+    return [summarize(run, task_score) for run in load_runs(model, task_ids, selection)]
+
+
+def level_values(model: str, task_ids: Iterable[int], task_score: TaskScore, selection: RunSelection) -> list:
+    """The release API's return shape: one macro-averaged value per guidance level (None = no task)."""
+    return [summary.value for summary in evaluate(model, task_ids, task_score, selection)]
+
+
+def coverage_notes(summaries: list[LevelSummary]) -> list[str]:
+    """One line per run whose value does not rest on every requested task, else one line saying all did."""
+    notes = []
+    for summary in summaries:
+        run = summary.run
+        parts = [f"{summary.scored}/{run.requested} tasks used"]
+        if not run.folder.is_dir():
+            parts.append(f"no results folder {run.folder}")
+        elif run.missing:
+            parts.append(f"missing {len(run.missing)}")
+        if run.corrupt:
+            parts.append(f"corrupt {len(run.corrupt)} (named on stderr)")
+        if summary.unscored:
+            reasons = sorted(set(summary.unscored.values()))
+            parts.append(f"unscored {len(summary.unscored)} ({'; '.join(reasons)})")
+        if run.unfinished:
+            parts.append(f"unfinished {len(run.unfinished)} (partial trajectories)")
+        if run.infra_errors:
+            parts.append(f"infra errors in {len(run.infra_errors)} (counted as unsolved; rerun them)")
+        if len(parts) > 1:
+            notes.append(f"{summary.model} L{summary.level}: " + ", ".join(parts))
+    if not notes and summaries:
+        notes.append(f"every cell uses all {summaries[0].run.requested} requested tasks")
+    return notes

@@ -1,0 +1,134 @@
+"""The shared command line of the metric scripts: options, run loading, models x levels tables.
+
+Each ``metric_*.py`` exposes ``tables(ctx) -> list[Table]`` (and optionally
+``add_arguments(parser)``); :func:`run_cli` turns that into a script, and
+``all_metrics.py`` runs every module over one :class:`Context` so each result
+file is loaded (and a corrupt one reported) only once.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from metric_aggregate import LevelSummary, TaskScore, coverage_notes, summarize
+from metric_tables import FORMATS, Table, emit
+from optional_extras import ExtraUnavailable
+from result_files import (DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LevelRun, RunSelection,
+                          discover_models, load_runs)
+from task_meta import DEFAULT_DATASET_DIR, MetaError, load_task_ids_from_jsonl, meta_path_for
+
+DEFAULT_MAX_TURNS = 10
+
+
+class UsageError(Exception):
+    """A command-line choice that cannot work (no results folder, no models...); one line."""
+
+
+USER_ERRORS = (UsageError, MetaError, ExtraUnavailable)
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'") from None
+
+
+def base_parser(description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--result-dir", default=DEFAULT_RESULT_DIR, help="folder holding the run folders")
+    parser.add_argument("--models", help="comma-separated model names (default: every model found)")
+    parser.add_argument("--setting", default=DEFAULT_SETTING, help="evaluation setting in the folder names")
+    parser.add_argument("--guidance-type", default=DEFAULT_GUIDANCE_TYPE, help="guidance type in the folder names")
+    parser.add_argument("--levels", type=_int_list, default=list(range(5)), help="guidance levels, e.g. 0,2,4")
+    parser.add_argument("--tasks", type=_int_list, help="task ids (default: runnable tasks of the meta file)")
+    parser.add_argument("--dataset-dir", default=DEFAULT_DATASET_DIR, help="dataset folder (canonical files)")
+    parser.add_argument("--meta", help="annotation_meta.jsonl (default: DATASET_DIR/annotation_meta.jsonl)")
+    parser.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="n of Recall@n and curve length")
+    parser.add_argument("--per-turn", action="store_true", help="also print per-turn curves")
+    parser.add_argument("--format", choices=FORMATS, default="markdown")
+    return parser
+
+
+@dataclass
+class Context:
+    """Everything a metric module needs to build its tables; runs are loaded once per model."""
+
+    args: argparse.Namespace
+    selection: RunSelection
+    models: list[str]
+    task_ids: list[int]
+    dataset_dir: Path
+    meta_path: Path
+    _runs: dict[str, list[LevelRun]] = field(default_factory=dict)
+
+    @property
+    def levels(self) -> list[int]:
+        return list(self.selection.levels)
+
+    def runs(self, model: str) -> list[LevelRun]:
+        if model not in self._runs:
+            self._runs[model] = load_runs(model, self.task_ids, self.selection)
+        return self._runs[model]
+
+    def summaries(self, task_score: TaskScore) -> dict[str, list[LevelSummary]]:
+        return {model: [summarize(run, task_score) for run in self.runs(model)] for model in self.models}
+
+
+def build_context(args: argparse.Namespace) -> Context:
+    """Resolve the command line into a Context; user mistakes raise one-line errors."""
+    selection = RunSelection(args.result_dir, args.setting, args.guidance_type, tuple(args.levels))
+    if not Path(args.result_dir).is_dir():
+        raise UsageError(f"result dir {args.result_dir} not found; pass --result-dir DIR")
+    models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else discover_models(selection)
+    if not models:
+        raise UsageError(
+            f"no '{args.setting}_*_feedback_{args.guidance_type}_guidance_*' runs under {args.result_dir}; "
+            "pass --models, --setting or --guidance-type"
+        )
+    meta_path = meta_path_for(args.dataset_dir, args.meta)
+    task_ids = args.tasks if args.tasks else load_task_ids_from_jsonl(meta_path)
+    return Context(args, selection, models, task_ids, Path(args.dataset_dir), meta_path)
+
+
+def level_columns(ctx: Context) -> list[str]:
+    return ["model"] + [f"L{level}" for level in ctx.levels]
+
+
+def level_table(ctx: Context, title: str, task_score: TaskScore, *, scale: float = 100.0, digits: int = 1) -> Table:
+    """Models x levels table of one metric, with the skip accounting underneath."""
+    summaries = ctx.summaries(task_score)
+    rows = [[model] + [s.value for s in summaries[model]] for model in ctx.models]
+    notes = coverage_notes([s for model in ctx.models for s in summaries[model]])
+    return Table(title, level_columns(ctx), rows, notes, scale, digits)
+
+
+def turn_table(ctx: Context, title: str, task_score: TaskScore, *, scale: float = 100.0, digits: int = 1) -> Table:
+    """(model, level) x turn table of a per-turn curve metric."""
+    summaries = ctx.summaries(task_score)
+    turns = [f"t{t}" for t in range(ctx.args.max_turns)]
+    rows = [[model, f"L{s.level}"] + (s.value or [None] * len(turns)) for model in ctx.models for s in summaries[model]]
+    notes = coverage_notes([s for model in ctx.models for s in summaries[model]])
+    return Table(title, ["model", "level"] + turns, rows, notes, scale, digits)
+
+
+TablesFn = Callable[[Context], list[Table]]
+AddArgumentsFn = Callable[[argparse.ArgumentParser], None]
+
+
+def run_cli(
+    description: str, tables: TablesFn, add_arguments: AddArgumentsFn | None = None, argv: Iterable[str] | None = None,
+) -> int:
+    """Parse, build the tables, print them; a user error prints one line and returns 2."""
+    parser = base_parser(description)
+    if add_arguments is not None:
+        add_arguments(parser)
+    args = parser.parse_args(None if argv is None else list(argv))
+    try:
+        ctx = build_context(args)
+        emit(tables(ctx), args.format)
+    except USER_ERRORS as exc:
+        parser.exit(2, f"error: {exc}\n")
+    return 0

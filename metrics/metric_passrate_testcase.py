@@ -1,0 +1,103 @@
+"""Test-case pass rate, the primary metric (SPEC §5).
+
+Per turn ``0 if errors else tests - skipped - failures`` over len(test_cases)
+of the meta file, clamped to [0, 1]; per task the best turn; macro-averaged.
+
+Usage: python metrics/metric_passrate_testcase.py --result-dir DIR --models m1,m2 [--per-turn]
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Iterable
+
+from metric_aggregate import TaskScore, Unscored, level_values
+from metric_cli import Context, level_table, run_cli, turn_table
+from metric_tables import Table
+from result_files import (DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LEVELS, RunSelection,
+                          execution, outcome_counts)
+from task_meta import DEFAULT_DATASET_DIR, count_test_cases, meta_path_for
+
+
+def turn_rate(turn: dict, n_cases: int) -> float:
+    """Share of the task's test cases this turn passed; a turn with errors passes none."""
+    tests, errors, failures, skipped = outcome_counts(execution(turn))
+    passed = 0 if errors else tests - skipped - failures
+    return min(1.0, max(0.0, passed / n_cases))
+
+
+def _rates(task_id: int, turns: list[dict], cases: dict[int, int], limit: int | None) -> list[float]:
+    n_cases = cases.get(task_id)
+    if n_cases is None:
+        raise Unscored("task not in the meta file")
+    if n_cases == 0:
+        raise Unscored("no test_cases in the meta file")
+    return [turn_rate(turn, n_cases) for turn in turns[:limit]]
+
+
+def best_rate(cases: dict[int, int], limit: int | None = None) -> TaskScore:
+    """Task score: the best turn's rate among the first ``limit`` turns (all when None)."""
+    return lambda task_id, turns: max(_rates(task_id, turns, cases, limit))
+
+
+def best_so_far(cases: dict[int, int], n_turns: int) -> TaskScore:
+    """Task score: best rate up to each turn; a run that stopped early keeps its last best value."""
+
+    def score(task_id: int, turns: list[dict]) -> list[float]:
+        curve: list[float] = []
+        for rate in _rates(task_id, turns, cases, n_turns):
+            curve.append(max(rate, curve[-1]) if curve else rate)
+        return curve + [curve[-1]] * (n_turns - len(curve))
+
+    return score
+
+
+def get_model_passrates(
+    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
+    dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
+) -> list[float | None]:
+    """Macro-averaged best test-case pass rate per guidance level."""
+    cases = count_test_cases(meta_path_for(dataset_dir, meta_path))
+    return level_values(model, task_ids, best_rate(cases), RunSelection(result_dir, setting, guidance_type, levels))
+
+
+def get_init_model_passrates(
+    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
+    dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
+) -> list[float | None]:
+    """Macro-averaged test-case pass rate of turn 0 per guidance level."""
+    cases = count_test_cases(meta_path_for(dataset_dir, meta_path))
+    return level_values(model, task_ids, best_rate(cases, 1), RunSelection(result_dir, setting, guidance_type, levels))
+
+
+def get_model_passrates_turn(
+    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
+    dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS, max_turns: int = 10,
+) -> list[list[float] | None]:
+    """Per level, the macro-averaged best-so-far test-case pass rate at each turn 0..max_turns-1."""
+    cases = count_test_cases(meta_path_for(dataset_dir, meta_path))
+    selection = RunSelection(result_dir, setting, guidance_type, levels)
+    return level_values(model, task_ids, best_so_far(cases, max_turns), selection)
+
+
+def tables(ctx: Context) -> list[Table]:
+    cases = count_test_cases(ctx.meta_path)
+    result = [
+        level_table(ctx, "Test-case pass rate, best turn (% of test cases)", best_rate(cases, ctx.args.max_turns)),
+        level_table(ctx, "Test-case pass rate at turn 0 (% of test cases)", best_rate(cases, 1)),
+    ]
+    if ctx.args.per_turn:
+        curve = best_so_far(cases, ctx.args.max_turns)
+        result.append(turn_table(ctx, "Test-case pass rate, best so far by turn (% of test cases)", curve))
+    return result
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    return run_cli(__doc__, tables, argv=argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

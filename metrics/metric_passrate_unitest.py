@@ -1,0 +1,103 @@
+"""Unit-test pass rate (Recall@n): the share of tasks solved by a turn among the first n (SPEC §5).
+
+Usage: python metrics/metric_passrate_unitest.py --result-dir DIR --models m1,m2 [--per-turn]
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Iterable
+
+from metric_aggregate import TaskScore, level_values
+from metric_cli import Context, level_table, run_cli, turn_table
+from metric_tables import Table
+from result_files import (DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LEVELS, RunSelection,
+                          execution, outcome_counts, turn_status)
+from task_meta import DEFAULT_DATASET_DIR, load_task_ids_from_jsonl
+
+__all__ = [
+    "load_task_ids_from_jsonl", "eval_success", "turn_success", "first_success",
+    "get_model_passrates", "get_init_model_passrates", "get_model_passrates_turn",
+]
+
+
+def eval_success(execution_result: dict) -> bool:
+    """A test run is a success when tests ran and none errored, failed or was skipped.
+
+    A result carrying a runner ``status`` other than "passed" (timeout, infra error...) is not a success.
+    """
+    if not isinstance(execution_result, dict) or execution_result.get("status", "passed") != "passed":
+        return False
+    tests, errors, failures, skipped = outcome_counts(execution_result)
+    return tests > 0 and errors == failures == skipped == 0
+
+
+def turn_success(turn: dict) -> bool:
+    status = turn_status(turn)
+    return status in (None, "passed") and eval_success(execution(turn))
+
+
+def first_success(turns: list[dict], limit: int | None = None) -> int | None:
+    """0-based index of the first successful turn among the first ``limit`` turns (all when None)."""
+    return next((i for i, turn in enumerate(turns[:limit]) if turn_success(turn)), None)
+
+
+def solved_within(limit: int | None) -> TaskScore:
+    return lambda task_id, turns: 1.0 if first_success(turns, limit) is not None else 0.0
+
+
+def cumulative_solved(n_turns: int) -> TaskScore:
+    """Per-turn 0/1 curve; once solved (the run then stops) the task stays solved for later turns."""
+
+    def score(task_id: int, turns: list[dict]) -> list[float]:
+        first = first_success(turns, n_turns)
+        return [1.0 if first is not None and t >= first else 0.0 for t in range(n_turns)]
+
+    return score
+
+
+def get_model_passrates(
+    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
+    dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS, n: int | None = None,
+) -> list[float | None]:
+    """Recall@n per guidance level: share of tasks solved in any of the first n turns (all turns if None)."""
+    return level_values(model, task_ids, solved_within(n), RunSelection(result_dir, setting, guidance_type, levels))
+
+
+def get_init_model_passrates(
+    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
+    dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
+) -> list[float | None]:
+    """Share of tasks solved at turn 0, per guidance level (levels share turn 0, so values should agree)."""
+    return level_values(model, task_ids, solved_within(1), RunSelection(result_dir, setting, guidance_type, levels))
+
+
+def get_model_passrates_turn(
+    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
+    dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS, max_turns: int = 10,
+) -> list[list[float] | None]:
+    """Per level, the cumulative Recall@(t+1) for t = 0..max_turns-1."""
+    selection = RunSelection(result_dir, setting, guidance_type, levels)
+    return level_values(model, task_ids, cumulative_solved(max_turns), selection)
+
+
+def tables(ctx: Context) -> list[Table]:
+    n = ctx.args.max_turns
+    result = [
+        level_table(ctx, f"Unit-test pass rate, Recall@{n} (% of tasks)", solved_within(n)),
+        level_table(ctx, "Unit-test pass rate at turn 0 (% of tasks)", solved_within(1)),
+    ]
+    if ctx.args.per_turn:
+        result.append(turn_table(ctx, "Cumulative unit-test pass rate by turn (% of tasks)", cumulative_solved(n)))
+    return result
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    return run_cli(__doc__, tables, argv=argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

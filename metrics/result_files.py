@@ -1,0 +1,210 @@
+"""The result-file format on disk: where a run's pickles live, how to load them safely, how to read a turn.
+
+Every metric reads results through this module, so a missing file, a corrupt
+file and an unfinished task are counted the same way everywhere.
+
+Result pickles are loaded with :class:`BuiltinsUnpickler`: a pickle may name
+any importable callable (``os.system`` for instance) and ``pickle.load`` calls
+it while loading, so a result file shared by someone else could run code on
+the reader's machine. Our results hold builtins only (SPEC §4), so anything
+that asks for another global is refused and the file counts as corrupt.
+"""
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+DEFAULT_RESULT_DIR = "experiment_results"
+DEFAULT_SETTING = "memory_agent"
+DEFAULT_GUIDANCE_TYPE = "fixed"
+LEVELS = range(5)
+OUTCOME_KEYS = ("tests", "errors", "failures", "skipped")
+
+# Globals that plain-builtin pickles may legitimately reference (sets, protocol-2 bytes).
+_ALLOWED_GLOBALS = {
+    ("builtins", "set"),
+    ("builtins", "frozenset"),
+    ("builtins", "complex"),
+    ("builtins", "bytearray"),
+    ("_codecs", "encode"),
+}
+_PY2_MODULES = {"__builtin__": "builtins"}  # protocol <= 2 pickles spell builtins the Python 2 way
+
+
+class ResultFileError(Exception):
+    """A result file that exists but cannot be used; the message says why in one line."""
+
+
+class BuiltinsUnpickler(pickle.Unpickler):
+    """Unpickler that builds builtin values only and refuses every other global."""
+
+    def find_class(self, module: str, name: str) -> type:
+        if (_PY2_MODULES.get(module, module), name) in _ALLOWED_GLOBALS:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refused global {module}.{name} (result pickles may hold builtins only)")
+
+
+def safe_load_pickle(data: bytes) -> object:
+    """Load pickle bytes with :class:`BuiltinsUnpickler`."""
+    return BuiltinsUnpickler(io.BytesIO(data)).load()
+
+
+@dataclass(frozen=True)
+class RunSelection:
+    """Which runs to read: the folder naming of SPEC §4 minus the model name."""
+
+    result_dir: Path | str = DEFAULT_RESULT_DIR
+    setting: str = DEFAULT_SETTING
+    guidance_type: str = DEFAULT_GUIDANCE_TYPE
+    levels: Iterable[int] = LEVELS
+
+    def folder(self, model: str, level: int) -> Path:
+        return Path(self.result_dir) / run_folder_name(self.setting, model, self.guidance_type, level)
+
+
+def run_folder_name(setting: str, model: str, guidance_type: str, level: int) -> str:
+    """``<setting>_<model>_feedback_<type>_guidance_<level>`` with "/" in the model name replaced by "_"."""
+    return f"{setting}_{model.replace('/', '_')}_feedback_{guidance_type}_guidance_{level}"
+
+
+def result_path(folder: Path, task_id: int) -> Path:
+    return folder / f"task_{task_id}_result.pkl"
+
+
+def state_path(folder: Path, task_id: int) -> Path:
+    return folder / f"task_{task_id}_state.json"
+
+
+def load_turns(path: Path) -> list[dict]:
+    """The per-turn records of one result pickle; raises ResultFileError when unusable."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ResultFileError(f"unreadable ({exc.strerror or exc})") from None
+    try:
+        turns = safe_load_pickle(data)
+    except Exception as exc:  # a corrupt pickle can raise nearly anything while loading
+        raise ResultFileError(f"not a loadable pickle ({type(exc).__name__}: {exc})") from None
+    if not isinstance(turns, list) or not turns:
+        raise ResultFileError(f"expected a non-empty list of turn dicts, got {_describe(turns)}")
+    for number, turn in enumerate(turns):
+        if not isinstance(turn, dict):
+            raise ResultFileError(f"turn {number} is {type(turn).__name__}, expected dict")
+        _check_execution(number, turn.get("execution_result"))
+    return turns
+
+
+def _check_execution(number: int, result: object) -> None:
+    """Metrics do arithmetic on the counts, so a record whose counts are not integers is corrupt."""
+    if result is None:
+        return
+    if not isinstance(result, dict):
+        raise ResultFileError(f"turn {number}: execution_result is {type(result).__name__}, expected dict")
+    for key in OUTCOME_KEYS:
+        value = result.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise ResultFileError(f"turn {number}: execution_result['{key}'] is {type(value).__name__}, expected int")
+
+
+def _describe(value: object) -> str:
+    return "an empty list" if value == [] else type(value).__name__
+
+
+def is_unfinished(folder: Path, task_id: int) -> bool:
+    """True when the sibling state file says the task is still running (absent in release results)."""
+    try:
+        state = json.loads(state_path(folder, task_id).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(state, dict) and state.get("finished") is False
+
+
+def execution(turn: dict) -> dict:
+    """The turn's execution_result, ``{}`` when the turn was never tested."""
+    return turn.get("execution_result") or {}
+
+
+def outcome_counts(result: dict) -> tuple[int, int, int, int]:
+    """(tests, errors, failures, skipped) of an execution_result; absent or None counts read as 0."""
+    return tuple(result.get(key) or 0 for key in OUTCOME_KEYS)
+
+
+def turn_status(turn: dict) -> str | None:
+    """The runner status of a turn (our key, or the runner's own copy inside execution_result)."""
+    return turn.get("status") or execution(turn).get("status")
+
+
+def has_infra_error(turns: list[dict]) -> bool:
+    """Whether any turn failed for a reason that is not the model's (environment, sandbox...)."""
+    return any(turn_status(turn) == "infra_error" for turn in turns)
+
+
+@dataclass
+class LevelRun:
+    """The loaded results of one (model, level) run plus an account of what could not be used."""
+
+    model: str
+    level: int
+    folder: Path
+    trajectories: dict[int, list[dict]] = field(default_factory=dict)
+    missing: list[int] = field(default_factory=list)
+    corrupt: dict[int, str] = field(default_factory=dict)
+    unfinished: list[int] = field(default_factory=list)
+
+    @property
+    def requested(self) -> int:
+        return len(self.trajectories) + len(self.missing) + len(self.corrupt)
+
+    @property
+    def infra_errors(self) -> list[int]:
+        return [task for task, turns in self.trajectories.items() if has_infra_error(turns)]
+
+
+def warn_stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def load_run(
+    model: str, level: int, task_ids: Iterable[int], selection: RunSelection,
+    warn: Callable[[str], None] = warn_stderr,
+) -> LevelRun:
+    """Load every requested task of one run; missing files are counted, corrupt ones named via ``warn``."""
+    run = LevelRun(model=model, level=level, folder=selection.folder(model, level))
+    for task_id in task_ids:
+        path = result_path(run.folder, task_id)
+        if not path.exists():
+            run.missing.append(task_id)
+            continue
+        try:
+            run.trajectories[task_id] = load_turns(path)
+        except ResultFileError as exc:
+            run.corrupt[task_id] = str(exc)
+            warn(f"skipped corrupt result file {path}: {exc}")
+            continue
+        if is_unfinished(run.folder, task_id):
+            run.unfinished.append(task_id)
+    return run
+
+
+def load_runs(
+    model: str, task_ids: Iterable[int], selection: RunSelection, warn: Callable[[str], None] = warn_stderr,
+) -> list[LevelRun]:
+    """One :class:`LevelRun` per level of the selection, in level order."""
+    ids = list(task_ids)
+    return [load_run(model, level, ids, selection, warn) for level in selection.levels]
+
+
+def discover_models(selection: RunSelection) -> list[str]:
+    """Model folder names present under the result dir for this setting and guidance type, sorted."""
+    pattern = re.compile(
+        rf"^{re.escape(selection.setting)}_(.+)_feedback_{re.escape(selection.guidance_type)}_guidance_\d+$"
+    )
+    root = Path(selection.result_dir)
+    found = {m.group(1) for p in root.iterdir() if p.is_dir() and (m := pattern.match(p.name))} if root.is_dir() else set()
+    return sorted(found)
