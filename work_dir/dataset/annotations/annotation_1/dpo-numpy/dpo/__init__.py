@@ -1,0 +1,1 @@
+"""Direct Preference Optimization on a toy numpy language model."""

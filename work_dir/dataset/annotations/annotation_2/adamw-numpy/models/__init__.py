@@ -1,0 +1,1 @@
+"""Small numpy models exposing parameters as a dict of arrays and analytic gradients."""

@@ -1,0 +1,1 @@
+"""Optimisers and learning-rate schedules for numpy models."""

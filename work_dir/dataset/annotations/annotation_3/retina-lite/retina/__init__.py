@@ -1,0 +1,1 @@
+"""A minimal RetinaNet-style dense detector head and its training criterion in numpy."""

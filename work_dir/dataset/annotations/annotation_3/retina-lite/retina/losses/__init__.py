@@ -1,0 +1,1 @@
+"""Loss functions of the detector (classification and box regression)."""

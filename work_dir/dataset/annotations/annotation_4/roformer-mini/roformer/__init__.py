@@ -1,0 +1,1 @@
+"""A tiny RoFormer: a transformer encoder whose attention uses rotary position embeddings."""
