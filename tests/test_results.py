@@ -1,0 +1,145 @@
+"""The result store: records of builtins only, atomic rewrites, corrupt files, seeds, pass rates."""
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent import results
+from agent.results import (
+    RECORD_KEYS, RELEASE_KEYS, ResultError, ResultStore, check_builtins, load_seed, make_record, pass_rate,
+    save_seed, seed_path, turn_solved, usage_totals,
+)
+
+
+def record(turn: int, task: int = 3, **changes) -> dict:
+    fields = {key: None for key in RECORD_KEYS}
+    fields.update(task_index=task, turn_number=turn, final_code=f"x = {turn}\n", agent_memory=[],
+                  execution_result={"tests": 2, "errors": 0, "failures": 1, "skipped": 0, "status": "failed",
+                                    "test_summary": {"test_a": True, "test_b": False}},
+                  code_usage=[{"input_tokens": 5, "output_tokens": 2, "cost_usd": 0.5}], actions=[])
+    fields.update(changes)
+    return make_record(**fields)
+
+
+def test_records_carry_every_release_key() -> None:
+    assert set(RELEASE_KEYS) <= set(record(0))
+    with pytest.raises(KeyError, match="missing"):
+        make_record(task_index=1, turn_number=0)
+    with pytest.raises(KeyError, match="unknown"):
+        make_record(**record(0), extra=1)
+
+
+@pytest.mark.parametrize("bad", [Path("x"), {1.5: "float key"}, object(), [{"deep": {Path("k"): 1}}], {1, 2}])
+def test_non_builtins_are_refused(bad: object) -> None:
+    with pytest.raises(TypeError):
+        check_builtins({"value": bad})
+    with pytest.raises(TypeError):
+        record(0, agent_memory=bad)
+
+
+def test_saved_results_load_without_the_harness(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path / "run", 3)
+    store.save([record(0), record(1)], finished=True)
+    script = ("import pickle, sys; turns = pickle.load(open(sys.argv[1], 'rb')); "
+              "assert not [m for m in sys.modules if m == 'agent' or m.startswith('agent.')]; "
+              "print(len(turns), turns[1]['final_code'].strip())")
+    out = subprocess.run([sys.executable, "-c", script, str(store.result_path)], capture_output=True, text=True,
+                         cwd=tmp_path, check=True).stdout
+    assert out.split() == ["2", "x", "=", "1"]
+    assert store.state()["finished"] is True and store.state()["error"] is None
+
+
+def test_a_crash_while_writing_keeps_the_previous_version(tmp_path: Path, monkeypatch) -> None:
+    store = ResultStore(tmp_path, 3)
+    store.save([record(0)], finished=False)
+    before = store.result_path.read_bytes()
+
+    def crash(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(results.os, "replace", crash)
+    with pytest.raises(OSError):
+        store.save([record(0), record(1)], finished=False)
+    monkeypatch.undo()
+    assert store.result_path.read_bytes() == before
+    assert [t["turn_number"] for t in store.load()] == [0]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_corrupt_or_foreign_results_are_clear_errors(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path, 3)
+    store.result_path.write_bytes(b"\x80\x04garbage")
+    with pytest.raises(ResultError, match="corrupt.*move it away"):
+        store.load()
+    store.result_path.write_bytes(pickle.dumps([record(1)]))
+    with pytest.raises(ResultError, match="out of order"):
+        store.load()
+    store.result_path.write_bytes(pickle.dumps([record(0, task=4)]))
+    with pytest.raises(ResultError, match="another task"):
+        store.load()
+    store.result_path.write_bytes(pickle.dumps({"not": "a list"}))
+    with pytest.raises(ResultError, match="not a list"):
+        store.load()
+
+
+def test_unreadable_state_counts_as_absent(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path, 3)
+    assert store.state() is None
+    store.state_path.write_text("{torn")
+    assert store.state() is None
+    store.mark(finished=False, error="InfraError: no env", turns=2)
+    assert store.state()["error"] == "InfraError: no env" and store.state()["turns"] == 2
+
+
+def test_set_aside_keeps_an_old_result(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path, 3)
+    assert store.set_aside() is None
+    store.save([record(0)], finished=True)
+    backup = store.set_aside()
+    assert backup is not None and backup.exists() and not store.result_path.exists()
+    assert pickle.loads(backup.read_bytes())[0]["turn_number"] == 0
+
+
+def test_seed_layout_and_validation(tmp_path: Path) -> None:
+    path = seed_path(tmp_path, "memory_agent", "org/model-x", 5)
+    assert path == tmp_path / "memory_agent_org_model-x" / "task_5_seed.pkl"
+    assert load_seed(path) is None
+    seed = {"format": 1, "record": record(0, task=5)}
+    save_seed(path, seed)
+    assert load_seed(path) == seed
+    path.write_bytes(pickle.dumps({"format": 99}))
+    with pytest.raises(ResultError, match="not a turn-0 seed"):
+        load_seed(path)
+
+
+@pytest.mark.parametrize(
+    "execution, solved, rate",
+    [
+        ({"status": "passed", "tests": 4, "errors": 0, "failures": 0, "skipped": 0}, True, 1.0),
+        ({"status": "failed", "tests": 4, "errors": 0, "failures": 1, "skipped": 0}, False, 0.75),
+        ({"status": "failed", "tests": 4, "errors": 0, "failures": 0, "skipped": 1}, False, 0.75),
+        ({"status": "error", "tests": 4, "errors": 1, "failures": 0, "skipped": 0}, False, 0.0),
+        ({"status": "timeout", "tests": 0, "errors": 0, "failures": 0, "skipped": 0}, False, 0.0),
+    ],
+)
+def test_success_and_pass_rate(execution: dict, solved: bool, rate: float) -> None:
+    assert turn_solved(execution) is solved
+    assert pass_rate(execution, 4) == rate
+
+
+def test_usage_totals_unknown_cost_is_none() -> None:
+    assert usage_totals([{"input_tokens": 3, "output_tokens": 1, "cost_usd": 0.25}] * 2) == (6, 2, 0.5)
+    assert usage_totals([{"input_tokens": 3, "output_tokens": None, "cost_usd": None}])[2] is None
+    assert usage_totals([]) == (0, 0, 0.0)
+
+
+def test_atomic_write_leaves_no_temporary_files(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path, 1)
+    for n in range(3):
+        store.save([record(t, task=1) for t in range(n + 1)], finished=False)
+    assert sorted(os.listdir(tmp_path)) == ["task_1_result.pkl", "task_1_state.json"]
