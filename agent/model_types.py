@@ -1,0 +1,155 @@
+"""Plain data of the model layer: what a caller asks for and what a call returns.
+
+Kept apart from the provider code so that providers, the cache and the
+scripted model share these types without importing each other. The public
+names are re-exported by :mod:`agent.inference`.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+ROLES = ("system", "user", "assistant")
+
+
+class InferenceError(Exception):
+    """A model call that cannot succeed without the user's help; the message is one line naming the fix.
+
+    ``usage`` carries the tokens already billed by failed attempts (e.g. empty
+    completions), so a caller can still account for their cost.
+    """
+
+    def __init__(self, message: str, usage: Usage | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which model to call and how. Keys may be left None: they then come from the provider's env var."""
+
+    provider: str
+    model: str
+    api_key: str | None = None
+    base_url: str | None = None
+    endpoint: str | None = None
+    api_version: str | None = None
+    deployment: str | None = None
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    reasoning_effort: str | None = None
+    timeout_sec: float = 600.0
+    max_retries: int = 6
+    script: str | None = None
+
+    def __repr__(self) -> str:
+        """Like the dataclass repr, with the key masked: specs end up in logs and tracebacks."""
+        shown = {k: ("***" if k == "api_key" and v else v) for k, v in asdict(self).items()}
+        return "ModelSpec(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+
+
+@dataclass
+class Usage:
+    """What one ``complete`` call consumed. Tokens are None when the provider did not report them.
+
+    ``input_tokens`` counts the whole prompt (``cached_tokens`` is the part of
+    it read from the provider's prompt cache); ``output_tokens`` counts
+    everything billed as output (``reasoning_tokens`` is the hidden part).
+    ``cost_usd`` is None when the price of the model is unknown.
+    """
+
+    provider: str
+    model: str
+    input_tokens: int | None
+    output_tokens: int | None
+    cached_tokens: int | None
+    reasoning_tokens: int | None
+    latency_sec: float
+    cost_usd: float | None
+    from_cache: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Completion:
+    text: str
+    usage: Usage
+
+
+class ChatModel(Protocol):
+    """The one call interface every provider implements."""
+
+    def complete(self, messages: list[dict[str, str]], *, response_schema: dict | None = None) -> Completion:
+        """Answer ``messages``; with ``response_schema`` the text is a JSON string the caller validates."""
+        ...
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """Token counts of one provider answer (None = not reported)."""
+
+    input: int | None = None
+    output: int | None = None
+    cached: int | None = None
+    reasoning: int | None = None
+
+    def __add__(self, other: Tokens) -> Tokens:
+        """Sum counts of several billed attempts; a count reported by neither stays None."""
+        def add(a: int | None, b: int | None) -> int | None:
+            return None if a is None and b is None else (a or 0) + (b or 0)
+
+        return Tokens(
+            add(self.input, other.input),
+            add(self.output, other.output),
+            add(self.cached, other.cached),
+            add(self.reasoning, other.reasoning),
+        )
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One successful provider attempt: the text and what it cost in tokens."""
+
+    text: str
+    tokens: Tokens
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """A provider-independent request: the cache key is made from exactly these fields."""
+
+    model: str
+    messages: list[dict[str, str]]
+    response_schema: dict | None
+    temperature: float | None
+    max_output_tokens: int | None
+    reasoning_effort: str | None
+
+    @classmethod
+    def build(cls, spec: ModelSpec, messages: list[dict[str, str]], response_schema: dict | None) -> ChatRequest:
+        return cls(
+            model=spec.model,
+            messages=check_messages(messages),
+            response_schema=response_schema,
+            temperature=spec.temperature,
+            max_output_tokens=spec.max_output_tokens,
+            reasoning_effort=spec.reasoning_effort,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_messages(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Copy ``messages`` keeping only role/content, refusing shapes no provider accepts (a caller bug)."""
+    if not messages:
+        raise ValueError("messages must not be empty")
+    checked = []
+    for i, message in enumerate(messages):
+        role, content = message.get("role"), message.get("content")
+        if role not in ROLES or not isinstance(content, str):
+            raise ValueError(f"message {i} must be {{'role': one of {ROLES}, 'content': str}}, got {message!r:.120}")
+        checked.append({"role": role, "content": content})
+    return checked

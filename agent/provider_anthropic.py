@@ -1,0 +1,93 @@
+"""The Anthropic messages protocol.
+
+Structured output is a forced tool call: the tool's ``input_schema`` is the
+response schema and the tool input, dumped as JSON, is the answer's text.
+System messages travel in the separate ``system`` field. ``temperature`` and
+the effort setting go through ``extra_body``: SDK releases differ in which of
+them they accept as typed arguments, the API takes both.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anthropic
+
+from agent.model_types import Answer, ChatRequest, ModelSpec, Tokens
+from agent.providers import EMPTY_HINT, SdkErrors, guarded_call, http_error_parts
+from agent.retry_policy import BadAnswer
+
+DEFAULT_MAX_TOKENS = 16384  # the API requires a value; a whole research file fits in it
+TOOL_NAME = "respond"
+SDK_ERRORS = SdkErrors(
+    status_types=(anthropic.APIStatusError,),
+    status_of=http_error_parts,
+    transport_types=(anthropic.APIConnectionError,),
+)
+
+
+class AnthropicAdapter:
+    def __init__(self, spec: ModelSpec, key: str | None) -> None:
+        self._spec, self._key = spec, key
+        self._client = anthropic.Anthropic(
+            api_key=key, base_url=spec.base_url, max_retries=0, timeout=spec.timeout_sec
+        )
+
+    def send(self, request: ChatRequest) -> Answer:
+        response = guarded_call(
+            lambda: self._client.messages.create(**request_body(request)), SDK_ERRORS, self._spec, self._key
+        )
+        blocks = getattr(response, "content", None)
+        if not isinstance(blocks, list):
+            raise BadAnswer("the answer is not a message", hint="check that base-url points at the messages API")
+        tokens = usage_tokens(getattr(response, "usage", None))
+        stop = getattr(response, "stop_reason", None)
+        if request.response_schema is not None:
+            tool = next((b for b in blocks if b.type == "tool_use" and b.name == TOOL_NAME), None)
+            if tool is None:
+                raise BadAnswer(f"the answer has no {TOOL_NAME} tool block (stop reason {stop})", EMPTY_HINT, tokens)
+            return Answer(json.dumps(tool.input), tokens)
+        text = "".join(b.text for b in blocks if b.type == "text")
+        if not text:
+            raise BadAnswer(f"the answer has no text block (stop reason {stop})", EMPTY_HINT, tokens)
+        return Answer(text, tokens)
+
+
+def request_body(request: ChatRequest) -> dict[str, Any]:
+    """The messages.create arguments for ``request``."""
+    system = "\n\n".join(m["content"] for m in request.messages if m["role"] == "system")
+    body: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_output_tokens or DEFAULT_MAX_TOKENS,
+        "messages": [m for m in request.messages if m["role"] != "system"],
+    }
+    if system:
+        body["system"] = system
+    extra: dict[str, Any] = {}
+    if request.temperature is not None:
+        extra["temperature"] = request.temperature
+    if request.reasoning_effort is not None:
+        extra["output_config"] = {"effort": request.reasoning_effort}
+    if extra:
+        body["extra_body"] = extra
+    if request.response_schema is not None:
+        body["tools"] = [
+            {
+                "name": TOOL_NAME,
+                "description": "Give the answer as data matching the input schema.",
+                "input_schema": request.response_schema,
+            }
+        ]
+        body["tool_choice"] = {"type": "tool", "name": TOOL_NAME}
+    return body
+
+
+def usage_tokens(usage: Any) -> Tokens:
+    """Anthropic's input_tokens excludes cache reads and writes; we report the whole prompt."""
+    if usage is None:
+        return Tokens()
+    read = getattr(usage, "cache_read_input_tokens", None)
+    written = getattr(usage, "cache_creation_input_tokens", None)
+    base = getattr(usage, "input_tokens", None)
+    total = None if base is None else base + (read or 0) + (written or 0)
+    return Tokens(input=total, output=getattr(usage, "output_tokens", None), cached=read)

@@ -1,0 +1,79 @@
+"""A response cache keyed by the whole provider-independent request, in one SQLite file.
+
+Runs last for days across many processes and threads, so: WAL mode (readers
+never block the writer), a generous busy timeout, one short-lived connection
+per operation (sqlite connections must not cross threads or forks), and
+first-writer-wins inserts (two processes asking the same question store one
+answer). Only the request (model, messages, schema, sampling parameters) and
+the answer are stored: never a key or a base URL.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+from agent.model_types import ChatRequest, InferenceError
+
+KEY_VERSION = 1
+BUSY_TIMEOUT_SEC = 60.0
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    key TEXT PRIMARY KEY,
+    request TEXT NOT NULL,
+    text TEXT NOT NULL,
+    usage TEXT NOT NULL,
+    created REAL NOT NULL
+)
+"""
+
+
+def request_key(request: ChatRequest) -> str:
+    """SHA-256 of the canonical JSON of the request (plus a format version)."""
+    payload = json.dumps({"v": KEY_VERSION, **request.to_dict()}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    """``get``/``put`` of answers by request; safe to share across threads and processes."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with closing(self._connect()) as db, db:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute(SCHEMA)
+        except (OSError, sqlite3.Error) as error:
+            raise self._unusable(error) from None
+
+    def get(self, request: ChatRequest) -> dict[str, Any] | None:
+        """``{"text", "usage"}`` stored for ``request``, or None."""
+        try:
+            with closing(self._connect()) as db:
+                row = db.execute("SELECT text, usage FROM responses WHERE key = ?", (request_key(request),)).fetchone()
+        except sqlite3.Error as error:
+            raise self._unusable(error) from None
+        return None if row is None else {"text": row[0], "usage": json.loads(row[1])}
+
+    def put(self, request: ChatRequest, text: str, usage: dict[str, Any]) -> None:
+        """Store an answer unless one is already stored for this request."""
+        row = (request_key(request), json.dumps(request.to_dict()), text, json.dumps(usage), time.time())
+        try:
+            with closing(self._connect()) as db, db:
+                db.execute("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?)", row)
+        except sqlite3.Error as error:
+            raise self._unusable(error) from None
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SEC)
+        db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SEC * 1000)}")
+        db.execute("PRAGMA synchronous = NORMAL")  # with WAL: no corruption on a crash, far fewer fsyncs
+        return db
+
+    def _unusable(self, error: Exception) -> InferenceError:
+        return InferenceError(f"response cache {self.path} is unusable ({error}); fix its folder or choose another cache-path")
