@@ -1,0 +1,1 @@
+"""Minimal numpy building blocks of an on-policy actor-critic learner."""

@@ -1,0 +1,1 @@
+"""Calibration tools for probabilistic classifiers."""

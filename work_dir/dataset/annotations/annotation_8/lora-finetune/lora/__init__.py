@@ -1,0 +1,1 @@
+"""Low-rank adapters for torch models."""
