@@ -1,8 +1,9 @@
 """The end-of-run table: per model x guidance level, what the run achieved and what it cost.
 
 Computed from the job outcomes of ``run_task`` (finished, skipped-as-already-
-finished and errored jobs alike), so a resumed run reports the whole
-experiment, not only the part it ran this time.
+finished and errored jobs alike): solved counts and rates cover the whole
+experiment even on a resumed run, while tokens and dollars are what this
+invocation spent (a skipped task costs nothing now).
 """
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def summarize(outcomes: list[dict]) -> list[SummaryRow]:
 
 def format_table(rows: list[SummaryRow], max_turn: int) -> str:
     """A fixed-width text table; costs with unknown parts are marked '*' and explained below."""
-    header = ("model", "level", "solved", f"Recall@{max_turn}", "test-case pass", "tokens in", "tokens out", "cost $")
+    header = ("model", "level", "solved", f"Recall@{max_turn}", "test-case pass", "tokens in", "tokens out",
+              "cost $ (this run)")
     body = [
         (
             row.model,

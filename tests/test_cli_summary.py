@@ -33,7 +33,7 @@ def test_table_text() -> None:
                                     outcome("gpt-5", 4, 2, state="error", cost_usd=None)]), max_turn=10)
     lines = table.splitlines()
     assert lines[0].split() == ["model", "level", "solved", "Recall@10", "test-case", "pass", "tokens", "in",
-                                "tokens", "out", "cost", "$"]
+                                "tokens", "out", "cost", "$", "(this", "run)"]
     assert lines[2].split() == ["gpt-5", "L4", "1/2", "(1", "err)", "50.0%", "75.0%", "2,000", "400", "0.0100*"]
     assert lines[-1].startswith("* lower bound")
     assert len({len(line) for line in lines[:3]}) == 1

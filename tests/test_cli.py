@@ -1,0 +1,81 @@
+"""The CLI: every user mistake ends with one line on stderr and a non-zero exit, never a traceback."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agent.inference import PROVIDER_ENV_VARS
+
+REPO = Path(__file__).resolve().parents[1]
+CLI = REPO / "agent" / "research_code_generation.py"
+
+
+def cli_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_ENV_VARS}
+    return {**env, "RECODE_ENV_BACKEND": "current"}
+
+
+def run_cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(CLI), *args], capture_output=True, text=True, cwd=cwd,
+                          env=cli_env(), timeout=120)
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    """A one-task dataset (files present; the task is never run by these tests)."""
+    root = tmp_path / "dataset"
+    task = root / "annotations" / "annotation_1"
+    (task / "repo").mkdir(parents=True)
+    (task / "repo" / "mod.py").write_text("")
+    for name in ("instruction.txt", "latex.txt", "canonical.py", "test.py", "test.sh"):
+        (task / name).write_text("x\n")
+    row = {"index": 1, "repo_dir_name": "repo", "target_file_path": "mod.py", "if_test": True, "init_content": "",
+           "test_cases": ["test_a"]}
+    (root / "annotation_meta.jsonl").write_text(json.dumps(row) + "\n")
+    return root
+
+
+def config(tmp_path: Path, dataset: Path, **keys: object) -> Path:
+    script = tmp_path / "script.yaml"
+    script.write_text("rules:\n  - responses: ['reflect: done\\naction: SUBMIT']\n")
+    values = {"api-provider": "scripted", "model": "coder", "script": str(script), "work-dir": str(dataset),
+              "output-dir": str(tmp_path / "out"), **keys}
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess, expected: str) -> None:
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], done.stderr
+
+
+@pytest.mark.parametrize("keys, expected", [
+    ({"max-turns": 3}, "unknown key 'max-turns' (did you mean 'max-turn'?)"),
+    ({"task-ids": [1, 999]}, "unknown task id 999"),
+    ({"api-provider": "openai", "model": "gpt-5"}, "export OPENAI_API_KEY or set 'api-key'"),
+    ({"work-dir": "/nonexistent/dataset"}, "dataset not found"),
+    ({"guidance-level": 9}, "'guidance-level' must be an integer from 0 to 4"),
+])
+def test_user_errors_are_one_line(tmp_path: Path, dataset: Path, keys: dict, expected: str) -> None:
+    assert_one_line_error(run_cli("--yaml-location", str(config(tmp_path, dataset, **keys))), expected)
+
+
+def test_missing_config_and_broken_task(tmp_path: Path, dataset: Path) -> None:
+    assert_one_line_error(run_cli("--yaml-location", str(tmp_path / "nope.yaml")), "config file not found")
+    (dataset / "annotations" / "annotation_1" / "test.sh").unlink()
+    assert_one_line_error(run_cli("--yaml-location", str(config(tmp_path, dataset))), "task 1 is missing")
+
+
+def test_bad_flag_value_is_rejected_before_anything_runs(tmp_path: Path, dataset: Path) -> None:
+    done = run_cli("--yaml-location", str(config(tmp_path, dataset)), "--max-workers", "0")
+    assert_one_line_error(done, "'max-workers' must be an integer >= 1, got 0")
+    assert not (tmp_path / "out").exists()
