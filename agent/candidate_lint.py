@@ -1,0 +1,57 @@
+"""Static refusal of candidates that reach for the hidden reference.
+
+canonical.py has to sit next to the target (the differential tests import
+it), so a candidate could simply re-export it: ``from canonical import *``.
+Before anything runs, the candidate's syntax tree is searched for what an
+honest file never needs: importing ``canonical`` (an import statement, or
+``__import__`` / ``import_module`` / ``find_spec`` with a literal name) and
+string literals naming a ``canonical.py`` file. A plain word "canonical" in
+code (an option value, say) is fine. The guard plugin backs this up at run
+time (imports, file opens, re-exported objects); deliberately obfuscated
+access to the already-loaded reference is what remains undetected. A file
+that does not parse is left to pytest, which reports the SyntaxError.
+"""
+from __future__ import annotations
+
+import ast
+
+REFERENCE = "canonical"
+IMPORTERS = ("__import__", "import_module", "find_spec", "spec_from_file_location")
+
+
+def _is_reference(name: str | None) -> bool:
+    return bool(name) and name.split(".")[0] == REFERENCE
+
+
+def _callee(call: ast.Call) -> str | None:
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    return func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _literal_reference(call: ast.Call) -> bool:
+    return any(isinstance(a, ast.Constant) and isinstance(a.value, str) and _is_reference(a.value.strip())
+               for a in call.args)
+
+
+def reference_access(source: str) -> list[str]:
+    """One line per place where ``source`` reaches for canonical; [] when it does not."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Import) and any(_is_reference(a.name) for a in node.names):
+            found.append(f"line {line}: imports the reference module canonical")
+        elif isinstance(node, ast.ImportFrom) and (
+                _is_reference(node.module) or (node.module is None and any(a.name == REFERENCE for a in node.names))):
+            found.append(f"line {line}: imports from the reference module canonical")
+        elif isinstance(node, ast.Call) and _callee(node) in IMPORTERS and _literal_reference(node):
+            found.append(f"line {line}: imports canonical dynamically")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.strip().endswith(
+                REFERENCE + ".py"):
+            found.append(f"line {line}: names the reference file {node.value.strip()!r}")
+    return found

@@ -1,0 +1,343 @@
+"""Run one task's tests on a candidate file: private copy, contained process, verdict from evidence.
+
+``run_candidate`` copies the task repository into a fresh temporary folder,
+writes the candidate as the target file, copies canonical.py and test.py from
+the pristine dataset next to it (as the release's test.sh does), and runs
+pytest with the task's interpreter, working directory, PYTHONPATH root and
+per-test timeout parsed from test.sh. The dataset is never written.
+
+Threat model: the candidate is arbitrary Python written by a model that may
+(by accident or reward hacking) loop, exhaust memory, fork, write or delete
+files, read secrets, use the network, exit early, crash, flood output, or
+try to make failing tests look passed.
+
+Guaranteed, with the bubblewrap sandbox (default when available):
+* the dataset, the harness checkout and the caller's home are invisible; the
+  host is read-only; canonical.py and the test file cannot be modified;
+* no network, no capabilities, own PID namespace (no ``/proc`` view of the
+  caller), environment reduced to an allow-list (no keys, tokens, secrets);
+* the wall-clock timeout kills every process of the run, including ones that
+  left the session; memory is capped by RLIMIT_AS and the process count by a
+  pids cgroup (or RLIMIT_NPROC where that applies, i.e. not as root);
+* ``passed`` requires pytest's JUnit report, pytest's exit code and the
+  guard plugin's own observations to agree, authenticated by a per-run key
+  read by the plugin before any candidate code exists; exiting early,
+  crashing, faking or rewriting the report, printing PASSED, monkeypatching
+  pytest, placing candidate functions into the test's, the reference's or
+  their libraries' namespaces, and importing or opening canonical.py are all
+  detected (see ``agent/junit_verdict.py`` and ``agent/pytest_guard``);
+* candidates that import canonical are refused before running
+  (``agent/candidate_lint.py``).
+
+Not guaranteed: the candidate runs inside the pytest process, so code written
+specifically against this harness (digging the per-run key out of the guard's
+memory, obfuscated calls into the already-imported reference module,
+replacing library functions by other library functions, or an obfuscated
+child process rewriting repository sources before the reference imports them)
+is not provably excluded. Without bubblewrap (``--sandbox off`` or ``auto``
+on a machine without it) there is no file-system or network confinement: the
+candidate runs with the caller's user rights, can read the caller's files and
+``/proc/<ppid>/environ``, and, without a pids cgroup, a process that
+double-forks into a new session can outlive the timeout.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import argparse
+import json
+import os
+import resource
+import secrets
+import shutil
+import tempfile
+from dataclasses import dataclass
+
+from agent.candidate_lint import reference_access
+from agent.junit_verdict import failed_run, judge, read_channel, sealed_report
+from agent.proc_control import PidsCgroup, run_process
+from agent.sandbox import (
+    SANDBOX_MODES,
+    bwrap_argv,
+    bwrap_problem,
+    hidden_paths,
+    interpreter_roots,
+    limits_prefix,
+    pids_cgroup_root,
+    scrubbed_env,
+    user_base,
+    user_process_count,
+)
+from agent.utils import DatasetError, DatasetManager
+from agent.workspace import make_workspace
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+GUARD_DIR = REPO_ROOT / "agent" / "pytest_guard"
+GUARD_PLUGIN = "_recode_pytest_guard"
+LAUNCHER = GUARD_DIR / "run_pytest.py"
+REPORTS_DIR = Path(tempfile.gettempdir()) / "recode_reports"
+_warned: set[str] = set()
+
+
+@dataclass(frozen=True)
+class RunnerOptions:
+    """How a test run is contained (see the module docstring)."""
+
+    timeout_sec: float = 600
+    sandbox: str = "auto"
+    memory_mb: int | None = 8192
+    max_processes: int | None = 512
+    output_limit_bytes: int = 65536
+    env_backend: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.sandbox not in SANDBOX_MODES:
+            raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_MODES)}, got '{self.sandbox}'")
+        if self.timeout_sec <= 0:
+            raise ValueError(f"timeout_sec must be positive, got {self.timeout_sec}")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Paths of one run's private folder."""
+
+    run_dir: str
+    workdir: str
+    target: str
+    test: str
+    canonical: str
+    junit: str
+    home: str
+    tmp: str
+    pythonpath: str | None
+
+
+def warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        print(f"warning: {message}", file=sys.stderr)
+
+
+def resolve_interpreter(dataset: DatasetManager, index: int, backend: str | None) -> tuple[str | None, str | None]:
+    """(interpreter, None) from the environment cache, or (None, why not): a missing env is an infra error."""
+    from agent.env_cache import EnvError, resolve_python  # lazily: the cache pulls in its builders
+
+    try:
+        return resolve_python(dataset, index, backend), None
+    except EnvError as exc:
+        return None, str(exc)
+
+
+def prepare(dataset: DatasetManager, index: int, candidate: str, run_dir: Path) -> Layout:
+    """Private copy with the candidate as target, and the pristine test files beside it."""
+    meta = dataset.get(index)
+    info = dataset.test_sh(index)
+    repo = make_workspace(dataset, index, run_dir / "ws", content=candidate)
+    workdir = repo / info.workdir if info.workdir else repo
+    workdir.mkdir(parents=True, exist_ok=True)
+    test = workdir / info.test_file
+    canonical = workdir / "canonical.py"
+    shutil.copyfile(dataset.task_file(index, "test.py"), test)
+    shutil.copyfile(dataset.task_file(index, "canonical.py"), canonical)
+    report_dir = run_dir / f"report-{secrets.token_hex(8)}"
+    for folder in (report_dir, run_dir / "home", run_dir / "tmp"):
+        folder.mkdir()
+    pythonpath = None if info.pythonpath_root is None else str(repo / info.pythonpath_root)
+    return Layout(run_dir=str(run_dir), workdir=str(workdir), target=str(repo / meta.target_file_path),
+                  test=str(test), canonical=str(canonical), junit=str(report_dir / "report.xml"),
+                  home=str(run_dir / "home"), tmp=str(run_dir / "tmp"), pythonpath=pythonpath)
+
+
+def pytest_argv(python: str, layout: Layout, per_test_timeout: int | None) -> list[str]:
+    """pytest as test.sh runs it, plus the guard plugin and a JUnit report; no cache writes."""
+    argv = [python, str(LAUNCHER), os.path.basename(layout.test), "-p", GUARD_PLUGIN, "-p", "no:cacheprovider",
+            f"--junitxml={layout.junit}", "-o", "junit_family=xunit2", "-v", "--color=no"]
+    if per_test_timeout:
+        argv += ["-o", f"timeout={per_test_timeout}"]  # ini form: no usage error if pytest-timeout is absent
+    return argv
+
+
+def sandbox_prefix(options: RunnerOptions, dataset: DatasetManager, python: str, layout: Layout) -> list[str] | None:
+    """bubblewrap argv for this run, [] when running unsandboxed, None when required but unavailable."""
+    if options.sandbox == "off":
+        return []
+    problem = bwrap_problem()
+    if problem:
+        if options.sandbox == "required":
+            return None
+        warn_once(f"running tests without a sandbox: {problem}")
+        return []
+    visible = interpreter_roots(python) + [str(GUARD_DIR)] + [p for p in [user_base()] if p]
+    return bwrap_argv(shutil.which("bwrap"), run_dir=layout.run_dir, workdir=layout.workdir,
+                      hidden=hidden_paths(str(dataset.root), str(REPO_ROOT), os.environ), visible=visible,
+                      readonly_files=[layout.test, layout.canonical])
+
+
+def process_limits(options: RunnerOptions) -> tuple[PidsCgroup | None, int | None]:
+    """A pids cgroup when one can be made here, else the RLIMIT_NPROC value (None: not enforceable)."""
+    if not options.max_processes:
+        return None, None
+    root = pids_cgroup_root()
+    if root is not None:
+        try:
+            return PidsCgroup(root, options.max_processes), None
+        except OSError as exc:
+            warn_once(f"cannot create a pids cgroup under {root} ({exc}); falling back to RLIMIT_NPROC")
+    if os.geteuid() == 0:
+        warn_once("process-count limit not enforced: running as root without a writable pids cgroup")
+        return None, None
+    return None, user_process_count(os.getuid()) + options.max_processes
+
+
+def rlimit_hook(memory_mb: int | None, nproc: int | None):
+    """Pre-exec fallback for machines without the ``prlimit`` tool."""
+    def apply() -> None:
+        if memory_mb:
+            resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+        if nproc:
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    return apply
+
+
+def run_candidate(dataset: DatasetManager, index: int, candidate: str, options: RunnerOptions = RunnerOptions()) -> dict:
+    """Run task ``index``'s tests with ``candidate`` as the target file; the contract's result dict.
+
+    Never raises for what the candidate does; DatasetError for a broken task.
+    """
+    meta = dataset.get(index)
+    dataset.check_task(index)
+    per_test_timeout = dataset.test_sh(index).timeout
+    expected = meta.test_cases
+    findings = reference_access(candidate)
+    if findings:
+        return failed_run(expected, "error", "candidate reaches for the hidden reference: " + "; ".join(findings))
+    python, problem = resolve_interpreter(dataset, index, options.env_backend)
+    if python is None:
+        return failed_run(expected, "infra_error", f"no environment for task {index}: {problem}")
+    with tempfile.TemporaryDirectory(prefix="recode-run-") as tmp:
+        layout = prepare(dataset, index, candidate, Path(os.path.realpath(tmp)))
+        prefix = sandbox_prefix(options, dataset, python, layout)
+        if prefix is None:
+            return failed_run(expected, "infra_error", f"sandbox required but unavailable: {bwrap_problem()}")
+        return _execute(options, layout, python, prefix, per_test_timeout, expected)
+
+
+def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[str], per_test_timeout: int | None,
+             expected: tuple[str, ...]) -> dict:
+    key = secrets.token_bytes(32)
+    key_read, key_write = os.pipe()
+    os.write(key_write, key)
+    os.close(key_write)
+    channel_read, channel_write = os.pipe()
+    guard = {"target": layout.target, "canonical": layout.canonical, "test": layout.test, "junit": layout.junit,
+             "key_fd": key_read, "out_fd": channel_write}
+    extra = {"RECODE_GUARD": json.dumps(guard)}
+    if layout.pythonpath:
+        extra["PYTHONPATH"] = layout.pythonpath
+    base = user_base()
+    if base:
+        extra["PYTHONUSERBASE"] = base
+    env = scrubbed_env(os.environ, home=layout.home, tmpdir="/tmp" if prefix else layout.tmp,
+                       python_bin=str(Path(python).parent), extra=extra)
+    cgroup, nproc = process_limits(options)
+    prlimit = shutil.which("prlimit")
+    launcher = limits_prefix(memory_mb=options.memory_mb, nproc=nproc,
+                             cgroup_procs=cgroup.procs_file if cgroup else None, prlimit=prlimit)
+    preexec = None if prlimit or not (options.memory_mb or nproc) else rlimit_hook(options.memory_mb, nproc)
+    try:
+        done = run_process(launcher + prefix + pytest_argv(python, layout, per_test_timeout), env=env,
+                           cwd=layout.workdir, timeout_sec=options.timeout_sec, output_limit=options.output_limit_bytes,
+                           channel_fd=channel_read, pass_fds=(key_read, channel_write), cgroup=cgroup, preexec=preexec)
+    finally:
+        if cgroup is not None:
+            cgroup.remove()
+    if done.timed_out:
+        return failed_run(expected, "timeout",
+                          f"timed out after {options.timeout_sec:g} s; every process of the run was killed",
+                          duration=done.duration_sec, output=done.output)
+    record = read_channel(done.channel, key)
+    if not record.hello:
+        return failed_run(expected, "infra_error",
+                          f"pytest did not start with the guard plugin (interpreter {python}, exit code {done.exit_code})",
+                          exit_code=done.exit_code, duration=done.duration_sec, output=done.output)
+    junit = Path(layout.junit).read_bytes() if os.path.isfile(layout.junit) else None
+    result = judge(expected=expected, exit_code=done.exit_code, junit=junit, record=record,
+                   duration=done.duration_sec, output=done.output)
+    if junit is not None and sealed_report(record, junit):
+        result["report_path"] = keep_report(junit)
+    return result
+
+
+def keep_report(junit: bytes) -> str:
+    """A copy of the report outside the run folder (which is deleted); the caller owns it."""
+    REPORTS_DIR.mkdir(parents=True, exist_ok=True)
+    handle, path = tempfile.mkstemp(prefix="report-", suffix=".xml", dir=REPORTS_DIR)
+    with os.fdopen(handle, "wb") as out:
+        out.write(junit)
+    return path
+
+
+# ------------------------------------------------------------------ CLI
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Run one task's tests on a candidate file (default: canonical.py).")
+    parser.add_argument("--work-dir", required=True, help="dataset folder holding annotation_meta.jsonl")
+    parser.add_argument("--task-id", type=int, required=True)
+    parser.add_argument("--timeout-sec", type=float, default=RunnerOptions.timeout_sec)
+    parser.add_argument("--candidate", help="file to test as the target (default: the task's canonical.py)")
+    parser.add_argument("--json", action="store_true", help="print the result dict as JSON")
+    parser.add_argument("--sandbox", choices=SANDBOX_MODES, default=RunnerOptions.sandbox)
+    parser.add_argument("--memory-mb", type=int, default=RunnerOptions.memory_mb)
+    parser.add_argument("--max-processes", type=int, default=RunnerOptions.max_processes)
+    parser.add_argument("--env-backend", default=None, help="conda, uv, venv or current (default: auto)")
+    return parser.parse_args(argv)
+
+
+def release_report(dataset: DatasetManager, index: int, result: dict) -> str | None:
+    """Leave the JUnit report where the release's tooling looks for it (git-ignored)."""
+    if not result.get("report_path"):
+        return None
+    target = dataset.task_dir(index) / "pytest_report" / "report.xml"
+    target.parent.mkdir(exist_ok=True)
+    shutil.copyfile(result["report_path"], target)
+    return str(target)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    dataset = DatasetManager(args.work_dir)
+    try:
+        dataset.check_task(args.task_id)
+        if args.candidate:
+            candidate_path = Path(args.candidate)
+            if not candidate_path.is_file():
+                raise DatasetError(f"candidate file not found: {candidate_path}")
+            candidate = candidate_path.read_text(encoding="utf-8")
+        else:
+            candidate = dataset.canonical(args.task_id)
+        options = RunnerOptions(timeout_sec=args.timeout_sec, sandbox=args.sandbox, memory_mb=args.memory_mb,
+                                max_processes=args.max_processes, env_backend=args.env_backend)
+        result = run_candidate(dataset, args.task_id, candidate, options)
+    except (DatasetError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    kept = release_report(dataset, args.task_id, result)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"task {args.task_id}: {result['status']}  tests={result['tests']} failures={result['failures']} "
+              f"errors={result['errors']} skipped={result['skipped']}  ({result['duration_sec']:.2f} s)")
+        for message in result["failure_messages"]:
+            print("  " + message.splitlines()[0])
+    if kept:
+        print(f"JUnit report: {kept}", file=sys.stderr if args.json else sys.stdout)
+    if result["status"] == "infra_error":
+        return 2
+    return 0 if result["status"] == "passed" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""Turn what a test run left behind into the runner's result dict.
+
+Evidence, and how much each is trusted:
+* the guard channel (see ``agent/pytest_guard``): ``hello`` proves the harness
+  started; any ``flag`` line means tampering; the ``seal`` is authenticated
+  with a per-run key the candidate never had, and carries pytest's exit
+  status, the sha256 of the JUnit file and the guard's own per-test outcomes;
+* the JUnit XML, believed only when its hash matches the seal;
+* the process exit code, which must equal the sealed exit status.
+
+``passed`` needs all of it to agree: hello, a valid seal, no flag, the same
+exit code, the sealed report, every expected test case present and passed in
+the report AND by the guard's own observation, and no error, failure or skip.
+Anything the candidate does to break that chain (exit early, crash, fake or
+rewrite the report, patch pytest, flood the channel) lands in ``error``.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+
+from junitparser import Error, Failure, JUnitXml, Skipped
+
+SESSION = "session"
+
+
+@dataclass(frozen=True)
+class GuardRecord:
+    """What the guard plugin reported: started?, tampering flags, the verified seal (or why not)."""
+
+    hello: bool
+    flags: tuple[str, ...]
+    seal: dict | None
+    problem: str | None
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One ``<testcase>`` of the report."""
+
+    classname: str
+    name: str
+    outcome: str  # passed | failure | error | skipped
+    message: str
+    details: str
+
+
+def read_channel(data: bytes, key: bytes) -> GuardRecord:
+    """Parse the guard's lines; only a seal whose HMAC verifies under ``key`` counts."""
+    hello = False
+    flags: list[str] = []
+    seals: list[dict] = []
+    forged = 0
+    for raw in data.decode("utf-8", "replace").splitlines():
+        kind, _, rest = raw.partition(" ")
+        if kind == "hello":
+            hello = True
+        elif kind == "flag" and rest:
+            flags.append(rest)
+        elif kind == "seal":
+            body, _, mac = rest.rpartition(" ")
+            expected = hmac.new(key, body.encode("utf-8"), hashlib.sha256).hexdigest()
+            if hmac.compare_digest(expected, mac):
+                seals.append(json.loads(body))
+            else:
+                forged += 1
+    problem = None
+    if forged:
+        problem = f"{forged} forged seal line(s) on the guard channel"
+    elif len(seals) > 1:
+        problem = "the guard channel holds more than one seal"
+    return GuardRecord(hello=hello, flags=tuple(flags), seal=seals[0] if len(seals) == 1 else None,
+                       problem=problem)
+
+
+def parse_junit(xml: bytes) -> list[CaseResult]:
+    """Every test case of a pytest JUnit report, with its outcome and message."""
+    cases = []
+    for suite in JUnitXml.fromstring(xml.decode("utf-8", "replace")):
+        for case in suite:
+            outcome, message, details = "passed", "", ""
+            for result in case.result:
+                kind = {Failure: "failure", Error: "error", Skipped: "skipped"}.get(type(result))
+                if kind and (outcome == "passed" or kind == "error"):
+                    outcome, message, details = kind, result.message or "", result.text or ""
+            cases.append(CaseResult(case.classname or "", case.name or "", outcome, message, details))
+    return cases
+
+
+def _base(expected: tuple[str, ...], exit_code: int | None, duration: float, output: str) -> dict:
+    return {"tests": 0, "errors": 0, "failures": 0, "skipped": 0, "failure_messages": [],
+            "test_summary": {name: False for name in expected}, "status": "error", "exit_code": exit_code,
+            "duration_sec": round(duration, 3), "output": output, "report_path": None}
+
+
+def failed_run(expected: tuple[str, ...], status: str, reason: str, *, exit_code: int | None = None,
+               duration: float = 0.0, output: str = "") -> dict:
+    """A run without a trustworthy report: every expected test case counts as an error."""
+    result = _base(expected, exit_code, duration, output)
+    count = max(1, len(expected))
+    tail = "\n".join(output.strip().splitlines()[-15:])
+    result.update(tests=count, errors=count, status=status,
+                  failure_messages=[f"{SESSION}: {reason}" + (f"\n{tail}" if tail else "")])
+    return result
+
+
+def sealed_report(record: GuardRecord, junit: bytes) -> bool:
+    """True when ``junit`` is byte for byte the report pytest wrote under the guard's eyes."""
+    return record.seal is not None and record.seal.get("junit_sha256") == hashlib.sha256(junit).hexdigest()
+
+
+def _distrust(record: GuardRecord, exit_code: int | None, junit: bytes | None) -> str | None:
+    """Why the evidence cannot be believed, or None when it holds together."""
+    if record.flags:
+        return "tampering detected: " + "; ".join(record.flags[:5])
+    if record.problem:
+        return record.problem
+    seal = record.seal
+    if seal is None:
+        return f"the test process ended before pytest finished its session (exit code {exit_code})"
+    if seal.get("flags"):
+        return "tampering detected: " + "; ".join(seal["flags"][:5])
+    if seal.get("exitstatus") != exit_code:
+        return f"exit code {exit_code} disagrees with pytest's own exit status {seal.get('exitstatus')}"
+    if junit is None or not sealed_report(record, junit):
+        return "the JUnit report is missing or was changed after pytest wrote it"
+    return None
+
+
+def _guard_disagrees(cases: list[CaseResult], seal: dict) -> str | None:
+    observed: dict[tuple[str, str], list[bool]] = defaultdict(list)
+    for classname, name, passed in seal.get("tests", []):
+        observed[(classname, name)].append(bool(passed))
+    for case in cases:
+        if case.outcome == "passed" and not all(observed.get((case.classname, case.name), [False])):
+            return f"the report says {case.name} passed but the guard saw it fail or never run"
+    return None
+
+
+def judge(*, expected: tuple[str, ...], exit_code: int | None, junit: bytes | None, record: GuardRecord,
+          duration: float, output: str) -> dict:
+    """Result dict of a run that finished (not timed out) and whose guard started."""
+    reason = _distrust(record, exit_code, junit)
+    if reason is None:
+        cases = parse_junit(junit)
+        reason = _guard_disagrees(cases, record.seal)
+    if reason is None:
+        bad = sum(c.outcome in ("failure", "error") for c in cases)
+        if (exit_code == 0) != (bad == 0) and exit_code != 5:
+            reason = f"exit code {exit_code} contradicts the report ({bad} failing test(s))"
+    if reason is not None:
+        return failed_run(expected, "error", reason, exit_code=exit_code, duration=duration, output=output)
+    return summarize(cases, expected, exit_code=exit_code, duration=duration, output=output)
+
+
+def summarize(cases: list[CaseResult], expected: tuple[str, ...], *, exit_code: int | None, duration: float,
+              output: str) -> dict:
+    """Counts, messages and the per-test summary of a trusted report; missing expected tests fail."""
+    result = _base(expected, exit_code, duration, output)
+    summary: dict[str, bool] = {}
+    for case in cases:
+        summary[case.name] = summary.get(case.name, True) and case.outcome == "passed"
+        if case.outcome != "passed":
+            result["failure_messages"].append(f"{case.name}: {case.message}\n{case.details}".rstrip())
+    missing = [name for name in expected if name not in summary]
+    for name in missing:
+        summary[name] = False
+        result["failure_messages"].append(f"{name}: not in the report (expected by annotation_meta test_cases)")
+    counts = {kind: sum(c.outcome == kind for c in cases) for kind in ("failure", "error", "skipped")}
+    result.update(tests=len(cases) + len(missing), failures=counts["failure"] + len(missing),
+                  errors=counts["error"], skipped=counts["skipped"], test_summary=summary)
+    clean = not missing and cases and not any(counts.values()) and exit_code == 0
+    result["status"] = "passed" if clean else "failed"
+    return result

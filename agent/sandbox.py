@@ -1,0 +1,177 @@
+"""What surrounds a test process: scrubbed environment, bubblewrap command line, resource-limit launcher.
+
+Everything here builds argument lists and dictionaries from plain inputs, so
+the exact commands are unit-tested without running them; the only side
+effects are the cached probes that look at this machine (``bwrap_problem``,
+``pids_cgroup_root``).
+
+Under bubblewrap the test process sees the host read-only (``--ro-bind / /``),
+a private ``/tmp``, fresh ``/dev`` and ``/proc`` of its own PID namespace
+(so no ``/proc/<ppid>/environ`` of the caller), no network, no capabilities,
+a new session, and dies with the runner. The caller's home directory, the
+harness checkout and the dataset are hidden behind empty tmpfs mounts (API
+keys in dotfiles, canonical.py of every task); the interpreter's prefix and
+the guard plugin are mounted back read-only. Only the run's private folder
+is writable, and within it canonical.py, the test file and the working
+directory's ``__pycache__`` are read-only.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Mapping
+
+SANDBOX_MODES = ("auto", "off", "required")
+ENV_ALLOWLIST = (
+    "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+    "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+)
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+CGROUP_V1_PIDS = Path("/sys/fs/cgroup/pids")
+CGROUP_V2 = Path("/sys/fs/cgroup")
+
+
+def scrubbed_env(environ: Mapping[str, str], *, home: str, tmpdir: str, python_bin: str,
+                 extra: Mapping[str, str]) -> dict[str, str]:
+    """Allow-listed variables only; anything that looks like a credential is dropped even if listed.
+
+    The interpreter's bin folder goes first on PATH, as ``conda activate`` does.
+    """
+    env = {k: v for k, v in environ.items() if k in ENV_ALLOWLIST and not SECRET_NAME.search(k)}
+    env["PATH"] = os.pathsep.join([python_bin, env.get("PATH", DEFAULT_PATH)])
+    env.setdefault("LANG", "C.UTF-8")
+    env.update({"HOME": home, "TMPDIR": tmpdir, "PYTHONDONTWRITEBYTECODE": "1"})
+    env.update(extra)
+    return env
+
+
+def interpreter_roots(python: str) -> list[str]:
+    """Folders a task interpreter needs to see: its (venv) prefix and the base installation behind it."""
+    unresolved = Path(python).absolute()
+    roots = {str(unresolved.parent.parent), str(Path(os.path.realpath(python)).parent.parent)}
+    cfg = unresolved.parent.parent / "pyvenv.cfg"
+    if cfg.is_file():
+        for line in cfg.read_text(encoding="utf-8", errors="replace").splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and value.strip():
+                roots.add(str(Path(os.path.realpath(value.strip())).parent))
+    return sorted(roots)
+
+
+def _inside(path: str, parents: list[str]) -> bool:
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in parents)
+
+
+def bwrap_argv(bwrap: str, *, run_dir: str, workdir: str, hidden: list[str], visible: list[str],
+               readonly_files: list[str]) -> list[str]:
+    """bubblewrap command line (up to and including ``--``) for one run.
+
+    Mount order matters: hide first, then mount back what must stay visible,
+    then the writable run folder, then read-only files inside it.
+    """
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
+    outer = []
+    for path in sorted(set(hidden), key=len):
+        if os.path.isdir(path) and not _inside(path, outer) and not _inside(run_dir, [path]):
+            outer.append(path)
+            argv += ["--tmpfs", path]
+    for path in sorted(set(visible), key=len):
+        if os.path.exists(path) and _inside(path, outer):
+            argv += ["--ro-bind", path, path]
+    argv += ["--bind", run_dir, run_dir]
+    for path in readonly_files:
+        argv += ["--ro-bind", path, path]
+    pycache = os.path.join(workdir, "__pycache__")
+    argv += ["--tmpfs", pycache, "--remount-ro", pycache,
+             "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+             "--cap-drop", "ALL", "--new-session", "--die-with-parent", "--chdir", workdir, "--"]
+    return argv
+
+
+def limits_prefix(*, memory_mb: int | None, nproc: int | None, cgroup_procs: str | None,
+                  prlimit: str | None) -> list[str]:
+    """Launcher that joins the pids cgroup and sets rlimits, then execs the rest of the command.
+
+    Both happen before bubblewrap forks, so every process of the run inherits
+    them. Returns [] when there is nothing to apply (or no ``prlimit``: the
+    runner then falls back to a pre-exec hook).
+    """
+    prefix: list[str] = []
+    if cgroup_procs:
+        prefix += ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', cgroup_procs]
+    limits = []
+    if memory_mb:
+        limits.append(f"--as={memory_mb * 1024 * 1024}")
+    if nproc:
+        limits.append(f"--nproc={nproc}")
+    if limits and prlimit:
+        prefix += [prlimit, *limits, "--"]
+    return prefix
+
+
+@functools.lru_cache(maxsize=None)
+def bwrap_problem(bwrap: str | None = None) -> str | None:
+    """None when bubblewrap works here, else one line saying why not (probed once per process)."""
+    bwrap = bwrap or shutil.which("bwrap")
+    if not bwrap:
+        return "bubblewrap (bwrap) is not installed; install it (e.g. apt-get install bubblewrap)"
+    probe = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-pid",
+             "--unshare-net", "--cap-drop", "ALL", "--die-with-parent", "--", "/bin/true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap failed to start: {exc}"
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return f"bubblewrap cannot create namespaces here ({last}); enable unprivileged user namespaces or run with --sandbox off"
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def pids_cgroup_root() -> Path | None:
+    """A cgroup folder where this process may create per-run children with ``pids.max``, or None.
+
+    cgroup v1 has a ``pids`` hierarchy; on v2 the pids controller must be
+    enabled for children of the root we can write to.
+    """
+    candidates = [CGROUP_V1_PIDS]
+    v2 = CGROUP_V2 / "cgroup.subtree_control"
+    if v2.is_file() and "pids" in v2.read_text().split():
+        candidates.append(CGROUP_V2)
+    for root in candidates:
+        if root.is_dir() and os.access(root, os.W_OK) and (root / "cgroup.procs").is_file():
+            return root
+    return None
+
+
+def user_process_count(uid: int) -> int:
+    """Processes this user already runs: RLIMIT_NPROC counts them too, so the limit adds to it."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                count += entry.stat().st_uid == uid
+            except OSError:
+                continue
+    return count
+
+
+def hidden_paths(dataset_root: str, repo_root: str, environ: Mapping[str, str]) -> list[str]:
+    """Folders a candidate has no business reading: home (keys in dotfiles), the harness, the dataset."""
+    paths = [dataset_root, repo_root]
+    home = environ.get("HOME")
+    if home and os.path.realpath(home) != "/":
+        paths.append(os.path.realpath(home))
+    return [os.path.realpath(p) for p in paths]
+
+
+def user_base() -> str | None:
+    """The caller's user-site base (``~/.local``): passed on explicitly since HOME changes."""
+    base = os.environ.get("PYTHONUSERBASE") or os.path.expanduser("~/.local")
+    return os.path.realpath(base) if os.path.isdir(base) else None
