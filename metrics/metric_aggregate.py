@@ -63,27 +63,27 @@ def level_values(model: str, task_ids: Iterable[int], task_score: TaskScore, sel
     return [summary.value for summary in evaluate(model, task_ids, task_score, selection)]
 
 
+def _issues(summary: LevelSummary) -> list[str]:
+    """What keeps a run's value from resting on every requested task, one phrase each."""
+    run = summary.run
+    if not run.folder.is_dir():
+        return [f"no results folder {run.folder}"]
+    reasons = "; ".join(sorted(set(summary.unscored.values())))
+    counted = [
+        ("missing", len(run.missing), ""),
+        ("corrupt", len(run.corrupt), " (named on stderr)"),
+        ("unscored", len(summary.unscored), f" ({reasons})"),
+        ("unfinished", len(run.unfinished), " (partial trajectories)"),
+        ("stopped by an error", len(run.errors), " (see their task_<id>_state.json)"),
+        ("infrastructure errors", len(run.infra_errors), " (not the model's fault; rerun them)"),
+    ]
+    return [f"{label} {count}{detail}" for label, count, detail in counted if count]
+
+
 def coverage_notes(summaries: list[LevelSummary]) -> list[str]:
     """One line per run whose value does not rest on every requested task, else one line saying all did."""
-    notes = []
-    for summary in summaries:
-        run = summary.run
-        parts = [f"{summary.scored}/{run.requested} tasks used"]
-        if not run.folder.is_dir():
-            parts.append(f"no results folder {run.folder}")
-        elif run.missing:
-            parts.append(f"missing {len(run.missing)}")
-        if run.corrupt:
-            parts.append(f"corrupt {len(run.corrupt)} (named on stderr)")
-        if summary.unscored:
-            reasons = sorted(set(summary.unscored.values()))
-            parts.append(f"unscored {len(summary.unscored)} ({'; '.join(reasons)})")
-        if run.unfinished:
-            parts.append(f"unfinished {len(run.unfinished)} (partial trajectories)")
-        if run.infra_errors:
-            parts.append(f"infra errors in {len(run.infra_errors)} (counted as unsolved; rerun them)")
-        if len(parts) > 1:
-            notes.append(f"{summary.model} L{summary.level}: " + ", ".join(parts))
+    notes = [f"{s.model} L{s.level}: {s.scored}/{s.run.requested} tasks used, " + ", ".join(issues)
+             for s in summaries if (issues := _issues(s))]
     if not notes and summaries:
         notes.append(f"every cell uses all {summaries[0].run.requested} requested tasks")
     return notes

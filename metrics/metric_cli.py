@@ -36,6 +36,12 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'") from None
 
 
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
+    return int(text)
+
+
 def base_parser(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--result-dir", default=DEFAULT_RESULT_DIR, help="folder holding the run folders")
@@ -46,7 +52,7 @@ def base_parser(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--tasks", type=_int_list, help="task ids (default: runnable tasks of the meta file)")
     parser.add_argument("--dataset-dir", default=DEFAULT_DATASET_DIR, help="dataset folder (canonical files)")
     parser.add_argument("--meta", help="annotation_meta.jsonl (default: DATASET_DIR/annotation_meta.jsonl)")
-    parser.add_argument("--max-turns", type=int, default=DEFAULT_MAX_TURNS, help="n of Recall@n and curve length")
+    parser.add_argument("--max-turns", type=_positive_int, default=DEFAULT_MAX_TURNS, help="n of Recall@n and curve length")
     parser.add_argument("--per-turn", action="store_true", help="also print per-turn curves")
     parser.add_argument("--format", choices=FORMATS, default="markdown")
     return parser

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from metric_aggregate import level_values
-from metric_cli import Context, level_table, run_cli
+from metric_cli import Context, run_cli
 from metric_tables import Table
 from optional_extras import ExtraUnavailable, import_extra
-from reference_similarity import reference_scorer
+from reference_similarity import reference_scorer, reference_tables
 from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LEVELS, RunSelection
 from task_meta import DEFAULT_DATASET_DIR
 
@@ -74,10 +74,13 @@ class CodeBertScorer:
     """An encoder and its tokenizer, loaded once, scoring (candidate, reference) pairs."""
 
     def __init__(self, model_path: str, num_layers: int) -> None:
+        folder = Path(model_path).expanduser()
+        if folder.is_dir():
+            model_path = str(folder)
+        elif model_path.startswith(("/", ".", "~")):
+            raise ExtraUnavailable(f"CodeBERT model folder {model_path} does not exist; {FETCH_HINT}")
         self.torch = import_extra("torch", PURPOSE)
         transformers = import_extra("transformers", PURPOSE)
-        if model_path.startswith(("/", ".", "~")) and not Path(model_path).expanduser().is_dir():
-            raise ExtraUnavailable(f"CodeBERT model folder {model_path} does not exist; {FETCH_HINT}")
         transformers.utils.logging.disable_progress_bar()
         try:
             self.model = transformers.AutoModel.from_pretrained(model_path, local_files_only=True).eval()
@@ -163,13 +166,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def tables(ctx: Context) -> list[Table]:
-    f1 = code_bert_f1(ctx.args.codebert_model, ctx.args.codebert_layers)
-    return [
-        level_table(ctx, "CodeBERTScore F1 of the last turn vs canonical.py", reference_scorer(ctx.dataset_dir, -1, f1),
-                    scale=1.0, digits=3),
-        level_table(ctx, "CodeBERTScore F1 of turn 0 vs canonical.py", reference_scorer(ctx.dataset_dir, 0, f1),
-                    scale=1.0, digits=3),
-    ]
+    return reference_tables(ctx, "CodeBERTScore F1", code_bert_f1(ctx.args.codebert_model, ctx.args.codebert_layers))
 
 
 def main(argv: Iterable[str] | None = None) -> int:

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Iterable
 
 from metric_aggregate import level_values
-from metric_cli import Context, level_table, run_cli
+from metric_cli import Context, run_cli
 from metric_tables import Table
 from optional_extras import ExtraUnavailable, import_extra
-from reference_similarity import reference_scorer
+from reference_similarity import reference_scorer, reference_tables
 from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LEVELS, RunSelection
 from task_meta import DEFAULT_DATASET_DIR
 
@@ -74,12 +74,7 @@ def get_init_model_code_bleu(
 
 def tables(ctx: Context) -> list[Table]:
     check_codebleu()
-    return [
-        level_table(ctx, "CodeBLEU of the last turn vs canonical.py", reference_scorer(ctx.dataset_dir, -1, code_bleu),
-                    scale=1.0, digits=3),
-        level_table(ctx, "CodeBLEU of turn 0 vs canonical.py", reference_scorer(ctx.dataset_dir, 0, code_bleu),
-                    scale=1.0, digits=3),
-    ]
+    return reference_tables(ctx, "CodeBLEU", code_bleu)
 
 
 def main(argv: Iterable[str] | None = None) -> int:

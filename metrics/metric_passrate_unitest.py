@@ -26,7 +26,7 @@ def eval_success(execution_result: dict) -> bool:
 
     A result carrying a runner ``status`` other than "passed" (timeout, infra error...) is not a success.
     """
-    if not isinstance(execution_result, dict) or execution_result.get("status", "passed") != "passed":
+    if not isinstance(execution_result, dict) or execution_result.get("status") not in (None, "passed"):
         return False
     tests, errors, failures, skipped = outcome_counts(execution_result)
     return tests > 0 and errors == failures == skipped == 0

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Callable
 
 from metric_aggregate import TaskScore, Unscored
+from metric_cli import Context, level_table
+from metric_tables import Table
 from task_meta import read_canonical
 
 Similarity = Callable[[str, str], float]
@@ -30,3 +32,12 @@ def reference_scorer(dataset_dir: Path | str, turn_index: int, similarity: Simil
         return similarity(candidate, reference) if candidate.strip() else 0.0
 
     return score
+
+
+def reference_tables(ctx: Context, name: str, similarity: Similarity) -> list[Table]:
+    """The two tables of a similarity metric: last turn and turn 0 against canonical.py."""
+    return [
+        level_table(ctx, f"{name} of {label} vs canonical.py", reference_scorer(ctx.dataset_dir, index, similarity),
+                    scale=1.0, digits=3)
+        for label, index in (("the last turn", -1), ("turn 0", 0))
+    ]

@@ -116,13 +116,13 @@ def _describe(value: object) -> str:
     return "an empty list" if value == [] else type(value).__name__
 
 
-def is_unfinished(folder: Path, task_id: int) -> bool:
-    """True when the sibling state file says the task is still running (absent in release results)."""
+def read_state(folder: Path, task_id: int) -> dict:
+    """The sibling ``task_<id>_state.json`` ({"finished", "error", ...}); ``{}`` when absent (release results)."""
     try:
         state = json.loads(state_path(folder, task_id).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return isinstance(state, dict) and state.get("finished") is False
+        return {}
+    return state if isinstance(state, dict) else {}
 
 
 def execution(turn: dict) -> dict:
@@ -145,6 +145,11 @@ def has_infra_error(turns: list[dict]) -> bool:
     return any(turn_status(turn) == "infra_error" for turn in turns)
 
 
+def is_infra_error_message(error: str) -> bool:
+    """The run stops a task whose tests could not run and records ``InfraError: ...`` in its state file."""
+    return error.startswith("InfraError")
+
+
 @dataclass
 class LevelRun:
     """The loaded results of one (model, level) run plus an account of what could not be used."""
@@ -156,6 +161,7 @@ class LevelRun:
     missing: list[int] = field(default_factory=list)
     corrupt: dict[int, str] = field(default_factory=dict)
     unfinished: list[int] = field(default_factory=list)
+    errors: dict[int, str] = field(default_factory=dict)
 
     @property
     def requested(self) -> int:
@@ -163,7 +169,10 @@ class LevelRun:
 
     @property
     def infra_errors(self) -> list[int]:
-        return [task for task, turns in self.trajectories.items() if has_infra_error(turns)]
+        """Tasks hit by an infrastructure error: a turn's status, or the error that stopped the task."""
+        by_status = {task for task, turns in self.trajectories.items() if has_infra_error(turns)}
+        by_state = {task for task, error in self.errors.items() if is_infra_error_message(error)}
+        return sorted(by_status | by_state)
 
 
 def warn_stderr(message: str) -> None:
@@ -177,6 +186,9 @@ def load_run(
     """Load every requested task of one run; missing files are counted, corrupt ones named via ``warn``."""
     run = LevelRun(model=model, level=level, folder=selection.folder(model, level))
     for task_id in task_ids:
+        state = read_state(run.folder, task_id)
+        if state.get("error"):
+            run.errors[task_id] = str(state["error"])
         path = result_path(run.folder, task_id)
         if not path.exists():
             run.missing.append(task_id)
@@ -187,7 +199,7 @@ def load_run(
             run.corrupt[task_id] = str(exc)
             warn(f"skipped corrupt result file {path}: {exc}")
             continue
-        if is_unfinished(run.folder, task_id):
+        if state.get("finished") is False:
             run.unfinished.append(task_id)
     return run
 

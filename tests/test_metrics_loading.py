@@ -74,13 +74,23 @@ def test_run_counts_missing_corrupt_and_unfinished(tmp_path: Path) -> None:
     assert len(warnings) == 1 and "task_3_result.pkl" in warnings[0]
 
 
-def test_infra_errors_are_found_in_either_status_key(tmp_path: Path) -> None:
+def test_infra_errors_come_from_turn_status_or_the_state_file(tmp_path: Path) -> None:
     result_dir = tmp_path / "res"
     write_result(result_dir, 0, 1, [turn(0, status="infra_error")])
     write_result(result_dir, 0, 2, [turn(0, execution_result={"tests": 0, "status": "infra_error"})])
     write_result(result_dir, 0, 3, [turn(0, status="failed")])
-    run = load_run(MODEL, 0, [1, 2, 3], RunSelection(result_dir))
-    assert run.infra_errors == [1, 2]
+    write_result(result_dir, 0, 4, [turn(0, status="failed")])
+    states = {4: "InfraError: task 4 turn 1: the tests could not run (env missing)",
+              5: "InfraError: task 5 turn 0: the tests could not run (env missing)",
+              6: "InferenceError: missing key"}
+    for task_id, error in states.items():
+        (run_dir(result_dir, 0) / f"task_{task_id}_state.json").write_text(
+            json.dumps({"finished": False, "error": error}))
+    run = load_run(MODEL, 0, range(1, 7), RunSelection(result_dir))
+    assert run.infra_errors == [1, 2, 4, 5]
+    assert run.missing == [5, 6]
+    assert run.unfinished == [4]
+    assert sorted(run.errors) == [4, 5, 6]
 
 
 def test_models_are_discovered_per_setting_and_guidance_type(tmp_path: Path) -> None:
