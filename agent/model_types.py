@@ -96,16 +96,19 @@ class Tokens:
     reasoning: int | None = None
 
     def __add__(self, other: Tokens) -> Tokens:
-        """Sum counts of several billed attempts; a count reported by neither stays None."""
-        def add(a: int | None, b: int | None) -> int | None:
-            return None if a is None and b is None else (a or 0) + (b or 0)
-
+        """Sum counts of several billed attempts."""
         return Tokens(
-            add(self.input, other.input),
-            add(self.output, other.output),
-            add(self.cached, other.cached),
-            add(self.reasoning, other.reasoning),
+            add_counts(self.input, other.input),
+            add_counts(self.output, other.output),
+            add_counts(self.cached, other.cached),
+            add_counts(self.reasoning, other.reasoning),
         )
+
+
+def add_counts(*counts: int | None) -> int | None:
+    """Sum of the known counts; None when none is known (unknown is not zero)."""
+    known = [c for c in counts if c is not None]
+    return sum(known) if known else None
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from typing import Any
 
 import anthropic
 
-from agent.model_types import Answer, ChatRequest, ModelSpec, Tokens
-from agent.providers import EMPTY_HINT, SdkErrors, guarded_call, http_error_parts
+from agent.model_types import Answer, ChatRequest, ModelSpec, Tokens, add_counts
+from agent.providers import EMPTY_HINT, SdkErrors, count, guarded_call, http_error_parts
 from agent.retry_policy import BadAnswer
 
 DEFAULT_MAX_TOKENS = 16384  # the API requires a value; a whole research file fits in it
@@ -84,10 +84,6 @@ def request_body(request: ChatRequest) -> dict[str, Any]:
 
 def usage_tokens(usage: Any) -> Tokens:
     """Anthropic's input_tokens excludes cache reads and writes; we report the whole prompt."""
-    if usage is None:
-        return Tokens()
-    read = getattr(usage, "cache_read_input_tokens", None)
-    written = getattr(usage, "cache_creation_input_tokens", None)
-    base = getattr(usage, "input_tokens", None)
-    total = None if base is None else base + (read or 0) + (written or 0)
-    return Tokens(input=total, output=getattr(usage, "output_tokens", None), cached=read)
+    base, read = count(usage, "input_tokens"), count(usage, "cache_read_input_tokens")
+    total = None if base is None else add_counts(base, read, count(usage, "cache_creation_input_tokens"))
+    return Tokens(input=total, output=count(usage, "output_tokens"), cached=read)

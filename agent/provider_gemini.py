@@ -11,8 +11,8 @@ from typing import Any
 from google import genai
 from google.genai import errors, types
 
-from agent.model_types import Answer, ChatRequest, ModelSpec, Tokens
-from agent.providers import EMPTY_HINT, SdkErrors, guarded_call
+from agent.model_types import Answer, ChatRequest, ModelSpec, Tokens, add_counts
+from agent.providers import EMPTY_HINT, SdkErrors, count, guarded_call
 from agent.retry_policy import BadAnswer
 
 ROLES = {"user": "user", "assistant": "model"}
@@ -97,14 +97,10 @@ def request_parts(request: ChatRequest) -> tuple[types.GenerateContentConfig, li
 
 def usage_tokens(meta: Any) -> Tokens:
     """Gemini bills thinking as output: output = candidates + thoughts, reasoning = thoughts."""
-    if meta is None:
-        return Tokens()
-    candidates = getattr(meta, "candidates_token_count", None)
-    thoughts = getattr(meta, "thoughts_token_count", None)
-    output = None if candidates is None and thoughts is None else (candidates or 0) + (thoughts or 0)
+    thoughts = count(meta, "thoughts_token_count")
     return Tokens(
-        input=getattr(meta, "prompt_token_count", None),
-        output=output,
-        cached=getattr(meta, "cached_content_token_count", None),
+        input=count(meta, "prompt_token_count"),
+        output=add_counts(count(meta, "candidates_token_count"), thoughts),
+        cached=count(meta, "cached_content_token_count"),
         reasoning=thoughts,
     )

@@ -16,7 +16,7 @@ from typing import Any
 import openai
 
 from agent.model_types import Answer, ChatRequest, InferenceError, ModelSpec, Tokens
-from agent.providers import EMPTY_HINT, PROVIDERS, SdkErrors, guarded_call, http_error_parts
+from agent.providers import EMPTY_HINT, PROVIDERS, SdkErrors, count, guarded_call, http_error_parts
 from agent.retry_policy import BadAnswer
 
 log = logging.getLogger("agent.inference")
@@ -126,16 +126,10 @@ def with_schema_instruction(messages: list[dict[str, str]], schema: dict) -> lis
 
 def usage_tokens(usage: Any) -> Tokens:
     """Token counts of a chat.completions usage block (DeepSeek reports cache hits under its own name)."""
-    if usage is None:
-        return Tokens()
-    prompt_details = getattr(usage, "prompt_tokens_details", None)
-    output_details = getattr(usage, "completion_tokens_details", None)
-    cached = getattr(prompt_details, "cached_tokens", None)
-    if cached is None:
-        cached = getattr(usage, "prompt_cache_hit_tokens", None)
+    cached = count(usage, "prompt_tokens_details.cached_tokens")
     return Tokens(
-        input=getattr(usage, "prompt_tokens", None),
-        output=getattr(usage, "completion_tokens", None),
-        cached=cached,
-        reasoning=getattr(output_details, "reasoning_tokens", None),
+        input=count(usage, "prompt_tokens"),
+        output=count(usage, "completion_tokens"),
+        cached=cached if cached is not None else count(usage, "prompt_cache_hit_tokens"),
+        reasoning=count(usage, "completion_tokens_details.reasoning_tokens"),
     )

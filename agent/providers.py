@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Callable, Mapping, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Mapping
 
 from agent.model_types import Answer, ChatRequest, InferenceError, ModelSpec
 from agent.retry_policy import BadAnswer, TransientError, redact, status_failure
@@ -94,6 +95,13 @@ class SdkErrors:
 
 
 T = TypeVar("T")
+
+
+def count(obj: Any, path: str) -> int | None:
+    """The integer at dotted attribute ``path`` of an SDK usage object, None where any step is missing."""
+    for name in path.split("."):
+        obj = getattr(obj, name, None)
+    return obj if isinstance(obj, int) and not isinstance(obj, bool) else None
 
 
 def http_error_parts(error: BaseException) -> tuple[int, Mapping[str, str] | None, str]:

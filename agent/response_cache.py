@@ -76,4 +76,6 @@ class ResponseCache:
         return db
 
     def _unusable(self, error: Exception) -> InferenceError:
-        return InferenceError(f"response cache {self.path} is unusable ({error}); fix its folder or choose another cache-path")
+        return InferenceError(
+            f"response cache {self.path} is unusable ({error}); fix its folder or choose another cache-path"
+        )

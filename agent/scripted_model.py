@@ -49,7 +49,9 @@ def _as_index(pattern: re.Pattern[str], text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise InferenceError(f"scripted model: index-from {pattern.pattern!r} captured {text!r}, not an integer") from None
+        raise InferenceError(
+            f"scripted model: index-from {pattern.pattern!r} captured {text!r}, not an integer"
+        ) from None
 
 
 def load_script(path: str | Path) -> tuple[list[Rule], float]:
@@ -57,7 +59,9 @@ def load_script(path: str | Path) -> tuple[list[Rule], float]:
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as error:
-        raise InferenceError(f"scripted model: cannot read script {path}: {error.strerror}; fix the script path") from None
+        raise InferenceError(
+            f"scripted model: cannot read script {path}: {error.strerror}; fix the script path"
+        ) from None
     except yaml.YAMLError as error:
         raise InferenceError(
             f"scripted model: {path} is not valid YAML ({str(error).splitlines()[0]}); "

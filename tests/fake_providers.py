@@ -2,28 +2,34 @@
 
 Tests drive the REAL provider SDKs against these servers (no SDK mocks), so
 what is tested is what users run. One :class:`FakeProvider` speaks one
-protocol (``"openai"`` chat completions, ``"anthropic"`` messages, ``"gemini"``
-generateContent), answers from a FIFO queue of scripted :class:`Reply`
-objects (successes, HTTP errors, hangs, malformed bodies) and logs every
-request it receives as a :class:`ReceivedRequest`.
+protocol (``"openai"`` chat completions, also used for Azure/Together/DeepSeek/
+local servers; ``"anthropic"`` messages; ``"gemini"`` generateContent), answers
+from a FIFO queue of scripted :class:`Reply` objects (successes, HTTP errors,
+hangs, malformed bodies) and logs every request as a :class:`ReceivedRequest`
+(``.body`` parsed JSON, ``.headers`` lower-cased, ``.messages`` normalised to
+role/content, ``.last_user_text``).
 
-Typical use::
+Typical use (the ``no_provider_env`` fixture removes real keys/base URLs and
+makes retry waits instant; import it into the test module)::
 
-    with FakeProvider("openai") as server:
-        server.rate_limited(retry_after="0").reply_text("hello", input_tokens=12)
-        spec = ModelSpec("openai", "gpt-5", api_key="test-key", base_url=server.base_url)
-        ...
-        assert server.requests[-1].body["model"] == "gpt-5"
+    from tests.fake_providers import FakeProvider, model_spec, no_provider_env  # noqa: F401
 
-When the queue is empty the server calls ``responder(request)`` if one was
-given (for agent-loop tests that need an endless, request-dependent
+    def test_x(no_provider_env):
+        with FakeProvider("openai") as server:
+            server.rate_limited(retry_after="0").reply_text("hello", input_tokens=12)
+            model = build_model(model_spec(server))       # or ModelSpec(..., base_url=server.base_url)
+            assert model.complete([{"role": "user", "content": "hi"}]).text == "hello"
+            assert server.requests[-1].body["model"] == "gpt-5-mini"
+
+Scripting methods (all chain): ``reply_text(text, **FakeUsage fields)``,
+``reply_json(value)``, ``rate_limited(retry_after)``, ``server_error(status)``,
+``overloaded()`` (529), ``unauthorized()``, ``fail(status, message)``,
+``hang(seconds)``, ``malformed()``, ``push(Reply(...))``.
+When the queue is empty the server calls ``responder(request) -> Reply`` if
+one was given (for agent-loop tests that need an endless, request-dependent
 conversation), else answers HTTP 500 "no scripted reply left", which makes a
-test that under-scripted its server fail loudly.
-
-Also here: builders of each protocol's success body (``openai_completion``,
-``anthropic_message``, ``gemini_response``...), and the pytest fixture
-``no_provider_env`` that removes real keys and base URLs from the environment
-and makes retry waits instant.
+test that under-scripted its server fail loudly. ``success_body`` and the
+per-protocol builders make reply bodies for a responder.
 """
 from __future__ import annotations
 
@@ -32,7 +38,8 @@ import threading
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -105,65 +112,58 @@ def _flatten(content: Any) -> str:
 # ---------------------------------------------------------------- success bodies
 
 
-def openai_completion(
-    text: str | None,
-    *,
-    input_tokens: int = 10,
-    output_tokens: int = 5,
-    cached_tokens: int | None = None,
-    reasoning_tokens: int | None = None,
-    model: str = "fake-model",
-    finish_reason: str = "stop",
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class FakeUsage:
+    """Token counts a fake answer reports; None leaves the optional field out, as many servers do."""
+
+    input_tokens: int = 10
+    output_tokens: int = 5
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
+def openai_completion(text: str | None, usage: FakeUsage = FakeUsage(), finish_reason: str = "stop") -> dict[str, Any]:
     """A chat.completion body; ``text=None`` gives a null content (an empty completion)."""
-    usage: dict[str, Any] = {
-        "prompt_tokens": input_tokens,
-        "completion_tokens": output_tokens,
-        "total_tokens": input_tokens + output_tokens,
+    counts: dict[str, Any] = {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
     }
-    if cached_tokens is not None:
-        usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
-    if reasoning_tokens is not None:
-        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+    if usage.cached_tokens is not None:
+        counts["prompt_tokens_details"] = {"cached_tokens": usage.cached_tokens}
+    if usage.reasoning_tokens is not None:
+        counts["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning_tokens}
+    choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}
     return {
         "id": "chatcmpl-fake",
         "object": "chat.completion",
         "created": 1_700_000_000,
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": finish_reason,
-            }
-        ],
-        "usage": usage,
+        "model": "fake-model",
+        "choices": [choice],
+        "usage": counts,
     }
 
 
 def anthropic_message(
-    blocks: list[dict[str, Any]],
-    *,
-    input_tokens: int = 10,
-    output_tokens: int = 5,
-    cached_tokens: int | None = None,
-    model: str = "fake-model",
-    stop_reason: str = "end_turn",
+    blocks: list[dict[str, Any]], usage: FakeUsage = FakeUsage(), stop_reason: str = "end_turn"
 ) -> dict[str, Any]:
-    """A Message body with the given content blocks; ``cached_tokens`` -> cache_read_input_tokens."""
-    usage: dict[str, Any] = {"input_tokens": input_tokens, "output_tokens": output_tokens}
-    if cached_tokens is not None:
-        usage["cache_read_input_tokens"] = cached_tokens
-        usage["cache_creation_input_tokens"] = 0
+    """A Message body with the given content blocks; cached tokens are reported as cache reads.
+
+    Anthropic has no reasoning-token count: ``usage.reasoning_tokens`` is ignored.
+    """
+    counts: dict[str, Any] = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+    if usage.cached_tokens is not None:
+        counts["cache_read_input_tokens"] = usage.cached_tokens
+        counts["cache_creation_input_tokens"] = 0
     return {
         "id": "msg_fake",
         "type": "message",
         "role": "assistant",
-        "model": model,
+        "model": "fake-model",
         "content": blocks,
         "stop_reason": stop_reason,
         "stop_sequence": None,
-        "usage": usage,
+        "usage": counts,
     }
 
 
@@ -175,40 +175,33 @@ def anthropic_tool_use(tool_input: Any, name: str = "respond") -> dict[str, Any]
     return {"type": "tool_use", "id": "toolu_fake", "name": name, "input": tool_input}
 
 
-def gemini_response(
-    text: str | None,
-    *,
-    input_tokens: int = 10,
-    output_tokens: int = 5,
-    cached_tokens: int | None = None,
-    reasoning_tokens: int | None = None,
-    model: str = "fake-model",
-) -> dict[str, Any]:
+def gemini_response(text: str | None, usage: FakeUsage = FakeUsage()) -> dict[str, Any]:
     """A generateContent body; ``text=None`` gives a candidate without parts (an empty completion)."""
-    usage: dict[str, Any] = {
-        "promptTokenCount": input_tokens,
-        "candidatesTokenCount": output_tokens,
-        "totalTokenCount": input_tokens + output_tokens + (reasoning_tokens or 0),
+    counts: dict[str, Any] = {
+        "promptTokenCount": usage.input_tokens,
+        "candidatesTokenCount": usage.output_tokens,
+        "totalTokenCount": usage.input_tokens + usage.output_tokens + (usage.reasoning_tokens or 0),
     }
-    if cached_tokens is not None:
-        usage["cachedContentTokenCount"] = cached_tokens
-    if reasoning_tokens is not None:
-        usage["thoughtsTokenCount"] = reasoning_tokens
+    if usage.cached_tokens is not None:
+        counts["cachedContentTokenCount"] = usage.cached_tokens
+    if usage.reasoning_tokens is not None:
+        counts["thoughtsTokenCount"] = usage.reasoning_tokens
     content: dict[str, Any] = {"role": "model", "parts": [] if text is None else [{"text": text}]}
     return {
         "candidates": [{"content": content, "finishReason": "STOP", "index": 0}],
-        "usageMetadata": usage,
-        "modelVersion": model,
+        "usageMetadata": counts,
+        "modelVersion": "fake-model",
     }
 
 
-def success_body(protocol: str, text: str | None, **usage: Any) -> dict[str, Any]:
-    """A plain text answer in ``protocol``'s shape (``text=None``: an empty completion)."""
+def success_body(protocol: str, text: str | None, **usage: int | None) -> dict[str, Any]:
+    """A plain text answer in ``protocol``'s shape (``text=None``: an empty completion); ``usage``: FakeUsage fields."""
+    counts = FakeUsage(**usage)
     if protocol == "openai":
-        return openai_completion(text, **usage)
+        return openai_completion(text, counts)
     if protocol == "anthropic":
-        return anthropic_message([] if text is None else [anthropic_text(text)], **usage)
-    return gemini_response(text, **usage)
+        return anthropic_message([] if text is None else [anthropic_text(text)], counts)
+    return gemini_response(text, counts)
 
 
 def error_body(protocol: str, status: int, message: str) -> dict[str, Any]:
@@ -278,14 +271,15 @@ class FakeProvider:
             self._replies.extend(replies)
         return self
 
-    def reply_text(self, text: str | None, **usage: Any) -> FakeProvider:
-        """A success answering ``text`` (None: an empty completion); ``usage``: see the body builders."""
+    def reply_text(self, text: str | None, **usage: int | None) -> FakeProvider:
+        """A success answering ``text`` (None: an empty completion); ``usage``: FakeUsage fields."""
         return self.push(Reply(body=success_body(self.protocol, text, **usage)))
 
-    def reply_json(self, value: Any, **usage: Any) -> FakeProvider:
+    def reply_json(self, value: Any, **usage: int | None) -> FakeProvider:
         """A structured-output success: anthropic answers with a tool_use block, the others with JSON text."""
         if self.protocol == "anthropic":
-            return self.push(Reply(body=anthropic_message([anthropic_tool_use(value)], stop_reason="tool_use", **usage)))
+            body = anthropic_message([anthropic_tool_use(value)], FakeUsage(**usage), stop_reason="tool_use")
+            return self.push(Reply(body=body))
         return self.reply_text(json.dumps(value), **usage)
 
     def fail(self, status: int, message: str = "fake failure", headers: dict[str, str] | None = None) -> FakeProvider:
@@ -321,16 +315,23 @@ class FakeProvider:
 
     # -------------------------------------------------- serving
 
-    def _next_reply(self, request: ReceivedRequest) -> Reply:
+    def answer(self, request: ReceivedRequest) -> Reply:
+        """Log ``request`` and pick its reply: 404 off the protocol's route, else the queue, the responder, a 500."""
         with self._lock:
             self.requests.append(request)
+            if not self._serves(request.path):
+                return Reply(status=404, body=error_body(self.protocol, 404, f"no route {request.path}"))
             if self._replies:
                 return self._replies.popleft()
         if self.responder is not None:
             return self.responder(request)
         return Reply(status=500, body=error_body(self.protocol, 500, "fake server: no scripted reply left"))
 
-    def _route_ok(self, path: str) -> bool:
+    def stopped_during(self, seconds: float) -> bool:
+        """Wait ``seconds``; True if the server was stopped meanwhile."""
+        return self._stopping.wait(seconds)
+
+    def _serves(self, path: str) -> bool:
         route = path.split("?", 1)[0]
         if self.protocol == "openai":
             return route.endswith("/chat/completions")
@@ -357,19 +358,16 @@ def _make_handler(server: FakeProvider) -> type[BaseHTTPRequestHandler]:
                 body=body,
                 protocol=server.protocol,
             )
-            if not server._route_ok(self.path):
-                with server._lock:
-                    server.requests.append(request)
-                self._send(Reply(status=404, body=error_body(server.protocol, 404, f"no route {self.path}")))
-                return
-            reply = server._next_reply(request)
-            if reply.delay_sec and server._stopping.wait(reply.delay_sec):
+            reply = server.answer(request)
+            if reply.delay_sec and server.stopped_during(reply.delay_sec):
                 return
             self._send(reply)
 
         def _send(self, reply: Reply) -> None:
             body = reply.body
-            data = body if isinstance(body, bytes) else body.encode() if isinstance(body, str) else json.dumps(body).encode()
+            if isinstance(body, str):
+                body = body.encode()
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
             try:
                 self.send_response(reply.status)
                 self.send_header("content-type", "application/json")

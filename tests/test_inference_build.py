@@ -132,7 +132,8 @@ def test_together_speaks_the_openai_protocol(openai_server: FakeProvider) -> Non
     openai_server.reply_text("together answer", cached_tokens=0)
     spec = ModelSpec("together", "deepseek-ai/DeepSeek-V3.1", api_key="k", base_url=openai_server.base_url)
     completion = build_model(spec).complete(ASK)
-    assert (completion.text, completion.usage.provider, completion.usage.cost_usd) == ("together answer", "together", None)
+    usage = completion.usage
+    assert (completion.text, usage.provider, usage.cost_usd) == ("together answer", "together", None)
 
 
 def test_spec_repr_and_errors_never_show_the_key(openai_server: FakeProvider) -> None:

@@ -99,7 +99,9 @@ def test_many_processes_write_one_cache_at_once(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     start = str(time.time() + 0.5)
     writers = [
-        subprocess.Popen([sys.executable, "-c", WRITER, str(cache_path), str(w), start], env=env, stderr=subprocess.PIPE)
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(cache_path), str(w), start], env=env, stderr=subprocess.PIPE
+        )
         for w in range(4)
     ]
     for writer in writers:
@@ -158,10 +160,12 @@ def test_replay_answers_from_a_recorded_run_and_misses_loudly(tmp_path: Path) ->
     replay = build_model(ModelSpec("replay", "gpt-5"), cache_path=cache_path)
     completion = replay.complete(ASK)
     assert completion.text == "recorded"
-    assert (completion.usage.provider, completion.usage.from_cache, completion.usage.cost_usd) == ("scripted", True, 0.0)
+    usage = completion.usage
+    assert (usage.provider, usage.from_cache, usage.cost_usd) == ("scripted", True, 0.0)
 
     other = [{"role": "user", "content": "Something never asked"}]
-    with pytest.raises(InferenceError, match=r"replay model gpt-5: no cached answer for request \w{12} .*Something never"):
+    miss = r"replay model gpt-5: no cached answer for request \w{12} .*Something never"
+    with pytest.raises(InferenceError, match=miss):
         replay.complete(other)
     with pytest.raises(InferenceError, match="no cached answer"):
         build_model(ModelSpec("replay", "gpt-5", temperature=0.5), cache_path=cache_path).complete(ASK)

@@ -21,7 +21,8 @@ def test_shipped_table_covers_the_papers_models_and_says_to_check_prices() -> No
     for model in ("gpt-5", "gpt-5-mini", "o4-mini", "deepseek-chat", "gemini-2.5-pro", "claude-sonnet-4"):
         assert find_price(prices, model) is not None, model
     header = DEFAULT_PRICES_PATH.read_text()
-    assert "LIST prices" in header and "as-of: \"2025-10-01\"" in header and "CHECK YOUR PROVIDER'S CURRENT PRICE PAGE" in header
+    assert "LIST prices" in header and 'as-of: "2025-10-01"' in header
+    assert "CHECK YOUR PROVIDER'S CURRENT PRICE PAGE" in header
 
 
 @pytest.mark.parametrize(

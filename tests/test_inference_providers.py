@@ -7,6 +7,7 @@ import traceback
 
 import pytest
 
+from agent.feedback import FEEDBACK_SCHEMA
 from agent.inference import InferenceError, build_model
 from tests.fake_providers import (
     PROTOCOLS,
@@ -21,22 +22,7 @@ pytestmark = pytest.mark.usefixtures("no_provider_env")
 
 HELLO = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hello."}]
 SENTINEL = "sk-SENTINEL-7d1e0c55b2"
-SCHEMA = {
-    "type": "object",
-    "properties": {
-        "feedback": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"interface": {"type": "string"}, "category": {"type": "string"}},
-                "required": ["interface", "category"],
-                "additionalProperties": False,
-            },
-        }
-    },
-    "required": ["feedback"],
-    "additionalProperties": False,
-}
+SCHEMA = FEEDBACK_SCHEMA  # the schema the feedback module really sends
 
 
 @pytest.fixture(params=PROTOCOLS)
@@ -143,7 +129,7 @@ def test_bad_request_is_not_retried(server: FakeProvider, status: int) -> None:
     assert len(server.requests) == 1
 
 
-def test_connection_refused_is_retried_then_reported(no_provider_env: None) -> None:
+def test_connection_refused_is_retried_then_reported() -> None:
     with FakeProvider("openai") as fake:
         spec = model_spec(fake, max_retries=1)
     with pytest.raises(InferenceError, match="gave up after 2 attempt"):
@@ -159,7 +145,8 @@ def test_key_never_leaks_into_logs(server: FakeProvider, caplog: pytest.LogCaptu
 
 
 def test_structured_output_request_shape(server: FakeProvider) -> None:
-    value = {"feedback": [{"interface": "f()", "category": "T2"}]}
+    record = {"interface": "f()", "category": "T2", "description": "d", "analysis": "a"}
+    value = {"feedback": [{**record, "actionable_feedback": "x", "direct_code_feedback": "y"}]}
     server.reply_json(value)
     completion = build_model(model_spec(server)).complete(HELLO, response_schema=SCHEMA)
     assert json.loads(completion.text) == value
@@ -178,7 +165,7 @@ def test_structured_output_request_shape(server: FakeProvider) -> None:
         assert config["responseJsonSchema"] == SCHEMA
 
 
-def test_anthropic_structured_answer_without_tool_block_is_bad(no_provider_env: None) -> None:
+def test_anthropic_structured_answer_without_tool_block_is_bad() -> None:
     with FakeProvider("anthropic") as fake:
         for _ in range(3):
             fake.reply_text("I will not use the tool")
@@ -201,7 +188,7 @@ def test_messages_reach_each_protocol_in_its_shape(server: FakeProvider) -> None
         assert body["generationConfig"] == {"temperature": 0.2, "maxOutputTokens": 300}
 
 
-def test_responder_answers_when_the_queue_is_empty(no_provider_env: None) -> None:
+def test_responder_answers_when_the_queue_is_empty() -> None:
     def echo(request):
         return Reply(body=success_body("openai", request.last_user_text.upper()))
 
@@ -210,7 +197,7 @@ def test_responder_answers_when_the_queue_is_empty(no_provider_env: None) -> Non
         assert [model.complete([{"role": "user", "content": w}]).text for w in ("a", "b")] == ["A", "B"]
 
 
-def test_unscripted_server_fails_loudly(no_provider_env: None) -> None:
+def test_unscripted_server_fails_loudly() -> None:
     with FakeProvider("gemini") as fake:
         with pytest.raises(InferenceError, match="no scripted reply left"):
             build_model(model_spec(fake, max_retries=0)).complete(HELLO)

@@ -50,7 +50,8 @@ def test_when_looks_at_the_last_user_message_only(tmp_path: Path) -> None:
 def test_assistant_count_index(tmp_path: Path) -> None:
     model = scripted(tmp_path)
     assert model.complete([user("count")]).text == "first"
-    conversation = [user("a"), {"role": "assistant", "content": "x"}, user("count"), {"role": "assistant", "content": "y"}]
+    reply = {"role": "assistant", "content": "x"}
+    conversation = [user("a"), reply, user("count"), reply]
     assert model.complete(conversation + [user("count")]).text == "second"
 
 
