@@ -5,8 +5,8 @@ Usage: python metrics/metric_MRR.py --result-dir DIR --models m1,m2
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from metric_aggregate import TaskScore, level_values
 from metric_cli import Context, level_table, run_cli

@@ -7,8 +7,9 @@ the release API goes through :func:`summarize`, so the accounting is uniform.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Union
+from typing import Union
 
 from result_files import LevelRun, RunSelection, load_runs
 

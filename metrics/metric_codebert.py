@@ -21,9 +21,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable, Iterable
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import Callable, Iterable
 
 from metric_aggregate import level_values
 from metric_cli import Context, run_cli

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
 
 from metric_aggregate import level_values
 from metric_cli import Context, run_cli

@@ -15,14 +15,21 @@ Usage: python scripts/cost_report.py --result-dir DIR --models m1,m2
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from metric_aggregate import LevelSummary, coverage_notes
 from metric_cli import Context, run_cli
 from metric_tables import Table
-from result_files import (DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LEVELS, LevelRun,
-                          RunSelection, load_runs)
+from result_files import (
+    DEFAULT_GUIDANCE_TYPE,
+    DEFAULT_RESULT_DIR,
+    DEFAULT_SETTING,
+    LEVELS,
+    LevelRun,
+    RunSelection,
+    load_runs,
+)
 from task_meta import DEFAULT_DATASET_DIR
 
 # role -> (usage list key, release input-token key, release output-token key, cost key)

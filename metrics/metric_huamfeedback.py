@@ -12,9 +12,9 @@ from __future__ import annotations
 import ast
 import statistics
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from metric_aggregate import LevelSummary, coverage_notes
 from metric_cli import Context, run_cli

@@ -5,19 +5,32 @@ Usage: python metrics/metric_passrate_unitest.py --result-dir DIR --models m1,m2
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from metric_aggregate import TaskScore, level_values
 from metric_cli import Context, level_table, run_cli, turn_table
 from metric_tables import Table
-from result_files import (DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LEVELS, RunSelection,
-                          execution, outcome_counts, turn_status)
+from result_files import (
+    DEFAULT_GUIDANCE_TYPE,
+    DEFAULT_RESULT_DIR,
+    DEFAULT_SETTING,
+    LEVELS,
+    RunSelection,
+    execution,
+    outcome_counts,
+    turn_status,
+)
 from task_meta import DEFAULT_DATASET_DIR, load_task_ids_from_jsonl
 
 __all__ = [
-    "load_task_ids_from_jsonl", "eval_success", "turn_success", "first_success",
-    "get_model_passrates", "get_init_model_passrates", "get_model_passrates_turn",
+    "eval_success",
+    "first_success",
+    "get_init_model_passrates",
+    "get_model_passrates",
+    "get_model_passrates_turn",
+    "load_task_ids_from_jsonl",
+    "turn_success",
 ]
 
 

@@ -5,8 +5,8 @@ data-flow component would otherwise give an empty file 0.25.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from metric_aggregate import TaskScore, Unscored
 from metric_cli import Context, level_table

@@ -16,9 +16,9 @@ import json
 import pickle
 import re
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 DEFAULT_RESULT_DIR = "experiment_results"
 DEFAULT_SETTING = "memory_agent"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "metrics"))
 
-from metric_cost import main  # noqa: E402
+from metric_cost import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,7 +11,7 @@ METRICS_DIR = REPO / "metrics"
 if str(METRICS_DIR) not in sys.path:
     sys.path.insert(0, str(METRICS_DIR))
 
-from result_files import run_folder_name  # noqa: E402
+from result_files import run_folder_name
 
 MODEL = "org/model-a"
 

@@ -9,7 +9,7 @@ from tests.metrics_helpers import MODEL, passed, turn, write_dataset, write_resu
 
 pytest.importorskip("codebleu", reason="optional extra codebleu not installed (pip install -r requirements-extras.txt)")
 
-import metric_codebleu  # noqa: E402
+import metric_codebleu
 
 REFERENCE = '''import math
 

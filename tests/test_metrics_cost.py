@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.metrics_helpers import MODEL, passed, run_dir, turn, write_dataset, write_result
+from tests.metrics_helpers import MODEL, run_dir, turn, write_dataset, write_result
 import metric_cost
 
 

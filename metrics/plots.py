@@ -1,0 +1,150 @@
+"""Figures of a results folder: Recall@n and test-case pass rate against guidance level, and
+cumulative Recall by turn for each level.
+
+A *series* is one (setting, guidance type, model) group of runs, so dynamic
+runs (whose folder level is the start level) plot beside fixed ones. Values
+come from the metric modules' task scores, so a figure and its table never
+disagree. matplotlib is an optional extra, imported only when drawing, and
+drawn through ``matplotlib.figure.Figure`` (no pyplot state, no display).
+
+Usage from a notebook::
+
+    sys.path.insert(0, "metrics")
+    import plots
+    series = [plots.series_from_runs(model, setting, "fixed", runs, cases, 10) for ...]
+    plots.write_plots(series, "figures", max_turns=10)
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from metric_aggregate import summarize
+from metric_passrate_testcase import best_rate
+from metric_passrate_unitest import cumulative_solved, solved_within
+from optional_extras import import_extra
+from result_files import LevelRun
+
+FORMATS = ("png", "svg")
+
+
+@dataclass
+class Series:
+    """The plotted values of one (setting, guidance type, model) group; fractions, None where no task."""
+
+    model: str
+    setting: str
+    guidance_type: str
+    levels: list[int]
+    recall: list[float | None]
+    testcase: list[float | None]
+    per_turn: dict[int, list[float]] = field(default_factory=dict)
+
+    def label(self, vary_setting: bool, vary_type: bool) -> str:
+        """The model name, plus the setting and guidance type when the figure mixes several."""
+        extra = [part for part, varies in ((self.setting, vary_setting), (self.guidance_type, vary_type)) if varies]
+        return f"{self.model} ({', '.join(extra)})" if extra else self.model
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One written figure: a title for captions and the path of each format."""
+
+    name: str
+    title: str
+    files: dict[str, Path]
+
+
+def series_from_runs(
+    model: str, setting: str, guidance_type: str, runs: list[LevelRun], cases: dict[int, int], max_turns: int,
+) -> Series:
+    """Score one model's level runs with the metric modules' task scores (Recall@n, best test-case rate)."""
+    curves = {run.level: summarize(run, cumulative_solved(max_turns)).value for run in runs}
+    return Series(
+        model, setting, guidance_type, [run.level for run in runs],
+        [summarize(run, solved_within(max_turns)).value for run in runs],
+        [summarize(run, best_rate(cases, max_turns)).value for run in runs],
+        {level: curve for level, curve in curves.items() if curve is not None},
+    )
+
+
+def plot_text(text: str) -> str:
+    """Text matplotlib shows literally: ``$`` would start mathtext, a leading ``_`` hides a legend entry."""
+    return re.sub(r"^_", " _", text.replace("$", r"\$"))
+
+
+def file_stem(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", text).strip("_") or "series"
+
+
+def _percent(values: list[float | None]) -> list[float]:
+    return [math.nan if value is None else 100.0 * value for value in values]
+
+
+def _new_axes(title: str, xlabel: str, ylabel: str):
+    figure_module = import_extra("matplotlib.figure", "plots")
+    figure = figure_module.Figure(figsize=(7.0, 4.2), layout="constrained")
+    axes = figure.add_subplot()
+    axes.set_title(plot_text(title))
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.set_ylim(-2, 102)
+    axes.grid(True, alpha=0.3)
+    return figure, axes
+
+
+def _save(figure, out_dir: Path, name: str, title: str) -> Plot:
+    """Write every format; metadata dates are left out so reruns give identical SVG files."""
+    files = {}
+    for fmt in FORMATS:
+        path = out_dir / f"{name}.{fmt}"
+        metadata = {"Date": None} if fmt == "svg" else {"Software": None}
+        figure.savefig(path, format=fmt, dpi=120, metadata=metadata)
+        files[fmt] = path
+    return Plot(name, title, files)
+
+
+def level_plot(series: list[Series], attribute: str, title: str, ylabel: str, out_dir: Path, name: str) -> Plot:
+    """One line per series: a metric (``recall`` or ``testcase``) against the guidance level."""
+    vary_setting = len({s.setting for s in series}) > 1
+    vary_type = len({s.guidance_type for s in series}) > 1
+    xlabel = "guidance level (start level for dynamic runs)" if any(s.guidance_type == "dynamic" for s in series) \
+        else "guidance level"
+    figure, axes = _new_axes(title, xlabel, ylabel)
+    for item in series:
+        style = "--" if item.guidance_type == "dynamic" else "-"
+        axes.plot(item.levels, _percent(getattr(item, attribute)), style, marker="o",
+                  label=plot_text(item.label(vary_setting, vary_type)))
+    levels = sorted({level for item in series for level in item.levels})
+    axes.set_xticks(levels, [f"L{level}" for level in levels])
+    if series:
+        axes.legend(fontsize="small")
+    return _save(figure, out_dir, name, title)
+
+
+def turn_plot(item: Series, max_turns: int, out_dir: Path) -> Plot:
+    """Cumulative Recall@(t+1) against turn t, one line per guidance level of one series."""
+    title = f"Cumulative Recall by turn: {item.model} ({item.setting}, {item.guidance_type})"
+    figure, axes = _new_axes(title, "turn", "tasks solved by this turn (%)")
+    for level, curve in sorted(item.per_turn.items()):
+        axes.plot(range(len(curve)), _percent(curve), marker=".", label=f"L{level}")
+    axes.set_xticks(range(max_turns))
+    if item.per_turn:
+        axes.legend(fontsize="small", title="guidance level")
+    name = f"cumulative_recall_{file_stem(item.setting)}_{file_stem(item.guidance_type)}_{file_stem(item.model)}"
+    return _save(figure, out_dir, name, title)
+
+
+def write_plots(series: list[Series], out_dir: Path | str, max_turns: int) -> list[Plot]:
+    """Every figure of the report as PNG and SVG under ``out_dir``; raises ExtraUnavailable without matplotlib."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    plots = [
+        level_plot(series, "recall", f"Recall@{max_turns} by guidance level", "tasks solved (%)", out,
+                   "recall_vs_level"),
+        level_plot(series, "testcase", "Test-case pass rate by guidance level (best turn)", "test cases passed (%)",
+                   out, "testcase_vs_level"),
+    ]
+    return plots + [turn_plot(item, max_turns, out) for item in series]
