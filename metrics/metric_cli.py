@@ -15,15 +15,8 @@ from pathlib import Path
 from metric_aggregate import LevelSummary, TaskScore, coverage_notes, summarize
 from metric_tables import FORMATS, Table, emit
 from optional_extras import ExtraUnavailable
-from result_files import (
-    DEFAULT_GUIDANCE_TYPE,
-    DEFAULT_RESULT_DIR,
-    DEFAULT_SETTING,
-    LevelRun,
-    RunSelection,
-    discover_models,
-    load_runs,
-)
+from result_files import (DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LevelRun, RunSelection,
+                          discover_models, load_runs)
 from task_meta import DEFAULT_DATASET_DIR, MetaError, load_task_ids_from_jsonl, meta_path_for
 
 DEFAULT_MAX_TURNS = 10

@@ -21,15 +21,8 @@ from pathlib import Path
 from metric_aggregate import LevelSummary, coverage_notes
 from metric_cli import Context, run_cli
 from metric_tables import Table
-from result_files import (
-    DEFAULT_GUIDANCE_TYPE,
-    DEFAULT_RESULT_DIR,
-    DEFAULT_SETTING,
-    LEVELS,
-    LevelRun,
-    RunSelection,
-    load_runs,
-)
+from result_files import (DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LEVELS, LevelRun, RunSelection,
+                          load_runs)
 from task_meta import DEFAULT_DATASET_DIR
 
 # role -> (usage list key, release input-token key, release output-token key, cost key)

@@ -14,15 +14,8 @@ from pathlib import Path
 from metric_aggregate import TaskScore, Unscored, level_values
 from metric_cli import Context, level_table, run_cli, turn_table
 from metric_tables import Table
-from result_files import (
-    DEFAULT_GUIDANCE_TYPE,
-    DEFAULT_RESULT_DIR,
-    DEFAULT_SETTING,
-    LEVELS,
-    RunSelection,
-    execution,
-    outcome_counts,
-)
+from result_files import (DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LEVELS, RunSelection, execution,
+                          outcome_counts)
 from task_meta import DEFAULT_DATASET_DIR, count_test_cases, meta_path_for
 
 

@@ -11,16 +11,8 @@ from pathlib import Path
 from metric_aggregate import TaskScore, level_values
 from metric_cli import Context, level_table, run_cli, turn_table
 from metric_tables import Table
-from result_files import (
-    DEFAULT_GUIDANCE_TYPE,
-    DEFAULT_RESULT_DIR,
-    DEFAULT_SETTING,
-    LEVELS,
-    RunSelection,
-    execution,
-    outcome_counts,
-    turn_status,
-)
+from result_files import (DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LEVELS, RunSelection, execution,
+                          outcome_counts, turn_status)
 from task_meta import DEFAULT_DATASET_DIR, load_task_ids_from_jsonl
 
 __all__ = [
