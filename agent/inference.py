@@ -23,7 +23,13 @@ from agent.model_types import (
     Usage,
 )
 from agent.pricing import DEFAULT_PRICES_PATH, cost_usd, find_price, load_prices
-from agent.providers import OFFLINE_PROVIDERS, PROVIDER_ENV_VARS, PROVIDERS, Adapter, resolve_key
+from agent.providers import (
+    OFFLINE_PROVIDERS,
+    PROVIDER_ENV_VARS,
+    PROVIDERS,
+    Adapter,
+    resolve_key,
+)
 from agent.response_cache import ResponseCache, request_key
 from agent.retry_policy import GaveUp, call_with_retries, wait_scale
 from agent.scripted_model import ScriptedModel

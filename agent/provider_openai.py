@@ -16,7 +16,14 @@ from typing import Any
 import openai
 
 from agent.model_types import Answer, ChatRequest, InferenceError, ModelSpec, Tokens
-from agent.providers import EMPTY_HINT, PROVIDERS, SdkErrors, count, guarded_call, http_error_parts
+from agent.providers import (
+    EMPTY_HINT,
+    PROVIDERS,
+    SdkErrors,
+    count,
+    guarded_call,
+    http_error_parts,
+)
 from agent.retry_policy import BadAnswer
 
 log = logging.getLogger("agent.inference")

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
-from collections.abc import Callable, Mapping
 
 from agent.model_types import Answer, ChatRequest, InferenceError, ModelSpec
 from agent.retry_policy import BadAnswer, TransientError, redact, status_failure

@@ -12,8 +12,8 @@ import logging
 import os
 import re
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import tenacity
 

@@ -22,7 +22,13 @@ from typing import Any
 
 import yaml
 
-from agent.model_types import Completion, InferenceError, ModelSpec, Usage, check_messages
+from agent.model_types import (
+    Completion,
+    InferenceError,
+    ModelSpec,
+    Usage,
+    check_messages,
+)
 
 ASSISTANT_COUNT = "assistant-count"
 RULE_KEYS = {"when", "index-from", "responses"}
