@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import metric_codebert
 import metric_codebleu
@@ -18,9 +18,10 @@ import metric_huamfeedback
 import metric_MRR
 import metric_passrate_testcase
 import metric_passrate_unitest
-from metric_cli import USER_ERRORS, base_parser, build_context
+from metric_cli import USER_ERRORS, Context, base_parser, build_context
 from metric_tables import Table, emit
 from optional_extras import ExtraUnavailable
+from result_files import warn_stderr
 
 METRICS = {
     "testcase": metric_passrate_testcase,
@@ -41,22 +42,31 @@ def _names(text: str) -> list[str]:
     return names
 
 
-def main(argv: Iterable[str] | None = None) -> int:
-    parser = base_parser(__doc__)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--skip`` and the options of metrics that take their own (CodeBERT model)."""
     parser.add_argument("--skip", type=_names, default=[], help=f"metrics to leave out: {','.join(METRICS)}")
     metric_codebert.add_arguments(parser)
+
+
+def collect_tables(ctx: Context, skip: Iterable[str] = (), warn: Callable[[str], None] = warn_stderr) -> list[Table]:
+    """Every metric's tables except ``skip``; a metric whose optional extra is missing is named via ``warn``."""
+    tables: list[Table] = []
+    for name, module in METRICS.items():
+        if name in skip:
+            continue
+        try:
+            tables += module.tables(ctx)
+        except ExtraUnavailable as exc:
+            warn(f"{name} left out: {exc}")
+    return tables
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    parser = base_parser(__doc__)
+    add_arguments(parser)
     args = parser.parse_args(None if argv is None else list(argv))
     try:
-        ctx = build_context(args)
-        tables: list[Table] = []
-        for name, module in METRICS.items():
-            if name in args.skip:
-                continue
-            try:
-                tables += module.tables(ctx)
-            except ExtraUnavailable as exc:
-                print(f"{name} left out: {exc}", file=sys.stderr)
-        emit(tables, args.format)
+        emit(collect_tables(build_context(args), args.skip), args.format)
     except USER_ERRORS as exc:
         parser.exit(2, f"error: {exc}\n")
     return 0

@@ -84,8 +84,10 @@ def _percent(values: list[float | None]) -> list[float]:
 
 
 def _new_axes(title: str, xlabel: str, ylabel: str):
-    figure_module = import_extra("matplotlib.figure", "plots")
-    figure = figure_module.Figure(figsize=(7.0, 4.2), layout="constrained")
+    import_extra("matplotlib", "plots")
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7.0, 4.2), layout="constrained")
     axes = figure.add_subplot()
     axes.set_title(plot_text(title))
     axes.set_xlabel(xlabel)
