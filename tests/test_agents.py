@@ -1,0 +1,165 @@
+"""The CodeAgent's turn: prompts, actions, step budget, baseline, and memory with summaries."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.action import RepoWorkspace
+from agent.agents import CodeAgent, TaskBrief, merge_roles
+from agent.inference import Completion, Usage
+
+SUBMIT = "reflect: done\naction: SUBMIT"
+
+
+class ScriptModel:
+    """Answers from a list (the last answer repeats) and records every request."""
+
+    def __init__(self, answers: list[str], summary: str = "SUMMARY-TEXT") -> None:
+        self.answers = list(answers)
+        self.summary = summary
+        self.requests: list[list[dict]] = []
+
+    def complete(self, messages: list[dict], *, response_schema: dict | None = None) -> Completion:
+        self.requests.append([dict(m) for m in messages])
+        if "Summarise the history below" in messages[-1]["content"]:
+            text = self.summary
+        else:
+            text = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        return Completion(text, Usage("fake", "m", 7, 3, 0, 0, 0.0, 0.01))
+
+
+@pytest.fixture()
+def ws(tmp_path: Path) -> RepoWorkspace:
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "target.py").write_text("")
+    (repo / "pkg" / "util.py").write_text("def helper():\n    return 41\n")
+    return RepoWorkspace(repo, "pkg/target.py")
+
+
+def make_agent(model: ScriptModel, ws: RepoWorkspace, setting: str = "agent", max_steps: int = 3,
+               threshold: int = 100, keep: int = 2) -> CodeAgent:
+    brief = TaskBrief(latex="PAPER-LATEX", instruction="TASK-INSTRUCTION", target="pkg/target.py")
+    return CodeAgent(model, brief, ws, setting=setting, max_steps=max_steps, memory_threshold=threshold,
+                     memory_to_keep=keep)
+
+
+def last_prompt(model: ScriptModel, call: int) -> str:
+    return model.requests[call][-1]["content"]
+
+
+def test_a_turn_reads_replaces_and_submits(ws: RepoWorkspace) -> None:
+    model = ScriptModel(["reflect: look\naction: READ pkg/util.py",
+                         "reflect: write\naction: REPLACE\n```python\nfrom pkg.util import helper\nx = helper() + 1\n```",
+                         SUBMIT])
+    result = make_agent(model, ws).run_turn(0, digest="", feedback="")
+    assert result.code == "from pkg.util import helper\nx = helper() + 1\n" == ws.code
+    assert [(a["step"], a["action"], a["ok"]) for a in result.actions] == [(1, "READ", True), (2, "REPLACE", True),
+                                                                           (3, "SUBMIT", True)]
+    first = last_prompt(model, 0)
+    for section in ("PAPER-LATEX", "TASK-INSTRUCTION", "## Target file `pkg/target.py` (empty)", "## Turn 0, step 1 of 3"):
+        assert section in first
+    assert "## Result of your last action (READ pkg/util.py)" in last_prompt(model, 1)
+    assert "2 |     return 41" in last_prompt(model, 1)
+    assert "1 | from pkg.util import helper" in last_prompt(model, 2)  # the file with line numbers
+    assert len(result.usage) == 3 and all(u["purpose"] == "step" for u in result.usage)
+    assert [m["role"] for m in result.history] == ["user", "assistant"] * 3
+
+
+def test_every_step_sees_the_digest_and_the_feedback(ws: RepoWorkspace) -> None:
+    model = ScriptModel(["reflect: look\naction: BROWSE", SUBMIT])
+    make_agent(model, ws).run_turn(2, digest="FAILED test_x", feedback="FEEDBACK-TEXT")
+    for call in (0, 1):
+        prompt = last_prompt(model, call)
+        assert "## Test results of your last submission\nFAILED test_x" in prompt
+        assert "## Researcher feedback on your last submission\nFEEDBACK-TEXT" in prompt
+
+
+def test_malformed_answers_get_the_format_and_the_file_is_auto_submitted(ws: RepoWorkspace) -> None:
+    model = ScriptModel(["I think the answer is 42", "action: EDIT 1 0\n```python\ny = 1\n```"])
+    result = make_agent(model, ws, max_steps=2).run_turn(0)
+    assert result.actions[0]["action"] == "INVALID" and not result.actions[0]["ok"]
+    retry = last_prompt(model, 1)
+    assert "no `action:` line was found" in retry and "reflect: <your reasoning>" in retry
+    assert result.actions[1] == {"step": 2, "action": "EDIT", "argument": "1 0", "ok": True}
+    assert result.actions[-1]["action"] == "SUBMIT" and result.actions[-1]["argument"].startswith("auto")
+    assert result.code == "y = 1\n"
+
+
+def test_a_refused_read_is_reported_to_the_agent(ws: RepoWorkspace) -> None:
+    model = ScriptModel(["action: READ ../../etc/passwd", SUBMIT])
+    result = make_agent(model, ws).run_turn(0)
+    assert result.actions[0]["ok"] is False
+    assert "Refused: path leaves the repository" in last_prompt(model, 1)
+
+
+def test_baseline_takes_the_python_block_in_one_call(ws: RepoWorkspace) -> None:
+    ws.write_code("old = 1\n")
+    model = ScriptModel(["Here it is:\n```python\nnew = 2\n```\nThanks."])
+    result = make_agent(model, ws, setting="baseline").run_turn(1, digest="FAILED test_y", feedback="FB")
+    assert result.code == "new = 2\n" and len(model.requests) == 1
+    prompt = last_prompt(model, 0)
+    assert "```python\nold = 1\n```" in prompt and "FAILED test_y" in prompt and "FB" in prompt
+    assert [a["action"] for a in result.actions] == ["REPLACE", "SUBMIT"]
+
+
+def test_baseline_without_a_block_keeps_the_file(ws: RepoWorkspace) -> None:
+    ws.write_code("old = 1\n")
+    result = make_agent(ScriptModel(["I cannot do that."]), ws, setting="baseline").run_turn(0)
+    assert result.code == "old = 1\n"
+    assert result.actions[0]["ok"] is False and "no closed python block" in result.actions[0]["argument"]
+
+
+def test_agent_setting_forgets_between_turns(ws: RepoWorkspace) -> None:
+    model = ScriptModel([SUBMIT])
+    agent = make_agent(model, ws)
+    agent.run_turn(0)
+    agent.run_turn(1, digest="D1")
+    assert [m["role"] for m in model.requests[1]] == ["system", "user"]
+
+
+def test_memory_agent_carries_history_across_turns(ws: RepoWorkspace) -> None:
+    model = ScriptModel([SUBMIT])
+    agent = make_agent(model, ws, setting="memory_agent")
+    agent.run_turn(0)
+    second = agent.run_turn(1, digest="DIGEST-1", feedback="FEEDBACK-1")
+    roles = [m["role"] for m in model.requests[1]]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert "## Turn 0, step 1 of 3" in model.requests[1][1]["content"]
+    assert "PAPER-LATEX" not in model.requests[1][1]["content"]  # memory keeps the news, not the context
+    assert "DIGEST-1" in second.memory[2]["content"] and "FEEDBACK-1" in second.memory[2]["content"]
+
+
+def test_memory_is_summarised_past_the_threshold_keeping_the_last_messages(ws: RepoWorkspace) -> None:
+    model = ScriptModel(["action: BROWSE", "action: READ pkg/util.py", "action: BROWSE", SUBMIT])
+    agent = make_agent(model, ws, setting="memory_agent", threshold=4, keep=2)
+    result = agent.run_turn(0)
+    summary_calls = [r for r in model.requests if "Summarise the history below" in r[-1]["content"]]
+    assert len(summary_calls) == 1  # after step 3: 6 messages > 4
+    request = summary_calls[0][-1]["content"]
+    assert "each change made to the target file" in request and "which tests passed and which failed" in request
+    assert "## Turn 0, step 1 of 3" in request and "## Turn 0, step 3 of 3" not in request  # only the older 4
+    assert result.memory[0]["content"].endswith("SUMMARY-TEXT")
+    assert [m["role"] for m in result.memory] == ["user", "user", "assistant"]
+    assert "## Turn 0, step 3 of 3" in result.memory[1]["content"]
+    assert [u["purpose"] for u in result.usage].count("summary") == 1
+    assert ("user", "summary") in [(m["role"], m["kind"]) for m in result.history]
+
+
+def test_keep_zero_summarises_everything(ws: RepoWorkspace) -> None:
+    model = ScriptModel([SUBMIT])
+    agent = make_agent(model, ws, setting="memory_agent", threshold=1, keep=0)
+    result = agent.run_turn(0)
+    assert len(result.memory) == 1 and "SUMMARY-TEXT" in result.memory[0]["content"]
+
+
+def test_merge_roles_joins_consecutive_messages() -> None:
+    merged = merge_roles([{"role": "user", "content": "a"}, {"role": "user", "content": "b"},
+                          {"role": "assistant", "content": "c"}])
+    assert merged == [{"role": "user", "content": "a\n\nb"}, {"role": "assistant", "content": "c"}]
+
+
+def test_unknown_setting_is_refused(ws: RepoWorkspace) -> None:
+    with pytest.raises(ValueError, match="evaluation-setting"):
+        make_agent(ScriptModel([SUBMIT]), ws, setting="snippet")
