@@ -173,7 +173,7 @@ def sandbox_prefix(options: RunnerOptions, dataset: DatasetManager, python: str,
     visible = interpreter_roots(python) + [str(GUARD_DIR)] + [p for p in [user_base()] if p]
     return bwrap_argv(shutil.which("bwrap"), run_dir=layout.run_dir, workdir=layout.workdir,
                       hidden=hidden_paths(str(dataset.root), str(REPO_ROOT), os.environ), visible=visible,
-                      readonly_files=[layout.test, layout.canonical])
+                      readonly_files=[layout.test, layout.canonical], tmp_size_mb=options.memory_mb)
 
 
 def process_limits(options: RunnerOptions) -> tuple[PidsCgroup | None, int | None]:
@@ -197,6 +197,7 @@ def rlimit_hook(memory_mb: int | None, nproc: int | None):
     def apply() -> None:
         if memory_mb:
             resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (memory_mb << 20, memory_mb << 20))
         if nproc:
             resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     return apply

@@ -69,16 +69,20 @@ def _inside(path: str, parents: list[str]) -> bool:
 
 
 def bwrap_argv(bwrap: str, *, run_dir: str, workdir: str, hidden: list[str], visible: list[str],
-               readonly_files: list[str]) -> list[str]:
+               readonly_files: list[str], tmp_size_mb: int | None) -> list[str]:
     """bubblewrap command line (up to and including ``--``) for one run.
 
     Mount order matters: hide first, then mount back what must stay visible,
-    then the writable run folder, then read-only files inside it.
+    then the writable run folder, then read-only files inside it. The private
+    /tmp lives in memory, so it gets the memory budget as its size.
     """
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--tmpfs", "/tmp"]
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--perms", "1777"]
+    if tmp_size_mb and bwrap_supports_size(bwrap):
+        argv += ["--size", str(tmp_size_mb << 20)]
+    argv += ["--tmpfs", "/tmp"]
     outer = []
     for path in sorted(set(hidden), key=len):
-        if os.path.isdir(path) and not _inside(path, outer) and not _inside(run_dir, [path]):
+        if os.path.isdir(path) and not _inside(path, outer):
             outer.append(path)
             argv += ["--tmpfs", path]
     for path in sorted(set(visible), key=len):
@@ -99,7 +103,8 @@ def limits_prefix(*, memory_mb: int | None, nproc: int | None, cgroup_procs: str
     """Launcher that joins the pids cgroup and sets rlimits, then execs the rest of the command.
 
     Both happen before bubblewrap forks, so every process of the run inherits
-    them. Returns [] when there is nothing to apply (or no ``prlimit``: the
+    them. The memory budget also caps the size of any file written (an
+    output flood into pytest's capture file in the in-memory /tmp). Returns [] when there is nothing to apply (or no ``prlimit``: the
     runner then falls back to a pre-exec hook).
     """
     prefix: list[str] = []
@@ -107,12 +112,22 @@ def limits_prefix(*, memory_mb: int | None, nproc: int | None, cgroup_procs: str
         prefix += ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', cgroup_procs]
     limits = []
     if memory_mb:
-        limits.append(f"--as={memory_mb * 1024 * 1024}")
+        limits += [f"--as={memory_mb << 20}", f"--fsize={memory_mb << 20}"]
     if nproc:
         limits.append(f"--nproc={nproc}")
     if limits and prlimit:
         prefix += [prlimit, *limits, "--"]
     return prefix
+
+
+@functools.lru_cache(maxsize=None)
+def bwrap_supports_size(bwrap: str) -> bool:
+    """``--size`` for tmpfs exists from bubblewrap 0.8 on."""
+    try:
+        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in done.stdout + done.stderr
 
 
 @functools.lru_cache(maxsize=None)

@@ -18,10 +18,9 @@ Tampering it detects (each becomes a flag):
 * candidate code on the stack while opening, copying, renaming or linking
   canonical.py, the test file or the JUnit report, importing ``canonical``,
   writing Python source/bytecode anywhere, or running a command naming them;
-* swapping a function's ``__code__``; patching pytest/pluggy classes, or
-  (directly from candidate code) any class not defined by the candidate;
-* replacing pytest/pluggy module functions or the registered hook
-  implementations after the session started;
+* swapping a function's ``__code__``, re-classing a module or class;
+* replacing pytest/pluggy module functions or class methods, or registering
+  hook implementations from outside pytest and conftest.py files;
 * reading the interpreter's object graph (``gc.get_objects`` and friends);
 * candidate functions or classes placed in the test module, the reference
   module or the modules they use (monkeypatching ``numpy.allclose`` etc.),
@@ -154,18 +153,15 @@ def _rule_import(args: tuple) -> tuple | None:
 
 
 def _rule_setattr(args: tuple) -> tuple | None:
+    """Only special attributes are audited: code swaps, and re-classing modules or classes."""
     target, name = args[0], args[1]
     if name == "__code__":
         return ("replaces a function's __code__", "stack", None)
-    if not isinstance(target, type):
-        return None
-    module = target.__dict__.get("__module__", "")
-    if not isinstance(module, str) or _module_file(module) == _CANDIDATE:
-        return None
-    where = f"{module}.{getattr(target, '__qualname__', '?')}.{name}"
-    if module.startswith(_OWN_PREFIXES) or module in ("canonical", __name__):
-        return (f"patches {where}", "stack", None)
-    return (f"patches {where}", "direct", None)
+    if name == "__class__" and isinstance(target, (types.ModuleType, type)):
+        path = getattr(target, "__file__", None)
+        if not (isinstance(path, str) and _REAL(path) == _CANDIDATE):
+            return (f"changes the class of {getattr(target, '__name__', '?')}", "direct", None)
+    return None
 
 
 def _rule_gc(args: tuple) -> tuple | None:
@@ -258,7 +254,11 @@ sys.addaudithook(_audit)
 # ------------------------------------------------- snapshots of pytest itself
 
 def _own_callables() -> dict[tuple[str, str], object]:
-    """Functions and classes defined by pytest/pluggy modules, as loaded before the candidate."""
+    """Functions and classes defined by pytest/pluggy modules, taken when the session starts.
+
+    That is after every plugin configured itself (some add methods to pytest
+    classes) and before collection imports the candidate.
+    """
     snapshot = {}
     for name, module in list(sys.modules.items()):
         if module is None or not name.startswith(_OWN_PREFIXES):
@@ -269,7 +269,15 @@ def _own_callables() -> dict[tuple[str, str], object]:
     return snapshot
 
 
-_OWN = _own_callables()
+def _class_members(cls: type) -> dict[str, object]:
+    return {k: v for k, v in list(vars(cls).items())
+            if callable(v) or isinstance(v, (property, classmethod, staticmethod))}
+
+
+
+
+def _same(now: dict, before: dict) -> bool:
+    return now.keys() == before.keys() and all(now[k] is v for k, v in before.items())
 
 
 def _hook_functions(config) -> set:
@@ -294,12 +302,15 @@ def _legitimate_late_hook(function) -> bool:
 
 
 def _check_pytest_intact(config) -> None:
-    changed = [f"{m}.{a}" for (m, a), v in _OWN.items() if getattr(sys.modules.get(m), a, None) is not v]
+    if "hooks" not in _state:
+        return  # the session never started (usage error): nothing to compare
+    own, classes = _state["own"], _state["classes"]
+    changed = [f"{m}.{a}" for (m, a), v in own.items() if getattr(sys.modules.get(m), a, None) is not v]
+    changed += [f"{c.__module__}.{c.__qualname__}" for c, members in classes.items()
+                if not _same(_class_members(c), members)]
     if changed:
         _flag("replaced pytest internals: " + ", ".join(sorted(changed)[:5]))
-    before = _state.get("hooks")
-    if before is None:
-        return
+    before = _state["hooks"]
     now = _hook_functions(config)
     if before - now:
         _flag("unregistered pytest hook implementations")
@@ -425,6 +436,8 @@ def _record(item, phase: str, outcome) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session) -> None:
     _state["hooks"] = _hook_functions(session.config)
+    _state["own"] = own = _own_callables()
+    _state["classes"] = {cls: _class_members(cls) for cls in own.values() if isinstance(cls, type)}
     with open(_TEST, encoding="utf-8") as handle:
         _state["bindings"] = _import_bindings(handle.read())
 

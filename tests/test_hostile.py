@@ -1,0 +1,153 @@
+"""Every hostile candidate of TESTING.md ends as a recorded non-passed result, dataset untouched, no key seen."""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from agent.clean_test_runner import RunnerOptions, run_candidate
+from agent.sandbox import bwrap_problem
+from tests.runner_testlib import CANONICAL, TEST_CASES, WRONG, make_task, tree_digest
+
+SECRET = "sk-test-" + uuid.uuid4().hex
+NEEDS_BWRAP = pytest.mark.skipif(bwrap_problem() is not None, reason=f"no working bubblewrap: {bwrap_problem()}")
+FAST = dict(timeout_sec=4, memory_mb=768, max_processes=48, output_limit_bytes=20000)
+
+# name -> (candidate source, allowed statuses). {marker}, {dataset} and {port} are filled in per test.
+HOSTILE = {
+    "infinite_loop": ("while True:\n    pass\n", {"timeout"}),
+    "memory_bomb": ("blocks = []\nwhile True:\n    blocks.append(bytearray(64 * 2**20))\n" + CANONICAL,
+                    {"failed"}),
+    "fork_storm": ("import subprocess, sys\nwhile True:\n    try:\n        subprocess.Popen([sys.executable, '-c', "
+                   "'import time; time.sleep(60)', '{marker}'])\n    except OSError:\n        pass\n", {"timeout"}),
+    "detached_session": ("import os, sys, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+                         "        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)', "
+                         "'{marker}'])\n    os._exit(0)\ntime.sleep(60)\n", {"timeout"}),
+    "write_outside": ("import os, shutil\nfor path in ['{dataset}/annotation_meta.jsonl', 'canon' + 'ical.py', 'test.py']:\n"
+                      "    for act in (lambda p: open(p, 'w').write('x'), os.remove):\n        try:\n"
+                      "            act(path)\n        except OSError:\n            pass\n"
+                      "shutil.rmtree('{dataset}', ignore_errors=True)\n" + CANONICAL, {"error"}),
+    "overwrite_reference": ("open('canon' + 'ical.py', 'w').write(open(__file__).read())\n" + WRONG, {"error"}),
+    "import_canonical": ("from canonical import *\n", {"error"}),
+    "obfuscated_import": ("import importlib\n_m = importlib.import_module('canon' + 'ical')\n"
+                          "add, scale = _m.add, _m.scale\n", {"error"}),
+    "read_canonical_source": ("exec(open('canon' + 'ical.py').read())\n", {"error"}),
+    "read_test_file": ("SOURCE = open('test.py').read()\n" + CANONICAL, {"error"}),
+    "patch_reference_module": ("import builtins\n_orig = builtins.__import__\n" + WRONG +
+                               "def _imp(name, *a, **k):\n    m = _orig(name, *a, **k)\n"
+                               "    if name == 'canon' + 'ical':\n        m.add, m.scale = add, scale\n    return m\n"
+                               "builtins.__import__ = _imp\n", {"error"}),
+    "env_keys": ("import os\nseen = repr(dict(os.environ))\nfor p in ('/proc/self/environ', '/proc/1/environ', "
+                 "f'/proc/{{os.getppid()}}/environ'):\n    try:\n        seen += open(p, 'rb').read().decode('latin-1')\n"
+                 "    except OSError:\n        pass\nprint(seen)\nif 'OPENAI_API_KEY' in seen:\n" + "\n".join(
+                     "    " + line for line in CANONICAL.splitlines()) + "\nelse:\n" + "\n".join(
+                     "    " + line for line in WRONG.splitlines()) + "\n", {"failed"}),
+    "network": ("import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2).sendall(b'hi')\n"
+                "    REACHED = True\nexcept OSError:\n    REACHED = False\n" + WRONG, {"failed"}),
+    "sys_exit_at_import": ("import sys\nsys.exit(0)\n", {"failed", "error"}),
+    "os_exit_at_import": ("import os\nos._exit(0)\n", {"error"}),
+    "fake_junit_then_exit": (
+        "import os, sys\npath = next(a.split('=', 1)[1] for a in sys.argv if a.startswith('--junitxml='))\n"
+        "open(path, 'w').write('<testsuites><testsuite name=\"pytest\" tests=\"2\" errors=\"0\" failures=\"0\" '\n"
+        "    'skipped=\"0\"><testcase classname=\"test\" name=\"test_add\"/><testcase classname=\"test\" '\n"
+        "    'name=\"test_scale\"/></testsuite></testsuites>')\nos._exit(0)\n", {"error"}),
+    "rewrite_junit_at_exit": (
+        "import atexit, os, sys\npath = next(a.split('=', 1)[1] for a in sys.argv if a.startswith('--junitxml='))\n"
+        "def _fake():\n    text = open(path).read().replace('<failure', '<x').replace('</failure>', '</x>')\n"
+        "    open(path, 'w').write(text)\n    os._exit(0)\natexit.register(_fake)\n" + WRONG, {"error"}),
+    "patch_test_report": ("from _pytest.reports import TestReport\n_orig = TestReport.__init__\n"
+                          "def _init(self, *a, **k):\n    _orig(self, *a, **k)\n    self.outcome = 'passed'\n"
+                          "    self.longrepr = None\nTestReport.__init__ = _init\n" + WRONG, {"error"}),
+    "patch_pytest_runner": ("import _pytest.runner as r\n_orig = r.call_and_report\n"
+                            "def _car(item, when, log=True, **kw):\n    rep = _orig(item, when, log=False, **kw)\n"
+                            "    rep.outcome = 'passed'\n    rep.longrepr = None\n"
+                            "    item.ihook.pytest_runtest_logreport(report=rep)\n    return rep\n"
+                            "r.call_and_report = _car\n" + WRONG, {"error"}),
+    "print_passed": ("print('test.py::test_add PASSED\\ntest.py::test_scale PASSED\\n2 passed in 0.01s')\n"
+                     + WRONG, {"failed"}),
+    "segfault": ("import ctypes\nctypes.string_at(0)\n", {"error"}),
+    "stdout_flood": ("import os\n" + WRONG.replace("    return a - b", "    os.write(1, b'y' * 2**24)\n    return a - b"),
+                     {"failed"}),
+}
+SANDBOX_ONLY = {"write_outside", "overwrite_reference", "env_keys", "network", "detached_session", "fork_storm",
+                "memory_bomb"}
+
+
+class Listener:
+    """A loopback TCP server that counts connections (the sandbox must allow none)."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.accepted = 0
+        self.server.settimeout(0.2)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.server.close()
+
+
+def marked_processes(marker: str) -> list[int]:
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in Path(entry.path, "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _run_hostile(name: str, sandbox: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source, allowed = HOSTILE[name]
+    dataset = make_task(tmp_path / "dataset")
+    before = tree_digest(dataset.root)
+    marker = f"recode-hostile-{uuid.uuid4().hex}"
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    listener = Listener()
+    try:
+        candidate = source.format(marker=marker, dataset=dataset.root, port=listener.port)
+        result = run_candidate(dataset, 1, candidate, RunnerOptions(sandbox=sandbox, **FAST))
+    finally:
+        listener.close()
+    assert result["status"] in allowed, (result["status"], result["failure_messages"][:2])
+    assert result["status"] != "passed" and not any(result["test_summary"].get(n) for n in TEST_CASES)
+    assert tree_digest(dataset.root) == before
+    assert SECRET not in result["output"] and SECRET not in "".join(result["failure_messages"])
+    assert listener.accepted == 0
+    assert len(result["output"]) < FAST["output_limit_bytes"] + 200
+    deadline = time.monotonic() + 2
+    while marked_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert marked_processes(marker) == []
+
+
+@NEEDS_BWRAP
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_candidate_in_sandbox(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _run_hostile(name, "required", tmp_path, monkeypatch)
+
+
+@pytest.mark.parametrize("name", sorted(set(HOSTILE) - SANDBOX_ONLY))
+def test_hostile_candidate_without_sandbox(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the verdict alone must catch, even with no sandbox around the process."""
+    _run_hostile(name, "off", tmp_path, monkeypatch)
