@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
+import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Protocol
@@ -57,6 +59,10 @@ LEVEL_FIELDS = (
     (("description", "Description"), ("analysis", "Analysis"), ("actionable_feedback", "Actionable feedback"),
      ("direct_code_feedback", "Code suggestion")),
 )
+# Parts of test output that change from run to run (object addresses, private temp folders):
+# masked so identical attempts give identical prompts (response-cache hits, reproducible resumes).
+_VOLATILE = ((re.compile(r"\b0x[0-9a-fA-F]{6,}\b"), "0x..."),
+             (re.compile(re.escape(tempfile.gettempdir()) + r"/[^/\s'\"]+"), "<tmp>"))
 MAX_FEEDBACK_ATTEMPTS = 3
 MAX_MESSAGE_CHARS = 4_000
 MAX_DIGEST_MESSAGES_CHARS = 16_000
@@ -133,7 +139,8 @@ def format_test_digest(execution: dict, test_cases: tuple[str, ...] | list[str] 
     """Totals, every test's PASS/FAILED and the failure messages with tracebacks (shown even at L0).
 
     Test cases of the metadata that never ran (e.g. the module failed to import)
-    are listed as NOT RUN, so the agent knows what is still missing.
+    are listed as NOT RUN, so the agent knows what is still missing. Object addresses
+    and temp paths are masked, so the same attempt always yields the same digest.
     """
     summary: dict = execution.get("test_summary") or {}
     passed = sum(1 for ok in summary.values() if ok)
@@ -153,7 +160,10 @@ def format_test_digest(execution: dict, test_cases: tuple[str, ...] | list[str] 
     elif execution.get("status") not in ("passed", None) and execution.get("output"):
         lines.append("Output of the test run (tail):")
         lines.append(execution["output"][-MAX_MESSAGE_CHARS:])
-    return "\n".join(lines)
+    digest = "\n".join(lines)
+    for pattern, mask in _VOLATILE:
+        digest = pattern.sub(mask, digest)
+    return digest
 
 
 @dataclass(frozen=True)
