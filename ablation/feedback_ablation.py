@@ -1,0 +1,87 @@
+"""Feedback-model ablation: the same failed attempts, feedback from another model, one turn per level.
+
+    python ablation/feedback_ablation.py --yaml-location config/ablation_feedback.yaml
+        [--feedback-yaml OTHER.yaml] [--source-run RESULT_FOLDER] [--model NAME]
+        [--levels 1 2 3 4] [--samples 20] [--seed 0]
+
+For sampled (task, turn) pairs of a stored run whose submission failed, the
+feedback model named by the human-* keys of --feedback-yaml (default: those of
+--yaml-location) writes fresh feedback on that submission. Then, from the code
+state of that turn (file, test digest and, for memory_agent, memory), the code
+model takes ONE turn at each guidance level with that feedback shown at the
+level, and the tests run on its submission. The table gives per level the
+share of samples solved and the mean test-case pass rate, next to the recorded
+turns they started from. Rerunning the command skips finished samples.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ablation.ablation_common import (  # noqa: E402
+    AblationError, Continuation, Tally, UnitStore, ablation_folder, add_continuation_args, base_parser, build,
+    human_model, prepare_continuation, run_main, sample, spec_params, unit_name, unsolved_turns, write_summary,
+)
+from agent.agents import HumanAgent  # noqa: E402
+from agent.feedback import LLMFeedback, format_feedback  # noqa: E402
+from agent.inference import ChatModel  # noqa: E402
+
+
+def parse_args() -> argparse.ArgumentParser:
+    parser = base_parser(__doc__)
+    add_continuation_args(parser)
+    parser.add_argument("--feedback-yaml", type=Path,
+                        help="config whose human-* keys name the feedback model (default: --yaml-location's)")
+    parser.add_argument("--levels", type=int, nargs="+", choices=range(5), default=[1, 2, 3, 4],
+                        help="guidance levels to compare (default 1 2 3 4)")
+    return parser
+
+
+def regenerate(cont: Continuation, feedback_model: ChatModel, pair: tuple[int, int]) -> dict:
+    """The feedback model's raw records on the submission of ``pair`` (it sees what the run's did)."""
+    task, turn = pair
+    record = cont.record(pair)
+    human = HumanAgent(cont.dataset, task, cont.cfg.runner, LLMFeedback(feedback_model))
+    reply = human.feedback(turn=turn, level=4, code=record["final_code"],
+                           previous_code=cont.runs[task].previous_code(turn, cont.dataset),
+                           digest=record["test_digest"])
+    return {"task_index": task, "turn_number": turn, "records": reply.records, "error": reply.error,
+            "usage": reply.usage, "history": reply.history}
+
+
+def run(args: argparse.Namespace) -> str:
+    cont = prepare_continuation(args)
+    feedback_spec = human_model(args.feedback_yaml or args.yaml_location, "feedback")
+    pairs = sample(unsolved_turns(cont.runs), args.samples, args.seed)
+    if not pairs:
+        raise AblationError(f"run {cont.source} has no failed turn to give feedback on")
+    levels = sorted(set(args.levels))
+    folder = ablation_folder(cont.cfg, "feedback", (cont.source.name, f"{cont.model.model}__feedback_{feedback_spec.model}"),
+                             {**cont.params(), "feedback_model": spec_params(feedback_spec)})
+    store = UnitStore(folder, Tally())
+    code_model, feedback_model = build(cont.cfg, cont.model), build(cont.cfg, feedback_spec)
+    outcomes: dict[str, list[dict]] = {f"L{level}": [] for level in levels}
+    failed_feedback = 0
+    for pair in pairs:
+        feedback = store.get(unit_name(*pair, "feedback"), lambda: regenerate(cont, feedback_model, pair))
+        failed_feedback += feedback["error"] is not None
+        texts = {f"L{level}": format_feedback(feedback["records"], level) for level in levels}
+        for label, unit in cont.continue_all(code_model, store, pair, texts).items():
+            outcomes[label].append(unit)
+    headers, rows = cont.table(pairs, outcomes)
+    notes = [f"{failed_feedback} sample(s) got no valid feedback records (the turn ran without feedback text)"
+             ] if failed_feedback else []
+    title = (f"Feedback ablation: {len(pairs)} failed turn(s) of {cont.source.name} (seed {args.seed}), "
+             f"feedback by {feedback_spec.model}, one turn of {cont.model.model} per level")
+    return write_summary(folder, title, headers, rows, store.tally, notes)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_main(parse_args(), run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
