@@ -5,6 +5,23 @@ only (a notebook loads it without importing this package). It is rewritten
 whole after every turn through a temporary file and ``os.replace``, so a crash
 leaves either the previous or the new version, never a torn one. A sibling
 ``task_<id>_state.json`` says whether the task finished or errored.
+
+Keys we add to the release's (RECORD_KEYS lists all): ``status`` (the runner's),
+``guidance_level`` (the level this turn's ``feedback_text`` was formatted at;
+with dynamic guidance the start level at turn 0, then one more after each later
+turn that did not beat the best pass rate so far), ``feedback_items`` (the raw
+records, [] when no feedback was given), ``feedback_text`` (shown to the agent
+next turn), ``test_digest``, ``wall_time_sec``, ``code_usage``/``feedback_usage``
+(Usage dicts; code ones carry ``purpose``: step or summary),
+``code_cost_usd``/``feedback_cost_usd`` (None when a price is unknown),
+``actions``, ``feedback_source`` (llm, seed, file, interactive, replay:L<K>, a
+note when a replay had to generate, or none) and ``feedback_error`` (why no valid
+records came, else None).
+
+Turn-0 seeds (``seed_path``) are pickles of builtins: ``{"format": 1, "setting",
+"model", "task_index", "feedback_model", "unclaimed_usage", "record"}`` where
+``record`` is a turn-0 record with no level (``guidance_level`` None, empty
+``feedback_text``) and ``feedback_items`` None until the raw feedback is computed.
 """
 from __future__ import annotations
 

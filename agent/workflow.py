@@ -127,8 +127,8 @@ class _Session:
         result = self.agent.run_turn(turn, digest=digest, feedback=feedback)
         execution = self.human.evaluate(result.code)
         if execution.get("status") == "infra_error":
-            detail = (execution.get("output") or "").strip().splitlines()
-            raise InfraError(f"task {self.index} turn {turn}: the tests could not run ({detail[-1] if detail else 'infra_error'})")
+            why = ((execution.get("failure_messages") or [""])[0].strip().splitlines() or ["infra_error"])[0]
+            raise InfraError(f"task {self.index} turn {turn}: the tests could not run ({why})")
         execution = keep_report(execution, reports / f"task_{self.index}_turn_{turn}.xml")
         return _Attempt(turn, result, execution, format_test_digest(execution, self.meta.test_cases), previous, started)
 

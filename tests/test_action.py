@@ -157,3 +157,16 @@ def test_tokenize_splits_identifiers() -> None:
 
 def test_numbered_shows_one_based_lines() -> None:
     assert numbered("x\ny\n").splitlines() == ["1 | x", "2 | y"]
+
+
+def test_a_real_task_workspace_hides_the_reference_and_the_tests(tmp_path: Path) -> None:
+    from agent.utils import DatasetManager
+    from agent.workspace import make_workspace
+
+    dataset = DatasetManager(Path(__file__).resolve().parents[1] / "work_dir" / "dataset")
+    repo = make_workspace(dataset, 1, tmp_path / "copy")
+    ws = RepoWorkspace(repo, dataset.get(1).target_file_path)
+    names = {Path(p).name for p in ws.files()}
+    assert "canonical.py" not in names and "test.py" not in names and "losses.py" in names
+    for path in ("../canonical.py", "../../canonical.py", "../test.py", str(dataset.task_dir(1) / "canonical.py")):
+        assert not execute(parse_answer(f"action: READ {path}"), ws).ok

@@ -154,7 +154,8 @@ def test_feedback_from_a_file(tmp_path: Path) -> None:
 def test_an_errored_task_is_recorded_then_retried(tmp_path: Path) -> None:
     broken = make_config(tmp_path, evaluation_setting="agent", guidance_level=0, env_backend="conda")
     outcome, turns = run(broken, 0, 2)
-    assert outcome["state"] == "error" and "InfraError" in outcome["error"] and turns == []
+    assert outcome["state"] == "error" and turns == []
+    assert outcome["error"].startswith("InfraError: task 2 turn 0: the tests could not run (session: no environment")
     store = ResultStore(result_folder(broken, broken.models[0], 0), 2)
     assert store.state()["finished"] is False and "InfraError" in store.state()["error"]
     assert not is_finished(broken, Job(broken.models[0], 0, 2))
