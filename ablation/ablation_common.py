@@ -27,6 +27,7 @@ from agent.action import RepoWorkspace
 from agent.agents import SETTINGS, CodeAgent, HumanAgent, TaskBrief
 from agent.config import ConfigError, RunConfig, load_config
 from agent.env_cache import EnvError
+from agent.feedback import LLMFeedback
 from agent.inference import ChatModel, InferenceError, ModelSpec, build_model
 from agent.results import (
     ResultError, ResultStore, atomic_write_bytes, keep_report, pass_rate, safe_model_name, turn_solved,
@@ -336,6 +337,17 @@ class Continuation:
 
     def record(self, pair: tuple[int, int]) -> dict:
         return self.runs[pair[0]].turns[pair[1]]
+
+    def fresh_feedback(self, feedback_model: ChatModel, pair: tuple[int, int]) -> dict:
+        """A feedback model's raw records on the submission of ``pair``, seeing what the run's model saw."""
+        task, turn = pair
+        record = self.record(pair)
+        human = HumanAgent(self.dataset, task, self.cfg.runner, LLMFeedback(feedback_model))
+        reply = human.feedback(turn=turn, level=4, code=record["final_code"],
+                               previous_code=self.runs[task].previous_code(turn, self.dataset),
+                               digest=record["test_digest"])
+        return {"task_index": task, "turn_number": turn, "records": reply.records, "error": reply.error,
+                "usage": reply.usage, "history": reply.history}
 
     def continue_all(self, model: ChatModel, store: UnitStore, pair: tuple[int, int],
                      texts: dict[str, str]) -> dict[str, dict]:

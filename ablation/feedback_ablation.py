@@ -22,12 +22,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ablation.ablation_common import (  # noqa: E402
-    AblationError, Continuation, Tally, UnitStore, ablation_folder, add_continuation_args, base_parser, build,
+    AblationError, Tally, UnitStore, ablation_folder, add_continuation_args, base_parser, build,
     human_model, prepare_continuation, run_main, sample, spec_params, unit_name, unsolved_turns, write_summary,
 )
-from agent.agents import HumanAgent  # noqa: E402
-from agent.feedback import LLMFeedback, format_feedback  # noqa: E402
-from agent.inference import ChatModel  # noqa: E402
+from agent.feedback import format_feedback  # noqa: E402
 
 
 def parse_args() -> argparse.ArgumentParser:
@@ -38,18 +36,6 @@ def parse_args() -> argparse.ArgumentParser:
     parser.add_argument("--levels", type=int, nargs="+", choices=range(5), default=[1, 2, 3, 4],
                         help="guidance levels to compare (default 1 2 3 4)")
     return parser
-
-
-def regenerate(cont: Continuation, feedback_model: ChatModel, pair: tuple[int, int]) -> dict:
-    """The feedback model's raw records on the submission of ``pair`` (it sees what the run's did)."""
-    task, turn = pair
-    record = cont.record(pair)
-    human = HumanAgent(cont.dataset, task, cont.cfg.runner, LLMFeedback(feedback_model))
-    reply = human.feedback(turn=turn, level=4, code=record["final_code"],
-                           previous_code=cont.runs[task].previous_code(turn, cont.dataset),
-                           digest=record["test_digest"])
-    return {"task_index": task, "turn_number": turn, "records": reply.records, "error": reply.error,
-            "usage": reply.usage, "history": reply.history}
 
 
 def run(args: argparse.Namespace) -> str:
@@ -66,7 +52,7 @@ def run(args: argparse.Namespace) -> str:
     outcomes: dict[str, list[dict]] = {f"L{level}": [] for level in levels}
     failed_feedback = 0
     for pair in pairs:
-        feedback = store.get(unit_name(*pair, "feedback"), lambda: regenerate(cont, feedback_model, pair))
+        feedback = store.get(unit_name(*pair, "feedback"), lambda: cont.fresh_feedback(feedback_model, pair))
         failed_feedback += feedback["error"] is not None
         texts = {f"L{level}": format_feedback(feedback["records"], level) for level in levels}
         for label, unit in cont.continue_all(code_model, store, pair, texts).items():
