@@ -1,0 +1,183 @@
+"""Texts of an imported ResearchCodeBench task: adapted test entry point, test.sh, instruction, test names.
+
+Pure functions over source text. The paper's test imports an untouched
+``<stem>_ref.py`` copy of the annotated file; shipping that copy inside the
+repository would hand the answer to any agent that can read files, so the
+adapted test resolves the reference module to the task's ``canonical.py``
+(which the runner copies beside it and guards) through a small import hook.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import PurePosixPath
+
+from agent.rcb_annotations import SIZE_LINE, TODO_LINE
+
+PAPER_TEST_NAME = "paper2code_test.py"
+DEFAULT_ENV_NAME = "recode_rcb"
+DEFAULT_TIMEOUT = 60
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+
+_PREAMBLE = '''\
+# Added by the RECODE-H importer: the paper's reference module ({names}) is loaded from
+# canonical.py, which the harness copies beside this file, so no copy of the answer ships in the repository.
+import importlib.util as _recode_importlib_util
+import os as _recode_os
+import sys as _recode_sys
+
+
+class _RecodeReferenceFinder:
+    modules = {modules!r}
+    path = _recode_os.path.join(_recode_os.path.dirname(_recode_os.path.abspath(__file__)), "canonical.py")
+
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        if fullname in cls.modules:
+            return _recode_importlib_util.spec_from_file_location(fullname, cls.path)
+        return None
+
+
+_recode_sys.meta_path.insert(0, _RecodeReferenceFinder)
+'''
+
+_TEST_SH = '''\
+#!/bin/bash
+source "$(conda info --base)/etc/profile.d/conda.sh"
+conda activate {env_name}
+SCRIPT_DIR="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
+TARGET_DIR="${{SCRIPT_DIR}}/{repo}"
+cd "${{TARGET_DIR}}"
+cp "${{SCRIPT_DIR}}/canonical.py" ./canonical.py
+cp "${{SCRIPT_DIR}}/test.py" ./{test}
+PYTHONPATH="${{TARGET_DIR}}" pytest {test} -v --timeout={timeout}
+rm -f ./canonical.py ./{test}
+'''
+
+
+def _base_names(node: ast.ClassDef) -> list[str]:
+    names = []
+    for base in node.bases:
+        if isinstance(base, ast.Name):
+            names.append(base.id)
+        elif isinstance(base, ast.Attribute):
+            names.append(base.attr)
+    return names
+
+
+def collect_test_cases(source: str) -> list[str]:
+    """Sorted test names pytest collects from ``source``: ``test*`` functions, and ``test*`` methods of
+    unittest TestCase subclasses or ``Test*`` classes (including methods of base classes in the same file)."""
+    tree = ast.parse(source)
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+    def methods(node: ast.ClassDef, seen: frozenset[str]) -> set[str]:
+        own = {item.name for item in node.body if isinstance(item, functions) and item.name.startswith("test")}
+        for base in _base_names(node):
+            if base in classes and base not in seen:
+                own |= methods(classes[base], seen | {base})
+        return own
+
+    def collected(node: ast.ClassDef, seen: frozenset[str] = frozenset()) -> bool:
+        if node.name.startswith("Test"):
+            return True
+        return any(base.endswith("TestCase") or (base in classes and base not in seen
+                                                   and collected(classes[base], seen | {base}))
+                   for base in _base_names(node))
+
+    names = {node.name for node in tree.body if isinstance(node, functions) and node.name.startswith("test")}
+    for node in classes.values():
+        if collected(node):
+            names |= methods(node, frozenset({node.name}))
+    return sorted(names)
+
+
+def reference_module_names(test_source: str, ref_module: str) -> tuple[list[str], bool]:
+    """Dotted names under which the test imports the reference module ``ref_module`` (e.g. ``layers_ref``),
+    and whether the test also names it in a way an import hook cannot serve (a file path, say)."""
+    names: set[str] = set()
+    unservable = False
+    for node in ast.walk(ast.parse(test_source)):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names if alias.name.split(".")[-1] == ref_module}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[-1] == ref_module:
+                names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names if alias.name == ref_module}
+        elif isinstance(node, ast.ImportFrom) and ref_module in (node.module or "").split(".") + [a.name for a in node.names]:
+            unservable = True
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and ref_module in node.value:
+            if _DOTTED.match(node.value) and node.value.split(".")[-1] == ref_module:
+                names.add(node.value)
+            elif not any(ch.isspace() for ch in node.value):
+                unservable = True  # a path or a computed name; prose that merely mentions it is harmless
+    return sorted(names), unservable
+
+
+def _insert_at(tree: ast.Module) -> int:
+    """Line after the module docstring and ``from __future__`` imports (they must stay first)."""
+    end = 0
+    for position, node in enumerate(tree.body):
+        is_doc = position == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
+            and isinstance(node.value.value, str)
+        if is_doc or (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
+            end = node.end_lineno or end
+        else:
+            break
+    return end
+
+
+def adapt_test(test_source: str, reference_modules: list[str]) -> str:
+    """The paper's test with an import hook serving ``reference_modules`` from canonical.py (unchanged if none)."""
+    if not reference_modules:
+        return test_source
+    lines = test_source.splitlines(keepends=True)
+    at = _insert_at(ast.parse(test_source))
+    if at and not lines[at - 1].endswith("\n"):
+        lines[at - 1] += "\n"
+    preamble = _PREAMBLE.format(names=", ".join(reference_modules), modules=tuple(reference_modules))
+    return "".join(lines[:at]) + preamble + "\n" + "".join(lines[at:])
+
+
+def render_test_sh(repo_dir_name: str, env_name: str = DEFAULT_ENV_NAME, timeout: int = DEFAULT_TIMEOUT) -> str:
+    """A release-shaped test.sh that runs the paper's test from the paper root, as ResearchCodeBench does."""
+    return _TEST_SH.format(env_name=env_name, repo=repo_dir_name, test=PAPER_TEST_NAME, timeout=timeout)
+
+
+def enclosing_scope(source: str, line: int) -> str | None:
+    """Qualified name of the innermost function or class containing ``line`` (None at module level)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    path: list[str] = []
+    nodes = tree.body
+    while True:
+        inner = next((n for n in nodes if isinstance(n, scopes) and n.lineno <= line <= (n.end_lineno or n.lineno)), None)
+        if inner is None:
+            return ".".join(path) or None
+        path.append(inner.name)
+        nodes = list(ast.iter_child_nodes(inner))
+
+
+def render_instruction(*, paper_title: str, repo_dir_name: str, file_path: str, block: str, line: int,
+                       code_lines: int, scope: str | None, context_files: list[str]) -> str:
+    """What the agent is asked to do, in the terms of the file it will see."""
+    where = f"inside `{scope}`" if scope else "at module level"
+    parts = [
+        f'Implement the missing code block "{block}" in `{file_path}` of the repository `{repo_dir_name}`, '
+        f"which accompanies the paper \"{paper_title}\" (see the LaTeX).",
+        "",
+        f"At line {line} of `{file_path}` ({where}) the block has been replaced by two placeholder lines:",
+        "    " + TODO_LINE.format(name=block),
+        "    " + SIZE_LINE.format(n=code_lines),
+        "Replace them with the block's code so that it does what the paper describes. The rest of the file and of "
+        "the repository is complete; keep it as it is and keep the block's indentation consistent with its "
+        f"surroundings. The module is `{PurePosixPath(file_path).with_suffix('').as_posix().replace('/', '.')}`.",
+    ]
+    if context_files:
+        parts += ["", "Context files (read them first; the block may rely on what they define):"]
+        parts += [f"- {path}" for path in context_files]
+    return "\n".join(parts) + "\n"
