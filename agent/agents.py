@@ -67,8 +67,7 @@ class CodeAgent:
     """Writes the target file turn by turn with the model, acting on a private repository copy."""
 
     def __init__(self, model: ChatModel, brief: TaskBrief, workspace: RepoWorkspace, *, setting: str,
-                 max_steps: int, memory_threshold: int, memory_to_keep: int,
-                 memory: list[dict] | None = None) -> None:
+                 max_steps: int, memory_threshold: int, memory_to_keep: int) -> None:
         if setting not in SETTINGS:
             raise ValueError(f"evaluation-setting '{setting}' is not one of {', '.join(SETTINGS)}")
         self.model = model
@@ -78,7 +77,7 @@ class CodeAgent:
         self.max_steps = max(1, max_steps)
         self.memory_threshold = memory_threshold
         self.memory_to_keep = memory_to_keep
-        self.memory: list[dict] = [dict(m) for m in memory or []]
+        self.memory: list[dict] = []  # a resumed run restores it from the last turn record
 
     def run_turn(self, turn: int, *, digest: str = "", feedback: str = "") -> TurnResult:
         """One turn: returns the submitted file and the turn's actions, usage, transcript and memory."""

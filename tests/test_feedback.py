@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from agent.feedback import (
     CATEGORIES, FEEDBACK_SCHEMA, FIELDS, FeedbackFormatError, FeedbackReply, FeedbackRequest, FileFeedback,
@@ -142,9 +143,7 @@ def test_feedback_file_jsonl_and_yaml(tmp_path: Path) -> None:
     missing = source(request(turn=1))
     assert missing.records == [] and "no entry for task 1 turn 1" in missing.error
     yml = tmp_path / "fb.yaml"
-    yml.write_text("- task_index: 2\n  turn_number: 3\n  feedback:\n"
-                   + "".join(f"    - {k}: {json.dumps(v)}\n" if i == 0 else f"      {k}: {json.dumps(v)}\n"
-                             for i, (k, v) in enumerate(RECORD.items())))
+    yml.write_text(yaml.safe_dump([{"task_index": 2, "turn_number": 3, "feedback": [RECORD]}]))
     assert load_feedback_file(yml) == {(2, 3): [RECORD]}
 
 
@@ -177,3 +176,13 @@ def test_replay_uses_recorded_turns_and_falls_back_with_a_note() -> None:
     fallback = replay(request(turn=1))
     assert fallback.records == generated.records
     assert fallback.source == "llm (replay level 4 has no feedback at turn 1)"
+
+
+def test_digest_masks_addresses_and_temp_paths() -> None:
+    import tempfile
+    message = (f"test_a: ImportError at {tempfile.gettempdir()}/recode-run-x1y2/ws/pkg/mod.py\n"
+               "monkeypatch = <MonkeyPatch object at 0x7f43a1b2c3d0>")
+    execution = {"status": "failed", "tests": 1, "failures": 1, "errors": 0, "skipped": 0,
+                 "test_summary": {"test_a": False}, "failure_messages": [message]}
+    digest = format_test_digest(execution)
+    assert "<tmp>/ws/pkg/mod.py" in digest and "object at 0x..." in digest and "x1y2" not in digest
