@@ -28,6 +28,7 @@ from optional_extras import import_extra
 from result_files import LevelRun
 
 FORMATS = ("png", "svg")
+LEVEL_MARKERS = "osD^v"  # distinct shapes, shrinking with the level, keep coinciding level curves visible
 
 
 @dataclass
@@ -98,13 +99,15 @@ def _new_axes(title: str, xlabel: str, ylabel: str):
 
 
 def _save(figure, out_dir: Path, name: str, title: str) -> Plot:
-    """Write every format; metadata dates are left out so reruns give identical SVG files."""
+    """Write every format; no date and a fixed id salt, so reruns give identical SVG files."""
+    matplotlib = import_extra("matplotlib", "plots")
     files = {}
-    for fmt in FORMATS:
-        path = out_dir / f"{name}.{fmt}"
-        metadata = {"Date": None} if fmt == "svg" else {"Software": None}
-        figure.savefig(path, format=fmt, dpi=120, metadata=metadata)
-        files[fmt] = path
+    with matplotlib.rc_context({"svg.hashsalt": "recode-h"}):
+        for fmt in FORMATS:
+            path = out_dir / f"{name}.{fmt}"
+            metadata = {"Date": None} if fmt == "svg" else {"Software": None}
+            figure.savefig(path, format=fmt, dpi=120, metadata=metadata)
+            files[fmt] = path
     return Plot(name, title, files)
 
 
@@ -131,7 +134,8 @@ def turn_plot(item: Series, max_turns: int, out_dir: Path) -> Plot:
     title = f"Cumulative Recall by turn: {item.model} ({item.setting}, {item.guidance_type})"
     figure, axes = _new_axes(title, "turn", "tasks solved by this turn (%)")
     for level, curve in sorted(item.per_turn.items()):
-        axes.plot(range(len(curve)), _percent(curve), marker=".", label=f"L{level}")
+        axes.plot(range(len(curve)), _percent(curve), marker=LEVEL_MARKERS[level % len(LEVEL_MARKERS)],
+                  markersize=max(4, 9 - level), linewidth=1.2, label=f"L{level}")
     axes.set_xticks(range(max_turns))
     if item.per_turn:
         axes.legend(fontsize="small", title="guidance level")

@@ -1,0 +1,155 @@
+"""The static HTML report of a results folder: an index page (tables, figures, file accounting, a task x level
+map of outcomes) linking to one trajectory page per (run, task). Opens from disk, no server, no script.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from metric_cli import Context
+from metric_passrate_testcase import turn_rate
+from metric_passrate_unitest import first_success
+from metric_tables import Table
+from plots import Plot, file_stem
+from report_html import (Cell, Html, bullet_list, cell, image_data_uri, join, metric_table, page, table, tag, text_of,
+                         write_page)
+from report_trajectory import TaskView, trajectory_page
+from result_files import LevelRun, read_state
+from task_meta import count_test_cases, read_meta_rows
+
+INDEX = "index.html"
+PAGES = "trajectories"
+MAX_LISTED_IDS = 40
+
+
+@dataclass
+class Section:
+    """The runs of one (setting, guidance type) and the metric tables computed on them."""
+
+    ctx: Context
+    tables: list[Table]
+
+    @property
+    def name(self) -> str:
+        return f"{self.ctx.selection.setting} · {self.ctx.selection.guidance_type}"
+
+
+def page_href(run: LevelRun, task_id: int) -> str:
+    return f"{PAGES}/{file_stem(run.folder.name)}__task_{task_id}.html"
+
+
+def ids_text(ids: list[int]) -> str:
+    shown = ", ".join(map(str, ids[:MAX_LISTED_IDS]))
+    return shown + (f" ... ({len(ids) - MAX_LISTED_IDS} more)" if len(ids) > MAX_LISTED_IDS else "")
+
+
+def outcome_cell(run: LevelRun, task_id: int, n_cases: int | None) -> Cell:
+    """Solved at turn t / best test-case rate / missing / corrupt, linked to the trajectory when loaded."""
+    if task_id in run.corrupt:
+        return cell("corrupt", "warn", title=run.corrupt[task_id])
+    turns = run.trajectories.get(task_id)
+    if turns is None:
+        return cell("missing", "none", title=run.errors.get(task_id))
+    first = first_success(turns)
+    partial = " (unfinished)" if task_id in run.unfinished else ""
+    if first is not None:
+        text, css = f"✓ turn {first}{partial}", "ok"
+    else:
+        best = max(turn_rate(turn, n_cases) for turn in turns) if n_cases else None
+        text = f"✗ {len(turns)} turns" + (f", best {100 * best:.0f}%" if best is not None else "") + partial
+        css = "bad"
+    return cell(tag("a", text, href=page_href(run, task_id)), css)
+
+
+def outcome_map(ctx: Context, model: str, cases: dict[int, int]) -> Html:
+    runs = ctx.runs(model)
+    rows = [[task_id] + [outcome_cell(run, task_id, cases.get(task_id)) for run in runs] for task_id in ctx.task_ids]
+    return join([tag("h3", f"Trajectories: {model}"), table(["task"] + [f"L{run.level}" for run in runs], rows)])
+
+
+def files_block(ctx: Context) -> Html:
+    """Per run: what was loaded and what was not, with every corrupt file and stopping error named."""
+    rows, named = [], []
+    for model in ctx.models:
+        for run in ctx.runs(model):
+            present = run.folder.is_dir()
+            rows.append([model, f"L{run.level}", run.folder.name, len(run.trajectories),
+                         cell(len(run.missing), "warn" if run.missing else None,
+                              ids_text(run.missing) if present else "no results folder"),
+                         cell(len(run.corrupt), "warn" if run.corrupt else None), len(run.unfinished),
+                         len(run.errors), len(run.infra_errors)])
+            named += [f"corrupt: {run.folder / f'task_{task}_result.pkl'}: {why}" for task, why in run.corrupt.items()]
+            named += [f"stopped by an error: {run.folder.name} task {task}: {why}" for task, why in run.errors.items()]
+            if not present:
+                named.append(f"no results folder {run.folder}")
+    columns = ["model", "level", "folder", "loaded", "missing", "corrupt", "unfinished", "errored", "infra errors"]
+    return join([tag("h3", "Result files"), table(columns, rows), bullet_list(named)])
+
+
+def figures_block(plots: list[Plot], out: Path) -> Html:
+    figures = []
+    for plot in plots:
+        links = [tag("a", fmt.upper(), href=Path(os.path.relpath(path, out)).as_posix()) for fmt, path in
+                 plot.files.items()]
+        image = tag("img", src=image_data_uri(plot.files["svg"]), alt=plot.title)
+        figures.append(tag("figure", image, tag("figcaption", "Files: ", *_spaced(links))))
+    if not figures:
+        return Html("")
+    return join([tag("h2", "Figures", id="figures"), tag("div", *figures, class_="figures")])
+
+
+def _spaced(items: list[Html]) -> list[object]:
+    return [part for i, item in enumerate(items) for part in ((" · ", item) if i else (item,))]
+
+
+def write_trajectories(ctx: Context, out: Path, rows: dict[int, dict], cases: dict[int, int]) -> int:
+    """One page per loaded (run, task); returns how many were written."""
+    written = 0
+    for model in ctx.models:
+        for run in ctx.runs(model):
+            for task_id, turns in run.trajectories.items():
+                view = TaskView(
+                    title=f"{ctx.selection.setting} · {ctx.selection.guidance_type} · {model} · L{run.level}",
+                    folder=str(run.folder), task_id=task_id, n_cases=cases.get(task_id),
+                    init_content=text_of(rows.get(task_id, {}).get("init_content")),
+                    state=read_state(run.folder, task_id), index_href=f"../{INDEX}",
+                )
+                write_page(out / page_href(run, task_id), trajectory_page(view, turns))
+                written += 1
+    return written
+
+
+def section_block(number: int, section: Section, out: Path) -> Html:
+    ctx = section.ctx
+    cases = count_test_cases(ctx.meta_path)
+    pages = write_trajectories(ctx, out, read_meta_rows(ctx.meta_path), cases)
+    return join([
+        tag("h2", f"Runs: {section.name}", id=f"section-{number}"),
+        tag("p", f"Models: {', '.join(ctx.models)}. Levels: {', '.join(f'L{lv}' for lv in ctx.levels)}. "
+                 f"{len(ctx.task_ids)} tasks requested; {pages} trajectory pages."),
+        *(metric_table(item) for item in section.tables),
+        files_block(ctx),
+        *(outcome_map(ctx, model, cases) for model in ctx.models),
+    ])
+
+
+def contents(sections: list[Section], has_figures: bool) -> Html:
+    links = [tag("a", "Figures", href="#figures")] if has_figures else []
+    links += [tag("a", f"Runs: {section.name}", href=f"#section-{number}") for number, section in enumerate(sections)]
+    return tag("nav", bullet_list(links, class_="contents"))
+
+
+def write_report(out: Path | str, result_dir: Path | str, sections: list[Section], plots: list[Plot],
+                 notes: list[str]) -> Path:
+    """Write ``out/index.html`` and the trajectory pages; returns the index path."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    facts = [f"Results folder: {Path(result_dir).resolve()}", f"Written {time.strftime('%Y-%m-%d %H:%M:%S %z')}"]
+    body = [tag("h1", "RECODE-H run report"), bullet_list(facts + notes), contents(sections, bool(plots)),
+            figures_block(plots, out)]
+    body += [section_block(number, section, out) for number, section in enumerate(sections)]
+    index = out / INDEX
+    write_page(index, page("RECODE-H run report", *body))
+    return index

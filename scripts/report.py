@@ -1,0 +1,25 @@
+"""Static HTML report of a results folder: metric tables, figures, and every task's trajectory turn by turn
+(code diff, test digest, feedback at its level, tokens, cost, status). Opens from disk in a browser.
+
+Usage (from the repo root):
+    python scripts/report.py --result-dir experiment_results [--out DIR] [--models m1,m2] [--setting S]
+Writes DIR/index.html (default RESULT_DIR/report/index.html). Options of metrics/all_metrics.py apply
+(--dataset-dir, --levels, --tasks, --skip codebert, ...); --setting and --guidance-type take comma lists.
+"""
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "metrics"))
+
+from analysis import main_analysis  # noqa: E402
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    _, analysis = main_analysis(__doc__, argv)
+    print(f"report: {analysis.index}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
