@@ -90,7 +90,10 @@ def _positive(text: str) -> int:
 def run_main(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], str],
              argv: list[str] | None) -> int:
     """Parse, run ``body`` and print its report; a user mistake is one line on stderr and exit 2."""
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage mistake already reported in one line
+        return int(exc.code or 0)
     try:
         report = body(args)
     except USER_ERRORS as exc:
@@ -293,8 +296,8 @@ def run_tests(cfg: RunConfig, dataset: DatasetManager, index: int, code: str, re
     execution = HumanAgent(dataset, index, cfg.runner, None).evaluate(code)
     tally.test_runs += 1
     if execution.get("status") == "infra_error":
-        detail = (execution.get("output") or "").strip().splitlines()
-        raise AblationError(f"task {index}: the tests could not run ({detail[-1] if detail else 'infra_error'}); "
+        why = ((execution.get("failure_messages") or [""])[0].strip().splitlines() or ["infra_error"])[0]
+        raise AblationError(f"task {index}: the tests could not run ({why}); "
                             "fix the environment and rerun (finished samples are kept)")
     return keep_report(execution, report)
 
@@ -310,8 +313,9 @@ def continue_turn(cfg: RunConfig, model: ChatModel, dataset: DatasetManager, rec
         agent = CodeAgent(model, TaskBrief(dataset.latex(index), dataset.instruction(index), meta.target_file_path),
                           RepoWorkspace(repo, meta.target_file_path), setting=cfg.evaluation_setting,
                           max_steps=cfg.max_steps, memory_threshold=cfg.memory_threshold,
-                          memory_to_keep=cfg.memory_to_keep,
-                          memory=record["agent_memory"] if cfg.evaluation_setting == "memory_agent" else None)
+                          memory_to_keep=cfg.memory_to_keep)
+        if cfg.evaluation_setting == "memory_agent":
+            agent.memory = [dict(m) for m in record["agent_memory"]]
         result = agent.run_turn(record["turn_number"] + 1, digest=record["test_digest"], feedback=feedback)
     execution = run_tests(cfg, dataset, index, result.code, report, tally)
     return {"task_index": index, "from_turn": record["turn_number"], "feedback_text": feedback,

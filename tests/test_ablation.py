@@ -1,0 +1,257 @@
+"""The four ablations end to end on a small real offline run (scripted models, real tests).
+
+One run of the real workflow (tasks 3 and 5, guidance level 1, two turns) is
+made once for the module; each ablation then runs on it through its main(),
+and again to show that a rerun reuses every stored unit: no model call, no
+test run. Model calls are counted at the scripted model, test runs at the
+runner entry the HumanAgent uses.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ablation import feedback_ablation, feedback_category, human_feedback, step_ablition
+from ablation.ablation_common import (
+    Continuation, Tally, Trajectory, UnitStore, ablation_folder, load_run, sample, unsolved_turns,
+)
+from agent import agents
+from agent.utils import DatasetManager
+from agent.config import load_config
+from agent.scripted_model import ScriptedModel
+from agent.workflow import Job, result_folder, run_task
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "config" / "scripted"
+TASKS = (3, 5)
+
+
+def write_config(path: Path, output: Path, human_script: Path = SCRIPTS / "feedback_model.yaml",
+                 human_model: str = "scripted-researcher", **extra) -> Path:
+    values = {
+        "api-provider": "scripted", "model": "scripted-coder", "script": str(SCRIPTS / "code_model.yaml"),
+        "human-api-provider": "scripted", "human-agent-model": human_model, "human-script": str(human_script),
+        "evaluation-setting": "memory_agent", "guidance-level": 1, "max-turn": 2, "max-steps": 3,
+        "work-dir": str(REPO / "work_dir" / "dataset"), "output-dir": str(output), "sandbox": "off",
+        "task-ids": list(TASKS), "parallel-mode": "none", **extra,
+    }
+    path.write_text(yaml.safe_dump(values, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> dict:
+    """A finished two-turn L1 run of tasks 3 and 5, made by the real workflow."""
+    root = tmp_path_factory.mktemp("ablation")
+    config = write_config(root / "run.yaml", root / "out")
+    cfg = load_config(config)
+    outcomes = [run_task(cfg, Job(cfg.models[0], 1, task)) for task in TASKS]
+    assert [o["state"] for o in outcomes] == ["finished", "finished"]
+    return {"root": root, "config": config, "cfg": cfg, "run": result_folder(cfg, cfg.models[0], 1)}
+
+
+class Counter:
+    """Counts scripted-model calls and test runs made while an ablation runs in this process."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = self.tests = 0
+        complete, run_candidate = ScriptedModel.complete, agents.run_candidate
+
+        def counted_complete(model, *args, **kwargs):
+            self.calls += 1
+            return complete(model, *args, **kwargs)
+
+        def counted_run(*args, **kwargs):
+            self.tests += 1
+            return run_candidate(*args, **kwargs)
+
+        monkeypatch.setattr(ScriptedModel, "complete", counted_complete)
+        monkeypatch.setattr(agents, "run_candidate", counted_run)
+
+    def reset(self) -> tuple[int, int]:
+        seen, (self.calls, self.tests) = (self.calls, self.tests), (0, 0)
+        return seen
+
+
+@pytest.fixture
+def counter(monkeypatch) -> Counter:
+    return Counter(monkeypatch)
+
+
+def run_twice(module, argv: list[str], counter: Counter, capsys) -> tuple[str, tuple[int, int]]:
+    """Run an ablation, then again: the second run must call no model, run no test and print the same table."""
+    assert module.main(argv) == 0
+    first = capsys.readouterr().out
+    work = counter.reset()
+    assert module.main(argv) == 0
+    second = capsys.readouterr().out
+    assert counter.reset() == (0, 0)
+    assert "0 unit(s) computed" in second and "0 model call(s), 0 test run(s)" in second
+    table = first.split("\nthis run:")[0]
+    assert second.split("\nthis run:")[0] == table
+    return first, work
+
+
+def summary(report: str) -> tuple[Path, dict]:
+    folder = Path(report.strip().splitlines()[-1].removeprefix("results: "))
+    rows = json.loads((folder / "summary.json").read_text())["rows"]
+    return folder, {row[next(iter(row))]: row for row in rows}
+
+
+def test_feedback_ablation_levels_from_another_feedback_model(source, counter, capsys, tmp_path) -> None:
+    other = write_config(tmp_path / "other.yaml", source["root"] / "out", human_model="other-researcher")
+    argv = ["--yaml-location", str(source["config"]), "--feedback-yaml", str(other), "--samples", "1", "--seed", "3"]
+    report, (calls, tests) = run_twice(feedback_ablation, argv, counter, capsys)
+    folder, rows = summary(report)
+    assert "feedback_other-researcher" in folder.name
+    assert tests == 4 and calls >= 5  # one feedback call, at least one code-model call per level
+    pair = sample(unsolved_turns(load_run(source["run"])), 1, 3)[0]
+    assert sorted(p.name for p in folder.glob("task_*.json")) == sorted(
+        f"task_{pair[0]}_turn_{pair[1]}_{c}.json" for c in ("feedback", "L1", "L2", "L3", "L4"))
+    feedback = json.loads((folder / f"task_{pair[0]}_turn_{pair[1]}_feedback.json").read_text())
+    assert feedback["records"] and {u["model"] for u in feedback["usage"]} == {"other-researcher"}
+    # The scripted coder fixes every bug only when shown the level-4 code suggestion (task 5) or
+    # the level-3 actionable feedback (task 3); level 1 text never suffices.
+    assert list(rows) == ["recorded turn (start)", "L1", "L2", "L3", "L4"]
+    assert rows["L1"]["solved"] == 0.0 and rows["L4"]["solved"] == 1.0
+    assert rows["L4"]["test-case pass"] == 1.0 and rows["recorded turn (start)"]["solved"] == 0.0
+    unit = json.loads((folder / f"task_{pair[0]}_turn_{pair[1]}_L4.json").read_text())
+    assert "Code suggestion:" in unit["feedback_text"] and unit["execution"]["status"] == "passed"
+
+
+def test_human_feedback_against_llm_and_no_feedback(source, counter, capsys, tmp_path) -> None:
+    human = tmp_path / "human.yaml"
+    record = {"interface": "retinanet_classification_loss", "category": "T3", "analysis": "",
+              "description": "The loss is normalised by every anchor.", "direct_code_feedback": "",
+              "actionable_feedback": "Divide by the number of positive anchors."}
+    entries = [{"task_index": 3, "turn_number": 0, "feedback": [record]},
+               {"task_index": 3, "turn_number": 5, "feedback": [record]}]  # no such turn: never sampled
+    human.write_text(yaml.safe_dump(entries))
+    argv = ["--yaml-location", str(source["config"]), "--feedback-file", str(human), "--samples", "4"]
+    report, (_, tests) = run_twice(human_feedback, argv, counter, capsys)
+    folder, rows = summary(report)
+    assert tests == 3 and list(rows) == ["recorded turn (start)", "human", "llm", "none"]
+    assert sorted(p.name for p in folder.glob("task_*.json")) == [
+        "task_3_turn_0_human.json", "task_3_turn_0_llm.json", "task_3_turn_0_none.json"]
+    recorded = load_run(source["run"])[3].turns[0]["feedback_items"]
+    llm = json.loads((folder / "task_3_turn_0_llm.json").read_text())
+    assert recorded and recorded[0]["description"] in llm["feedback_text"]  # the run's own LLM records
+    assert json.loads((folder / "task_3_turn_0_none.json").read_text())["feedback_text"] == ""
+    assert rows["llm"]["solved"] == 1.0  # level 4 shows the actionable feedback that fixes task 3
+
+
+def test_llm_condition_asks_the_feedback_model_when_the_turn_got_none(source, counter, tmp_path) -> None:
+    cfg = source["cfg"]
+    runs = load_run(source["run"])
+    cont = Continuation(cfg, DatasetManager(cfg.work_dir), cfg.models[0], source["run"], runs)
+    store = UnitStore(tmp_path, Tally())
+    records = human_feedback.LLMRecords(cont, source["config"], store)
+    assert runs[5].turns[1]["feedback_items"] == []  # the last turn gets no feedback in the run
+    assert records((5, 1)) and counter.reset()[0] == 1
+    assert records((5, 1)) and counter.reset()[0] == 0 and (tmp_path / "task_5_turn_1_llm_feedback.json").exists()
+
+
+def judge_config(path: Path, output: Path, script: Path) -> Path:
+    return write_config(path, output, human_script=script, human_model="scripted-judge")
+
+
+def test_feedback_category_labels_every_item(source, counter, capsys, tmp_path) -> None:
+    judge = judge_config(tmp_path / "judge.yaml", source["root"] / "out", SCRIPTS / "judge_model.yaml")
+    argv = ["--yaml-location", str(source["config"]), "--judge-yaml", str(judge)]
+    report, (calls, tests) = run_twice(feedback_category, argv, counter, capsys)
+    folder, _ = summary(report)
+    runs = load_run(source["run"])
+    items = sum(len(runs[task].turns[0]["feedback_items"]) for task in TASKS)
+    assert tests == 0 and calls == items > 0
+    units = [json.loads(p.read_text()) for p in sorted(folder.glob("*/task_*.json"))]
+    labels = [lab for u in units for lab in u["labels"]]
+    assert len(labels) == items and all(lab["error"] is None and lab["attempts"] == 1 for lab in labels)
+    assert {(u["model"], u["level"]) for u in units} == {("scripted-coder", 1)}
+    # Neither task passes at turn 1 (level-1 text fixes one bug of two), so nothing is resolved.
+    assert all(lab["adopted"] == "PARTIAL" and lab["resolved"] == "NO" for lab in labels)
+    assert {lab["error_type"] for lab in labels} == {lab["feedback_category"] for lab in labels}
+    assert "items" in report and "error type" in report and "0 of" in report
+
+
+@pytest.mark.parametrize("answers, attempts, error", [
+    (["not json", '{"error_type": "t3", "adopted": "yes", "resolved": "no", "reason": "r"}'], 2, False),
+    (['{"error_type": "T9", "adopted": "YES", "resolved": "NO", "reason": "r"}'], 3, True),
+])
+def test_judge_answers_are_validated_and_retried(source, counter, capsys, tmp_path, answers, attempts, error) -> None:
+    script = tmp_path / "judge_script.yaml"
+    script.write_text(yaml.safe_dump({"rules": [{"index-from": "assistant-count", "responses": answers}]}))
+    judge = judge_config(tmp_path / "judge.yaml", source["root"] / "out", script)
+    argv = ["--yaml-location", str(source["config"]), "--judge-yaml", str(judge), "--samples", "1"]
+    assert feedback_category.main(argv) == 0
+    folder, rows = summary(capsys.readouterr().out)
+    labels = [lab for p in folder.glob("*/task_*.json") for lab in json.loads(p.read_text())["labels"]]
+    assert labels and all(lab["attempts"] == attempts for lab in labels)
+    assert all((lab["error"] is not None) == error for lab in labels)
+    assert rows["all"]["items"] == (0 if error else len(labels))
+    if not error:
+        assert {lab["error_type"] for lab in labels} == {"T3"} and rows["all"]["adopted YES"] == 1.0
+
+
+def test_step_ablation_replays_actions_and_tests_after_each_change(source, counter, capsys) -> None:
+    argv = ["--yaml-location", str(source["config"]), "--samples", "1", "--seed", "0"]
+    report, (calls, tests) = run_twice(step_ablition, argv, counter, capsys)
+    folder, rows = summary(report)
+    task, turn = sample([(t, n) for t in TASKS for n in range(2)], 1, 0)[0]
+    unit = json.loads((folder / f"task_{task}_turn_{turn}.json").read_text())
+    record = load_run(source["run"])[task].turns[turn]
+    assert calls == 0 and unit["matches_record"]
+    assert [s["action"] for s in unit["steps"]] == ["start"] + [a["action"] for a in record["actions"]]
+    changed = [s for s in unit["steps"] if s["changed"]]
+    assert tests == len({s["step"] for s in changed}) and all(s["action"] in ("start", "REPLACE") for s in changed)
+    final = unit["steps"][-1]
+    assert final["pass_rate"] == unit["recorded"]["pass_rate"] == rows["recorded submission"]["test-case pass"]
+    assert "start" in rows and f"step {record['actions'][-1]['step']}" in rows
+
+
+def test_same_seed_same_samples_and_order_does_not_matter() -> None:
+    pool = [(task, turn) for task in range(10) for turn in range(5)]
+    picked = sample(pool, 7, seed=11)
+    assert picked == sample(list(reversed(pool)), 7, seed=11) == sorted(picked)
+    assert len(set(picked)) == 7 and set(picked) <= set(pool)
+    assert any(sample(pool, 7, seed=s) != picked for s in range(12, 20))
+    assert sample(pool[:3], 7, seed=11) == pool[:3]
+
+
+def test_unsolved_turns_are_the_failed_submissions(source) -> None:
+    runs = load_run(source["run"])
+    assert unsolved_turns(runs) == [(3, 0), (3, 1), (5, 0), (5, 1)]
+    assert isinstance(runs[3], Trajectory) and runs[3].previous_code(0, DatasetManager(source["cfg"].work_dir)) == ""
+
+
+@pytest.mark.parametrize("module", [feedback_ablation, human_feedback, feedback_category, step_ablition])
+def test_user_errors_are_one_line(module, source, tmp_path, capsys) -> None:
+    script = REPO / "ablation" / f"{module.__name__.rsplit('.', 1)[-1]}.py"
+    done = subprocess.run([sys.executable, str(script), "--yaml-location", str(tmp_path / "missing.yaml")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("error: config file not found") and len(done.stderr.splitlines()) == 1
+    for args, expected in ((["--samples", "0"], "--samples: must be at least 1"),
+                           (["--source-run", str(tmp_path / "no")], "does not exist")):
+        assert module.main(["--yaml-location", str(source["config"]), *args]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and expected in captured.err and len(captured.err.splitlines()) == 1
+
+
+def test_corrupt_unit_and_missing_human_feedback_are_one_line_errors(source, capsys, tmp_path) -> None:
+    out = tmp_path / "out"
+    config = write_config(tmp_path / "run.yaml", out)
+    argv = ["--yaml-location", str(config), "--source-run", str(source["run"]), "--samples", "1"]
+    assert human_feedback.main(argv) == 2
+    assert capsys.readouterr().err.startswith("error: no human feedback: pass --feedback-file")
+    folder = ablation_folder(load_config(config), "steps", (source["run"].name, "replay"),
+                             {"source": str(source["run"].resolve())})
+    task, turn = sample([(t, n) for t in TASKS for n in range(2)], 1, 0)[0]
+    (folder / f"task_{task}_turn_{turn}.json").write_text("{not json")
+    assert step_ablition.main(argv + ["--seed", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "is corrupt; move it away" in err and len(err.strip().splitlines()) == 1
