@@ -13,10 +13,12 @@ import multiprocessing
 import queue
 import signal
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from multiprocessing.managers import SyncManager
 from pathlib import Path
 from typing import Any, Callable
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+TERMINATE_GRACE_SEC = 3.0  # for a worker to kill its test run and clean up after SIGTERM
 RAY_HINT = "pip install -r requirements-extras.txt (or pip install ray)"
 
 
@@ -93,8 +95,20 @@ class ThreadExecutor(InlineExecutor):
 
 
 def _ignore_sigint() -> None:
-    """Workers leave Ctrl-C to the driver, which terminates them after saving what is finished."""
+    """Leave Ctrl-C to the driver, which ends the workers itself."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    """Unwind on the driver's terminate(), so a test run in flight is killed with its process tree
+    and temporary folders are removed; a second SIGTERM kills outright."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise SystemExit(128 + signum)
+
+
+def _init_worker() -> None:
+    _ignore_sigint()
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
 class ProcessExecutor(InlineExecutor):
@@ -105,7 +119,7 @@ class ProcessExecutor(InlineExecutor):
     def __init__(self, max_workers: int) -> None:
         methods = multiprocessing.get_all_start_methods()
         self.context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-        self.pool = ProcessPoolExecutor(max_workers=max_workers, mp_context=self.context, initializer=_ignore_sigint)
+        self.pool = ProcessPoolExecutor(max_workers=max_workers, mp_context=self.context, initializer=_init_worker)
         self.manager: Any = None
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
@@ -113,7 +127,8 @@ class ProcessExecutor(InlineExecutor):
 
     def channel(self) -> tuple[_Sender, Callable[[], list]]:
         if self.manager is None:
-            self.manager = self.context.Manager()
+            self.manager = SyncManager(ctx=self.context)
+            self.manager.start(_ignore_sigint)
         box = self.manager.Queue()
         return _Sender(box), lambda: _drain(box)
 
@@ -124,7 +139,10 @@ class ProcessExecutor(InlineExecutor):
             for process in workers:
                 process.terminate()
             for process in workers:
-                process.join(timeout=10)
+                process.join(timeout=TERMINATE_GRACE_SEC)
+                if process.is_alive():
+                    process.kill()
+                    process.join()
         else:
             self.pool.shutdown(wait=True)
         if self.manager is not None:

@@ -113,7 +113,7 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
         return EXIT_INTERRUPTED
     progress.bar.close()
     executor.shutdown()
-    rows = summarize(outcomes)
+    rows = summarize(outcomes, [model.model for model in cfg.models])
     failed = [o for o in outcomes if o["state"] == "error"]
     write_metadata(meta_file, {
         **record, "status": "finished", "wall_time_sec": time.monotonic() - start,

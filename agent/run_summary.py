@@ -25,13 +25,14 @@ class SummaryRow:
     unpriced: int           # jobs whose cost is unknown (no price, or the job failed)
 
 
-def summarize(outcomes: list[dict]) -> list[SummaryRow]:
-    """One row per (model, level), in first-seen order."""
+def summarize(outcomes: list[dict], model_order: list[str] | None = None) -> list[SummaryRow]:
+    """One row per (model, level): models in ``model_order`` (default: first seen), levels ascending."""
     groups: dict[tuple[str, int], list[dict]] = {}
     for outcome in outcomes:
         groups.setdefault((outcome["model"], outcome["level"]), []).append(outcome)
+    models = list(dict.fromkeys([*(model_order or []), *(model for model, _ in groups)]))
     rows = []
-    for (model, level), group in groups.items():
+    for (model, level), group in sorted(groups.items(), key=lambda item: (models.index(item[0][0]), item[0][1])):
         solved = sum(bool(o["solved"]) for o in group)
         rows.append(SummaryRow(
             model=model,

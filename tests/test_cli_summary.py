@@ -13,9 +13,9 @@ def outcome(model: str, level: int, task: int, **changes) -> dict:
 
 def test_rows_per_model_and_level() -> None:
     outcomes = [
+        outcome("gpt-5", 2, 1, state="skipped", solved=True, best_rate=1.0, api_calls=0),
         outcome("gpt-5", 0, 1, solved=True, best_rate=1.0),
         outcome("gpt-5", 0, 2, best_rate=0.25),
-        outcome("gpt-5", 2, 1, state="skipped", solved=True, best_rate=1.0, api_calls=0),
         outcome("gpt-5", 2, 2, state="error", best_rate=0.0, input_tokens=0, output_tokens=0, cost_usd=None),
         outcome("org/m", 0, 1, cost_usd=None),
     ]

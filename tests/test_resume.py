@@ -1,0 +1,98 @@
+"""Interrupted runs: Ctrl-C stops cleanly (exit 130, finished turns kept, workers gone) and a run killed
+with SIGKILL at any point resumes to exactly the results of an uninterrupted run."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.run_support import results, run_cli, run_record, start_cli, wait_for, write_config, write_scripts
+
+SOLVE_AT = {1: 1, 2: None}
+RUN = {"guidance-level": [0, 2], "max-turn": 3, "task-ids": [1, 2], "max-workers": 2,
+       "parallel-mode": "processes"}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("reference")
+    scripts = write_scripts(folder / "scripts", SOLVE_AT)
+    done = run_cli(write_config(folder / "run.yaml", scripts, folder / "out", **RUN))
+    assert done.returncode == 0, done.stderr
+    return results(folder / "out")
+
+
+@pytest.fixture
+def slow_config(tmp_path: Path) -> Path:
+    """The reference run with slow model calls, so a signal lands mid-run."""
+    scripts = write_scripts(tmp_path / "scripts", SOLVE_AT, latency=0.3)
+    return write_config(tmp_path / "run.yaml", scripts, tmp_path / "out", **RUN)
+
+
+def descendants(pid: int) -> set[int]:
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        current = todo.pop()
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            children = (task / "children").read_text().split() if (task / "children").exists() else []
+            for child in map(int, children):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def all_ended(pids: set[int], timeout: float = 10.0) -> bool:
+    """Helper processes (forkserver, resource tracker) end once they see the driver gone."""
+    deadline = time.monotonic() + timeout
+    while any(alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_ctrl_c_stops_cleanly_then_resume_completes(slow_config: Path, reference: dict) -> None:
+    out = slow_config.parent / "out"
+    process = start_cli(slow_config)
+    wait_for("*guidance*/task_*_result.pkl", out)
+    workers = descendants(process.pid)
+    os.killpg(process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1] == ("interrupted: finished turns are saved; "
+                                               "run the same command again to resume")
+    assert workers and all_ended(workers)
+    saved = results(out)
+    assert saved and all(turns == reference[name][:len(turns)] for name, turns in saved.items())
+    assert run_record(out)["status"] == "interrupted"
+
+    done = run_cli(slow_config)
+    assert done.returncode == 0, done.stderr
+    assert results(out) == reference
+
+
+def test_sigkill_then_resume_equals_an_uninterrupted_run(slow_config: Path, reference: dict) -> None:
+    out = slow_config.parent / "out"
+    process = start_cli(slow_config)
+    wait_for("*guidance*/task_*_result.pkl", out)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.communicate(timeout=30)
+    assert len(results(out)) < len(reference)
+
+    done = run_cli(slow_config)
+    assert done.returncode == 0, done.stderr
+    assert results(out) == reference
