@@ -13,15 +13,17 @@ from metric_passrate_testcase import turn_rate
 from metric_passrate_unitest import first_success
 from metric_tables import Table
 from plots import Plot, file_stem
-from report_html import (Cell, Html, bullet_list, cell, image_data_uri, join, metric_table, page, table, tag, text_of,
-                         write_page)
+from report_html import (Cell, Html, bullet_list, cell, details, image_data_uri, join, metric_table, page, pre, table,
+                         tag, text_of, write_page)
 from report_trajectory import TaskView, trajectory_page
 from result_files import LevelRun, read_state
 from task_meta import count_test_cases, read_meta_rows
 
 INDEX = "index.html"
 PAGES = "trajectories"
+RUN_RECORDS = "run_metadata"  # <output_dir>/run_metadata/<timestamp>_<pid>.json, one per run of the harness
 MAX_LISTED_IDS = 40
+MAX_RUN_RECORDS = 30
 
 
 @dataclass
@@ -135,9 +137,27 @@ def section_block(number: int, section: Section, out: Path) -> Html:
     ])
 
 
-def contents(sections: list[Section], has_figures: bool) -> Html:
+def run_records_block(result_dir: Path) -> Html:
+    """The run records (config without secrets, commit, versions) the harness left, newest first, collapsed."""
+    records = sorted((result_dir / RUN_RECORDS).glob("*.json"), reverse=True)
+    if not records:
+        return Html("")
+    blocks = []
+    for path in records[:MAX_RUN_RECORDS]:
+        try:
+            blocks.append(details(path.name, pre(path.read_text(encoding="utf-8", errors="replace"))))
+        except OSError as exc:
+            blocks.append(tag("p", f"{path.name}: unreadable ({exc.strerror or exc})", class_="warn"))
+    more = [tag("p", f"{len(records) - MAX_RUN_RECORDS} older records in {result_dir / RUN_RECORDS}.")] \
+        if len(records) > MAX_RUN_RECORDS else []
+    return join([tag("h2", "Run records", id="run-records"), *blocks, *more])
+
+
+def contents(sections: list[Section], has_figures: bool, has_records: bool) -> Html:
     links = [tag("a", "Figures", href="#figures")] if has_figures else []
     links += [tag("a", f"Runs: {section.name}", href=f"#section-{number}") for number, section in enumerate(sections)]
+    if has_records:
+        links.append(tag("a", "Run records", href="#run-records"))
     return tag("nav", bullet_list(links, class_="contents"))
 
 
@@ -147,9 +167,10 @@ def write_report(out: Path | str, result_dir: Path | str, sections: list[Section
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     facts = [f"Results folder: {Path(result_dir).resolve()}", f"Written {time.strftime('%Y-%m-%d %H:%M:%S %z')}"]
-    body = [tag("h1", "RECODE-H run report"), bullet_list(facts + notes), contents(sections, bool(plots)),
-            figures_block(plots, out)]
-    body += [section_block(number, section, out) for number, section in enumerate(sections)]
+    records = run_records_block(Path(result_dir))
+    body = [tag("h1", "RECODE-H run report"), bullet_list(facts + notes),
+            contents(sections, bool(plots), bool(records)), figures_block(plots, out)]
+    body += [section_block(number, section, out) for number, section in enumerate(sections)] + [records]
     index = out / INDEX
     write_page(index, page("RECODE-H run report", *body))
     return index

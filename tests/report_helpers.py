@@ -92,6 +92,9 @@ def build_results(root: Path) -> tuple[Path, Path]:
     write_run(results, MODEL, "dynamic", 0, {1: trajectory(1, 0, 2), 3: trajectory(3, 0, None)})
     for level in (0, 2):
         write_run(results, SECOND, "fixed", level, {task: trajectory(task, level, 0) for task in (1, 2, 3)})
+    record = results / "run_metadata" / "20260101-000000_1.json"
+    record.parent.mkdir()
+    record.write_text(json.dumps({"command": ["python", "agent/research_code_generation.py"], "note": HOSTILE}))
     return dataset, results
 
 

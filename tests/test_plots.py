@@ -24,9 +24,10 @@ def scenario(tmp_path_factory) -> tuple[Path, Path]:
 
 def series(scenario: tuple[Path, Path], model: str, guidance_type: str, levels: tuple[int, ...]) -> plots.Series:
     dataset, results = scenario
-    runs = load_runs(model, [1, 2, 3], RunSelection(results, "memory_agent", guidance_type, levels), warn=lambda m: None)
-    return plots.series_from_runs(model, "memory_agent", guidance_type, runs, count_test_cases(
-        dataset / "annotation_meta.jsonl"), max_turns=4)
+    selection = RunSelection(results, "memory_agent", guidance_type, levels)
+    runs = load_runs(model, [1, 2, 3], selection, warn=lambda message: None)
+    cases = count_test_cases(dataset / "annotation_meta.jsonl")
+    return plots.series_from_runs(model, "memory_agent", guidance_type, runs, cases, max_turns=4)
 
 
 def test_series_values_follow_the_metric_definitions(scenario) -> None:

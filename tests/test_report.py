@@ -61,6 +61,7 @@ def test_index_holds_tables_accounting_figures_and_a_map_of_outcomes(cli_run) ->
     corrupt = results / run_folder_name("memory_agent", "org_model-a", "fixed", 0) / f"task_{CORRUPT_TASK}_result.pkl"
     assert f"corrupt: {corrupt}: not a loadable pickle" in text
     assert "✓ turn 2" in text and "✗ 3 turns, best 50%" in text      # fixed L2 task 1; L0 task 1
+    assert "20260101-000000_1.json" in text and '"command": ["python", "agent/research_code_generation.py"]' in text
     if (out / "plots").is_dir():
         images = index.attrs("img", "src")
         assert len(images) == 5 and all(src.startswith("data:image/svg+xml;base64,") for src in images)
