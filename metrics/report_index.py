@@ -78,14 +78,15 @@ def files_block(ctx: Context) -> Html:
         for run in ctx.runs(model):
             present = run.folder.is_dir()
             rows.append([model, f"L{run.level}", run.folder.name, len(run.trajectories),
-                         cell(len(run.missing), "warn" if run.missing else None,
-                              ids_text(run.missing) if present else "no results folder"),
+                         cell(len(run.missing), "warn" if run.missing else None),
                          cell(len(run.corrupt), "warn" if run.corrupt else None), len(run.unfinished),
                          len(run.errors), len(run.infra_errors)])
-            named += [f"corrupt: {run.folder / f'task_{task}_result.pkl'}: {why}" for task, why in run.corrupt.items()]
-            named += [f"stopped by an error: {run.folder.name} task {task}: {why}" for task, why in run.errors.items()]
             if not present:
                 named.append(f"no results folder {run.folder}")
+            elif run.missing:
+                named.append(f"missing in {run.folder.name}: tasks {ids_text(run.missing)}")
+            named += [f"corrupt: {run.folder / f'task_{task}_result.pkl'}: {why}" for task, why in run.corrupt.items()]
+            named += [f"stopped by an error: {run.folder.name} task {task}: {why}" for task, why in run.errors.items()]
     columns = ["model", "level", "folder", "loaded", "missing", "corrupt", "unfinished", "errored", "infra errors"]
     return join([tag("h3", "Result files"), table(columns, rows), bullet_list(named)])
 

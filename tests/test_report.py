@@ -60,6 +60,7 @@ def test_index_holds_tables_accounting_figures_and_a_map_of_outcomes(cli_run) ->
     assert "Unit-test pass rate, Recall@10 (% of tasks)" in text
     corrupt = results / run_folder_name("memory_agent", "org_model-a", "fixed", 0) / f"task_{CORRUPT_TASK}_result.pkl"
     assert f"corrupt: {corrupt}: not a loadable pickle" in text
+    assert "missing in memory_agent_org_model-a_feedback_fixed_guidance_2: tasks 2" in text
     assert "✓ turn 2" in text and "✗ 3 turns, best 50%" in text      # fixed L2 task 1; L0 task 1
     assert "20260101-000000_1.json" in text and '"command": ["python", "agent/research_code_generation.py"]' in text
     if (out / "plots").is_dir():
