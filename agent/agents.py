@@ -20,16 +20,17 @@ from agent.action import ActionFormatError, RepoWorkspace, execute, extract_code
 from agent.clean_test_runner import RunnerOptions, run_candidate
 from agent.constants import (
     AGENT_SYSTEM, BASELINE_SYSTEM, FORMAT_ERROR, SECTION_BASELINE_ASK, SECTION_DIGEST, SECTION_FEEDBACK,
-    SECTION_FILE, SECTION_FILE_EMPTY, SECTION_FILE_PLAIN, SECTION_LAST_ACTION, SECTION_PAPER, SECTION_STEP,
-    SECTION_TASK, SUMMARY_MEMORY, SUMMARY_REQUEST, SUMMARY_SYSTEM,
+    SECTION_FILE, SECTION_FILE_EMPTY, SECTION_FILE_PLAIN, SECTION_LAST_ACTION, SECTION_PAPER,
+    SECTION_SNIPPET_PREVIOUS, SECTION_STEP, SECTION_TASK, SUMMARY_MEMORY, SUMMARY_REQUEST, SUMMARY_SYSTEM,
 )
 from agent.feedback import FeedbackReply, FeedbackRequest, FeedbackSource
+from agent.snippet import SnippetTask, build_prompt, complete_file, extract_last_python_block
 from agent.utils import DatasetManager
 
 if TYPE_CHECKING:
     from agent.inference import ChatModel
 
-SETTINGS = ("baseline", "agent", "memory_agent")
+SETTINGS = ("baseline", "agent", "memory_agent", "snippet")
 
 
 @dataclass(frozen=True)
@@ -67,9 +68,12 @@ class CodeAgent:
     """Writes the target file turn by turn with the model, acting on a private repository copy."""
 
     def __init__(self, model: ChatModel, brief: TaskBrief, workspace: RepoWorkspace, *, setting: str,
-                 max_steps: int, memory_threshold: int, memory_to_keep: int) -> None:
+                 max_steps: int, memory_threshold: int, memory_to_keep: int,
+                 snippet: SnippetTask | None = None, reindent_snippet: bool = False) -> None:
         if setting not in SETTINGS:
             raise ValueError(f"evaluation-setting '{setting}' is not one of {', '.join(SETTINGS)}")
+        if (setting == "snippet") != (snippet is not None):
+            raise ValueError("the snippet setting needs a snippet task, and only it takes one")
         self.model = model
         self.brief = brief
         self.ws = workspace
@@ -78,12 +82,16 @@ class CodeAgent:
         self.memory_threshold = memory_threshold
         self.memory_to_keep = memory_to_keep
         self.memory: list[dict] = []  # a resumed run restores it from the last turn record
+        self.snippet = snippet
+        self.reindent_snippet = reindent_snippet
 
     def run_turn(self, turn: int, *, digest: str = "", feedback: str = "") -> TurnResult:
         """One turn: returns the submitted file and the turn's actions, usage, transcript and memory."""
         result = TurnResult(code="")
         if self.setting == "baseline":
             self._baseline_turn(turn, digest, feedback, result)
+        elif self.setting == "snippet":
+            self._snippet_turn(turn, digest, feedback, result)
         else:
             self._agent_turn(turn, digest, feedback, result)
         result.code = self.ws.code
@@ -147,15 +155,33 @@ class CodeAgent:
         code = extract_code_block(answer)
         if code is not None:
             self.ws.write_code(code)
-        result.actions.append({"step": 1, "action": "REPLACE",
-                               "argument": "" if code is not None else "no closed python block in the answer",
-                               "ok": code is not None})
-        result.actions.append({"step": 1, "action": "SUBMIT", "argument": "", "ok": True})
+        self._one_call_actions(result, code is not None, "no closed python block in the answer")
+
+    # ------------------------------------------------------------ ResearchCodeBench's block completion
+
+    def _snippet_turn(self, turn: int, digest: str, feedback: str, result: TurnResult) -> None:
+        """Turn 0 is RCB's request exactly (one user message, no system prompt); later turns add
+        the previous attempt, its digest and the feedback, for the feedback-loop variant."""
+        parts = [build_prompt(self.snippet)]
+        if turn > 0:
+            parts += [SECTION_SNIPPET_PREVIOUS.format(path=self.brief.target, code=self.ws.code.rstrip("\n"))]
+            parts += self._opening(digest, feedback)
+        answer = self._ask("", [], "\n\n".join(parts), result)
+        self.ws.write_code(complete_file(self.snippet, answer, reindent=self.reindent_snippet))
+        found = extract_last_python_block(answer) is not None
+        self._one_call_actions(result, found, "no python block in the answer: the block is empty")
+
+    @staticmethod
+    def _one_call_actions(result: TurnResult, ok: bool, problem: str) -> None:
+        """The actions of a one-call turn: the file written from the answer, then submitted."""
+        result.actions += [{"step": 1, "action": "REPLACE", "argument": "" if ok else problem, "ok": ok},
+                           {"step": 1, "action": "SUBMIT", "argument": "", "ok": True}]
 
     # ------------------------------------------------------------ model calls and memory
 
     def _ask(self, system: str, memory: list[dict], prompt: str, result: TurnResult, kind: str = "step") -> str:
-        messages = [{"role": "system", "content": system}] + merge_roles(memory + [{"role": "user", "content": prompt}])
+        head = [{"role": "system", "content": system}] if system else []
+        messages = head + merge_roles(memory + [{"role": "user", "content": prompt}])
         completion = self.model.complete(messages)
         result.usage.append({**completion.usage.to_dict(), "purpose": kind})
         result.history.append({"role": "user", "content": prompt, "kind": kind})

@@ -56,6 +56,10 @@ SECTION_STEP = (
     "## Turn {turn}, step {step} of {max_steps}\n"
     "Answer with `reflect:` then `action:` (one action)."
 )
+SECTION_SNIPPET_PREVIOUS = (
+    "## Your previous attempt: `{path}` with your block inserted\n```python\n{code}\n```\n"
+    "Answer again with the block's code only."
+)
 SECTION_BASELINE_ASK = (
     "## Turn {turn}\nWrite the complete new content of `{path}` in one ```python block."
 )

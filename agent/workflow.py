@@ -31,6 +31,7 @@ from agent.results import (
     SEED_FORMAT, ResultStore, keep_report, load_seed, make_record, pass_rate, safe_model_name, save_seed,
     seed_path, turn_solved, usage_totals,
 )
+from agent.snippet import load_snippet_task
 from agent.utils import DatasetManager
 from agent.workspace import make_workspace
 
@@ -115,9 +116,11 @@ class _Session:
         self.ws = RepoWorkspace(make_workspace(self.dataset, task_index, tmp / "repo"), self.meta.target_file_path)
         brief = TaskBrief(self.dataset.latex(task_index), self.dataset.instruction(task_index),
                           self.meta.target_file_path)
+        snippet = load_snippet_task(self.dataset, task_index) if cfg.evaluation_setting == "snippet" else None
         self.agent = CodeAgent(build_model(model, prices=cfg.prices, cache_path=cfg.cache_path), brief, self.ws,
                                setting=cfg.evaluation_setting, max_steps=cfg.max_steps,
-                               memory_threshold=cfg.memory_threshold, memory_to_keep=cfg.memory_to_keep)
+                               memory_threshold=cfg.memory_threshold, memory_to_keep=cfg.memory_to_keep,
+                               snippet=snippet, reindent_snippet=cfg.reindent_snippet)
         self.human = HumanAgent(self.dataset, task_index, cfg.runner, source)
 
     def attempt(self, turn: int, digest: str, feedback: str, reports: Path) -> _Attempt:

@@ -8,6 +8,7 @@ import pytest
 from agent.action import RepoWorkspace
 from agent.agents import CodeAgent, TaskBrief, merge_roles
 from agent.inference import Completion, Usage
+from agent.snippet import SnippetTask, build_prompt
 
 SUBMIT = "reflect: done\naction: SUBMIT"
 
@@ -160,6 +161,26 @@ def test_merge_roles_joins_consecutive_messages() -> None:
     assert merged == [{"role": "user", "content": "a\n\nb"}, {"role": "assistant", "content": "c"}]
 
 
-def test_unknown_setting_is_refused(ws: RepoWorkspace) -> None:
+def test_unknown_setting_and_a_snippet_setting_without_its_task_are_refused(ws: RepoWorkspace) -> None:
     with pytest.raises(ValueError, match="evaluation-setting"):
+        make_agent(ScriptModel([SUBMIT]), ws, setting="nonsense")
+    with pytest.raises(ValueError, match="snippet task"):
         make_agent(ScriptModel([SUBMIT]), ws, setting="snippet")
+
+
+def test_snippet_turns_send_rcbs_prompt_then_add_digest_and_feedback(ws: RepoWorkspace) -> None:
+    masked = 'def f(x):\n    # TODO: Implement block "double"\n    # Approximately 1 line(s) of code.\n'
+    task = SnippetTask(index=1, block="double", file_path="pkg/target.py", masked_file=masked, paper="PAPER",
+                       context_files=())
+    model = ScriptModel(["```python\nreturn x + x\n```", "no code this time"])
+    brief = TaskBrief(latex="PAPER", instruction="", target="pkg/target.py")
+    agent = CodeAgent(model, brief, ws, setting="snippet", max_steps=3, memory_threshold=10, memory_to_keep=2,
+                      snippet=task, reindent_snippet=True)
+    first = agent.run_turn(0)
+    assert model.requests[0] == [{"role": "user", "content": build_prompt(task)}]  # RCB's request exactly
+    assert first.code == "def f(x):\n    return x + x\n" and first.actions[0]["ok"]
+    second = agent.run_turn(1, digest="FAILED test_f", feedback="FB-TEXT")
+    prompt = last_prompt(model, 1)
+    assert prompt.startswith(build_prompt(task)) and "    return x + x" in prompt
+    assert "FAILED test_f" in prompt and "FB-TEXT" in prompt
+    assert second.code == "def f(x):\n" and not second.actions[0]["ok"]  # no block: the block is empty

@@ -12,10 +12,11 @@ import pickle
 from pathlib import Path
 
 import pytest
+import yaml
 
 from agent.results import ResultStore, check_builtins, seed_path
 from agent.workflow import Job, ensure_seed, is_finished, result_folder, run_task
-from tests.loop_config import comparable, make_config
+from tests.loop_config import REPO, comparable, make_config
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -172,3 +173,21 @@ def test_a_corrupt_result_is_an_error_and_is_left_untouched(tmp_path: Path) -> N
     outcome = run_task(cfg, Job(cfg.models[0], 0, 2))
     assert outcome["state"] == "error" and "move it away" in outcome["error"]
     assert store.result_path.read_bytes() == b"not a pickle"
+
+
+def test_snippet_setting_on_an_imported_researchcodebench_task(tmp_path: Path) -> None:
+    from scripts.import_researchcodebench import main as import_rcb
+
+    dataset = tmp_path / "rcb"
+    assert import_rcb(["--pset", str(REPO / "tests/fixtures/rcb/pset"), "--out", str(dataset)]) == 0
+    script = tmp_path / "snippet_model.yaml"
+    script.write_text(yaml.safe_dump({"rules": [
+        {"when": "## Your previous attempt", "responses": ["```python\n        return z * self.gamma + self.beta\n```"]},
+        {"when": 'Implement block "affine"', "responses": ["```python\nreturn z * self.gamma + self.beta\n```"]},
+    ]}))
+    cfg = make_config(tmp_path, evaluation_setting="snippet", guidance_level=0, work_dir=str(dataset),
+                      script=str(script))
+    outcome, turns = run(cfg, 0, 4)
+    assert outcome["solved"] and [t["status"] for t in turns] == ["failed", "passed"]  # verbatim, mis-indented
+    assert turns[0]["code_interaction_history"][0]["content"].startswith("You are given a research paper")
+    assert "SyntaxError: 'return' outside function" in turns[1]["code_interaction_history"][0]["content"]  # the digest was shown
