@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
 
+from tqdm import tqdm
+
 from agent.action import RepoWorkspace
 from agent.agents import SETTINGS, CodeAgent, HumanAgent, TaskBrief
 from agent.config import ConfigError, RunConfig, load_config
@@ -85,6 +87,11 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def progress(items: list[T], what: str) -> Iterable[T]:
+    """A progress bar on stderr when it is a terminal (long runs against paid APIs), else the items."""
+    return tqdm(items, desc=what, unit="sample", file=sys.stderr, disable=None, leave=False, dynamic_ncols=True)
 
 
 def run_main(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], str],

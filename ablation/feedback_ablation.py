@@ -22,8 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ablation.ablation_common import (  # noqa: E402
-    AblationError, Tally, UnitStore, ablation_folder, add_continuation_args, base_parser, build,
-    human_model, prepare_continuation, run_main, sample, spec_params, unit_name, unsolved_turns, write_summary,
+    AblationError, Tally, UnitStore, ablation_folder, add_continuation_args, base_parser, build, human_model,
+    prepare_continuation, progress, run_main, sample, spec_params, unit_name, unsolved_turns, write_summary,
 )
 from agent.feedback import format_feedback  # noqa: E402
 
@@ -45,13 +45,14 @@ def run(args: argparse.Namespace) -> str:
     if not pairs:
         raise AblationError(f"run {cont.source} has no failed turn to give feedback on")
     levels = sorted(set(args.levels))
-    folder = ablation_folder(cont.cfg, "feedback", (cont.source.name, f"{cont.model.model}__feedback_{feedback_spec.model}"),
+    label = f"{cont.model.model}__feedback_{feedback_spec.model}"
+    folder = ablation_folder(cont.cfg, "feedback", (cont.source.name, label),
                              {**cont.params(), "feedback_model": spec_params(feedback_spec)})
     store = UnitStore(folder, Tally())
     code_model, feedback_model = build(cont.cfg, cont.model), build(cont.cfg, feedback_spec)
     outcomes: dict[str, list[dict]] = {f"L{level}": [] for level in levels}
     failed_feedback = 0
-    for pair in pairs:
+    for pair in progress(pairs, "feedback ablation"):
         feedback = store.get(unit_name(*pair, "feedback"), lambda: cont.fresh_feedback(feedback_model, pair))
         failed_feedback += feedback["error"] is not None
         texts = {f"L{level}": format_feedback(feedback["records"], level) for level in levels}

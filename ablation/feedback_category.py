@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ablation.ablation_common import (  # noqa: E402
     AblationError, Tally, Trajectory, UnitStore, ablation_folder, base_parser, build, human_model, load_run,
-    load_run_config, mean, run_main, run_model_name, sample, spec_params, unit_name, write_summary,
+    load_run_config, mean, progress, run_main, run_model_name, sample, spec_params, unit_name, write_summary,
 )
 from agent.config import RunConfig  # noqa: E402
 from agent.feedback import CATEGORIES  # noqa: E402
@@ -142,8 +142,8 @@ def judge_turn(judge: ChatModel, dataset: DatasetManager, traj: Trajectory, turn
         labels.append({"item": number, "interface": item["interface"], "feedback_category": item["category"],
                        **judge_item(judge, prompt)})
     return {"task_index": traj.task_index, "turn_number": turn, "model": run_model_name(traj.run),
-            "level": record["guidance_level"], "labels": [{k: v for k, v in lab.items() if k != "usage"} for lab in labels],
-            "usage": [u for lab in labels for u in lab["usage"]]}
+            "level": record["guidance_level"], "usage": [u for lab in labels for u in lab.pop("usage")],
+            "labels": labels}
 
 
 def source_runs(cfg: RunConfig, named: list[Path] | None) -> list[Path]:
@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> str:
     folder = ablation_folder(cfg, "feedback_category", (judge_spec.model,), {"judge": spec_params(judge_spec)})
     tally, judge, dataset = Tally(), build(cfg, judge_spec), DatasetManager(cfg.work_dir)
     units = []
-    for run_path, task, turn in picked:
+    for run_path, task, turn in progress(picked, "judging"):
         traj = runs[run_path][task]
         store = UnitStore(folder / Path(run_path).name, tally)
         units.append(store.get(unit_name(task, turn), lambda: judge_turn(judge, dataset, traj, turn)))

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ablation.ablation_common import (  # noqa: E402
     AblationError, Continuation, Tally, UnitStore, ablation_folder, add_continuation_args, base_parser, build,
-    human_model, prepare_continuation, run_main, sample, unit_name, unsolved_turns, write_summary,
+    human_model, prepare_continuation, progress, run_main, sample, unit_name, unsolved_turns, write_summary,
 )
 from agent.feedback import format_feedback, load_feedback_file  # noqa: E402
 
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> str:
     store = UnitStore(folder, Tally())
     code_model, llm_records = build(cont.cfg, cont.model), LLMRecords(cont, args.yaml_location, store)
     outcomes: dict[str, list[dict]] = {"human": [], "llm": [], "none": []}
-    for pair in pairs:
+    for pair in progress(pairs, "human feedback ablation"):
         texts = {"human": format_feedback(human[pair], args.level),
                  "llm": format_feedback(llm_records(pair), args.level), "none": ""}
         for label, unit in cont.continue_all(code_model, store, pair, texts).items():

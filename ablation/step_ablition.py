@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ablation.ablation_common import (  # noqa: E402
     AblationError, Continuation, Tally, UnitStore, ablation_folder, add_continuation_args, base_parser, mean,
-    prepare_continuation, run_main, run_tests, sample, test_outcome, unit_name, write_summary,
+    prepare_continuation, progress, run_main, run_tests, sample, test_outcome, unit_name, write_summary,
 )
 from agent.action import (  # noqa: E402
     CODE_ACTIONS, Action, ActionFormatError, RepoWorkspace, execute, extract_code_block, parse_answer,
@@ -69,7 +69,8 @@ def replay_turn(cont: Continuation, pair: tuple[int, int], reports: Path, tally:
 
     def measure(code: str, label: str) -> dict:
         if code not in tested:
-            execution = run_tests(cont.cfg, cont.dataset, task, code, reports / f"{unit_name(*pair)}_{label}.xml", tally)
+            report = reports / f"{unit_name(*pair)}_{label}.xml"
+            execution = run_tests(cont.cfg, cont.dataset, task, code, report, tally)
             tested[code] = {"status": execution["status"], **test_outcome(cont.dataset, task, execution)}
         return tested[code]
 
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> str:
     folder = ablation_folder(cont.cfg, "steps", (cont.source.name, "replay"), {"source": str(cont.source.resolve())})
     store = UnitStore(folder, Tally())
     units = [store.get(unit_name(*pair), lambda: replay_turn(cont, pair, folder / "reports", store.tally))
-             for pair in pairs]
+             for pair in progress(pairs, "step replay")]
     matches = sum(u["matches_record"] for u in units)
     notes = [f"the replay ended on the submitted file for {matches} of {len(units)} turn(s)"
              + ("" if matches == len(units) else " (the others diverged: see matches_record in the unit files)")]
