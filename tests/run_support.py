@@ -109,6 +109,23 @@ def results(output: Path) -> dict[str, Any]:
     return found
 
 
+SOLVE_AT = {1: 1, 2: None}  # the standard run: task 1 is solved at turn 1, task 2 never
+STANDARD_RUN = {"guidance-level": [0, 2], "max-turn": 3, "task-ids": [1, 2], "max-workers": 2}
+_reference: dict[str, Any] = {}
+
+
+def reference_results(root: Path) -> dict[str, Any]:
+    """Results of the standard run done in order (parallel-mode none); computed once per test session."""
+    if not _reference:
+        folder = root / "reference_run"
+        scripts = write_scripts(folder / "scripts", SOLVE_AT)
+        done = run_cli(write_config(folder / "run.yaml", scripts, folder / "out", **STANDARD_RUN),
+                       "--parallel-mode", "none")
+        assert done.returncode == 0, done.stderr
+        _reference.update(results(folder / "out"))
+    return _reference
+
+
 def run_record(output: Path) -> dict:
     """The newest run metadata record of ``output``."""
     newest = max((output / "run_metadata").glob("*.json"), key=lambda p: p.stat().st_mtime_ns)

@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 from tests.fake_providers import FakeProvider
-from tests.run_support import results, run_cli, run_record, scripted_responder, write_config, write_scripts
+from tests.run_support import (
+    SOLVE_AT, STANDARD_RUN, reference_results, results, run_cli, run_record, scripted_responder, write_config,
+    write_scripts,
+)
 
-SOLVE_AT = {1: 1, 2: None}  # task 1 is solved at turn 1, task 2 never
-RUN = {"guidance-level": [0, 2], "max-turn": 3, "task-ids": [1, 2], "max-workers": 2}
+RUN = STANDARD_RUN
 HAS_RAY = importlib.util.find_spec("ray") is not None
 
 
@@ -21,18 +23,13 @@ def scripts(tmp_path_factory) -> tuple[Path, Path]:
     return write_scripts(tmp_path_factory.mktemp("scripts"), SOLVE_AT)
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory, scripts) -> dict:
-    """The results of an in-order run (parallel-mode none)."""
-    folder = tmp_path_factory.mktemp("reference")
-    done = run_cli(write_config(folder / "run.yaml", scripts, folder / "out", **RUN), "--parallel-mode", "none")
-    assert done.returncode == 0, done.stderr
-    found = results(folder / "out")
-    assert len(found) == 4
-    return found
+@pytest.fixture
+def reference(tmp_path_factory) -> dict:
+    return reference_results(tmp_path_factory.getbasetemp())
 
 
 def test_reference_run_outcomes(reference: dict) -> None:
+    assert len(reference) == 4
     task1 = reference["memory_agent_coder_feedback_fixed_guidance_2/task_1_result.pkl"]
     task2 = reference["memory_agent_coder_feedback_fixed_guidance_2/task_2_result.pkl"]
     assert [t["status"] for t in task1] == ["failed", "passed"]
@@ -75,7 +72,8 @@ def test_local_openai_server_run_then_rerun_makes_no_call(tmp_path: Path, script
                                     for row in record["summary"]]
 
 
-def test_sweep_of_two_models_and_five_levels(tmp_path: Path, scripts) -> None:
+def test_sweep_of_two_models_and_five_levels(tmp_path: Path) -> None:
+    scripts = write_scripts(tmp_path / "scripts", {1: 0})  # solved at turn 0: every level is its seed
     config = write_config(tmp_path / "run.yaml", scripts, tmp_path / "out", **{
         "model": ["coder-a", "coder-b"], "guidance-level": [0, 1, 2, 3, 4], "max-turn": 2, "task-ids": [1],
         "max-workers": 2})

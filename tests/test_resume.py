@@ -9,20 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.run_support import results, run_cli, run_record, start_cli, wait_for, write_config, write_scripts
+from tests.run_support import (
+    SOLVE_AT, STANDARD_RUN, reference_results, results, run_cli, run_record, start_cli, wait_for, write_config,
+    write_scripts,
+)
 
-SOLVE_AT = {1: 1, 2: None}
-RUN = {"guidance-level": [0, 2], "max-turn": 3, "task-ids": [1, 2], "max-workers": 2,
-       "parallel-mode": "processes"}
+RUN = {**STANDARD_RUN, "parallel-mode": "processes"}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def reference(tmp_path_factory) -> dict:
-    folder = tmp_path_factory.mktemp("reference")
-    scripts = write_scripts(folder / "scripts", SOLVE_AT)
-    done = run_cli(write_config(folder / "run.yaml", scripts, folder / "out", **RUN))
-    assert done.returncode == 0, done.stderr
-    return results(folder / "out")
+    return reference_results(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture
