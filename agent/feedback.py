@@ -91,7 +91,8 @@ def validate_records(payload: object) -> list[dict]:
             raise FeedbackFormatError(f"record {i}: {', '.join(wrong)} must be strings")
         category = record["category"].strip().upper()
         if category not in CATEGORIES:
-            raise FeedbackFormatError(f"record {i}: category '{record['category']}' is not one of {', '.join(CATEGORIES)}")
+            raise FeedbackFormatError(
+                f"record {i}: category '{record['category']}' is not one of {', '.join(CATEGORIES)}")
         clean.append({**{name: record[name] for name in FIELDS}, "category": category})
     return clean
 
@@ -285,7 +286,8 @@ class ReplayFeedback:
         if records:
             return FeedbackReply(records, f"replay:L{self.level}")
         reply = self.fallback(request)
-        return replace(reply, source=f"{reply.source} (replay level {self.level} has no feedback at turn {request.turn})")
+        note = f"replay level {self.level} has no feedback at turn {request.turn}"
+        return replace(reply, source=f"{reply.source} ({note})")
 
 
 def unified_diff(previous: str, current: str) -> str:

@@ -52,14 +52,16 @@ def last_prompt(model: ScriptModel, call: int) -> str:
 
 def test_a_turn_reads_replaces_and_submits(ws: RepoWorkspace) -> None:
     model = ScriptModel(["reflect: look\naction: READ pkg/util.py",
-                         "reflect: write\naction: REPLACE\n```python\nfrom pkg.util import helper\nx = helper() + 1\n```",
+                         "reflect: write\naction: REPLACE\n"
+                         "```python\nfrom pkg.util import helper\nx = helper() + 1\n```",
                          SUBMIT])
     result = make_agent(model, ws).run_turn(0, digest="", feedback="")
     assert result.code == "from pkg.util import helper\nx = helper() + 1\n" == ws.code
     assert [(a["step"], a["action"], a["ok"]) for a in result.actions] == [(1, "READ", True), (2, "REPLACE", True),
                                                                            (3, "SUBMIT", True)]
     first = last_prompt(model, 0)
-    for section in ("PAPER-LATEX", "TASK-INSTRUCTION", "## Target file `pkg/target.py` (empty)", "## Turn 0, step 1 of 3"):
+    for section in ("PAPER-LATEX", "TASK-INSTRUCTION", "## Target file `pkg/target.py` (empty)",
+                    "## Turn 0, step 1 of 3"):
         assert section in first
     assert "## Result of your last action (READ pkg/util.py)" in last_prompt(model, 1)
     assert "2 |     return 41" in last_prompt(model, 1)

@@ -182,7 +182,8 @@ def test_snippet_setting_on_an_imported_researchcodebench_task(tmp_path: Path) -
     assert import_rcb(["--pset", str(REPO / "tests/fixtures/rcb/pset"), "--out", str(dataset)]) == 0
     script = tmp_path / "snippet_model.yaml"
     script.write_text(yaml.safe_dump({"rules": [
-        {"when": "## Your previous attempt", "responses": ["```python\n        return z * self.gamma + self.beta\n```"]},
+        {"when": "## Your previous attempt",
+         "responses": ["```python\n        return z * self.gamma + self.beta\n```"]},
         {"when": 'Implement block "affine"', "responses": ["```python\nreturn z * self.gamma + self.beta\n```"]},
     ]}))
     cfg = make_config(tmp_path, evaluation_setting="snippet", guidance_level=0, work_dir=str(dataset),
@@ -190,4 +191,5 @@ def test_snippet_setting_on_an_imported_researchcodebench_task(tmp_path: Path) -
     outcome, turns = run(cfg, 0, 4)
     assert outcome["solved"] and [t["status"] for t in turns] == ["failed", "passed"]  # verbatim, mis-indented
     assert turns[0]["code_interaction_history"][0]["content"].startswith("You are given a research paper")
-    assert "SyntaxError: 'return' outside function" in turns[1]["code_interaction_history"][0]["content"]  # the digest was shown
+    shown = turns[1]["code_interaction_history"][0]["content"]
+    assert "SyntaxError: 'return' outside function" in shown  # the digest of turn 0
