@@ -293,7 +293,7 @@ def write_summary(folder: Path, title: str, headers: list[str], rows: list[list]
 
 # ---------------------------------------------------------------------- tests and one more turn
 
-def test_outcome(dataset: DatasetManager, index: int, execution: dict) -> dict:
+def score(dataset: DatasetManager, index: int, execution: dict) -> dict:
     """Solved flag and test-case pass rate of one execution result (SPEC §5)."""
     return {"solved": turn_solved(execution), "pass_rate": pass_rate(execution, len(dataset.get(index).test_cases))}
 
@@ -327,7 +327,7 @@ def continue_turn(cfg: RunConfig, model: ChatModel, dataset: DatasetManager, rec
     execution = run_tests(cfg, dataset, index, result.code, report, tally)
     return {"task_index": index, "from_turn": record["turn_number"], "feedback_text": feedback,
             "code": result.code, "actions": result.actions, "usage": result.usage, "execution": execution,
-            **test_outcome(dataset, index, execution)}
+            **score(dataset, index, execution)}
 
 
 @dataclass(frozen=True)
@@ -372,7 +372,7 @@ class Continuation:
 
     def table(self, pairs: list[tuple[int, int]], outcomes: dict[str, list[dict]]) -> tuple[list[str], list[list]]:
         """Headers and rows: the recorded turns the samples start from, then one row per condition."""
-        before = [test_outcome(self.dataset, pair[0], self.record(pair)["execution_result"]) for pair in pairs]
+        before = [score(self.dataset, pair[0], self.record(pair)["execution_result"]) for pair in pairs]
         rates = [b["pass_rate"] for b in before]
         rows = [["recorded turn (start)", len(before), mean([float(b["solved"]) for b in before]), mean(rates), None]]
         for label, units in outcomes.items():

@@ -30,7 +30,7 @@ from ablation.ablation_common import (  # noqa: E402
 )
 from agent.feedback import format_feedback, load_feedback_file  # noqa: E402
 
-# Sources whose records a feedback model wrote (the seed's turn 0 and replayed levels included).
+# Feedback sources where a person wrote the records; every other source (llm, seed, replay) is a model's.
 HUMAN_SOURCES = ("file", "interactive")
 
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ablation.ablation_common import (  # noqa: E402
     AblationError, Continuation, Tally, UnitStore, ablation_folder, add_continuation_args, base_parser, mean,
-    prepare_continuation, progress, run_main, run_tests, sample, test_outcome, unit_name, write_summary,
+    prepare_continuation, progress, run_main, run_tests, sample, score, unit_name, write_summary,
 )
 from agent.action import (  # noqa: E402
     CODE_ACTIONS, Action, ActionFormatError, RepoWorkspace, execute, extract_code_block, parse_answer,
@@ -71,7 +71,7 @@ def replay_turn(cont: Continuation, pair: tuple[int, int], reports: Path, tally:
         if code not in tested:
             report = reports / f"{unit_name(*pair)}_{label}.xml"
             execution = run_tests(cont.cfg, cont.dataset, task, code, report, tally)
-            tested[code] = {"status": execution["status"], **test_outcome(cont.dataset, task, execution)}
+            tested[code] = {"status": execution["status"], **score(cont.dataset, task, execution)}
         return tested[code]
 
     meta = cont.dataset.get(task)
@@ -91,7 +91,7 @@ def replay_turn(cont: Continuation, pair: tuple[int, int], reports: Path, tally:
                           "changed": code != before, **measure(code, f"step_{recorded['step']}")})
         final = ws.code
     return {"task_index": task, "turn_number": turn, "steps": steps, "matches_record": final == record["final_code"],
-            "recorded": test_outcome(cont.dataset, task, record["execution_result"]), "usage": []}
+            "recorded": score(cont.dataset, task, record["execution_result"]), "usage": []}
 
 
 def after_step(steps: list[dict], number: int) -> dict:

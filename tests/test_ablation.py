@@ -18,7 +18,8 @@ import yaml
 
 from ablation import feedback_ablation, feedback_category, human_feedback, step_ablition
 from ablation.ablation_common import (
-    Continuation, Tally, Trajectory, UnitStore, ablation_folder, load_run, sample, unsolved_turns,
+    Continuation, Tally, Trajectory, UnitStore, ablation_folder, load_run, run_model_name, sample, text_table,
+    unsolved_turns,
 )
 from agent import agents
 from agent.utils import DatasetManager
@@ -255,3 +256,23 @@ def test_corrupt_unit_and_missing_human_feedback_are_one_line_errors(source, cap
     assert step_ablition.main(argv + ["--seed", "0"]) == 2
     err = capsys.readouterr().err
     assert "is corrupt; move it away" in err and len(err.strip().splitlines()) == 1
+
+
+def test_step_replay_reads_the_code_of_agent_and_baseline_answers() -> None:
+    edit = "reflect: fix line 2\naction: EDIT 2 2\n```python\nb = 3\n```"
+    action = step_ablition.code_action(edit, {"action": "EDIT"})
+    assert (action.name, action.start, action.end, action.code) == ("EDIT", 2, 2, "b = 3\n")
+    bare = "Here is the file:\n```python\nx = 1\n```\n"  # the baseline answers with a block, no action line
+    assert step_ablition.code_action(bare, {"action": "REPLACE"}).code == "x = 1\n"
+    assert step_ablition.code_action("action: REPLACE\n```python\nunclosed", {"action": "REPLACE"}) is None
+    history = [{"role": "user", "content": "p", "kind": "step"}, {"role": "assistant", "content": "a1", "kind": "step"},
+               {"role": "assistant", "content": "s", "kind": "summary"}, {"role": "assistant", "content": "a2"}]
+    assert step_ablition.step_answers({"code_interaction_history": history}) == ["a1", "a2"]
+
+
+def test_tables_and_run_folder_names() -> None:
+    table = text_table(["condition", "samples", "solved"], [["L1", 2, 0.5], ["L2", 2, None]]).splitlines()
+    assert table[0].split() == ["condition", "samples", "solved"] and table[2].split() == ["L1", "2", "50.0%"]
+    assert table[3].split() == ["L2", "2", "-"]
+    assert run_model_name(Path("memory_agent_org_m-1_feedback_fixed_guidance_2_replay4")) == "org_m-1"
+    assert run_model_name(Path("my_run")) == "my_run"
