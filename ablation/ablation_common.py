@@ -135,14 +135,25 @@ def pick_model(cfg: RunConfig, name: str | None) -> ModelSpec:
                         + ", ".join(spec.model for spec in cfg.models))
 
 
-def human_model(path: str | Path, role: str) -> ModelSpec:
+@dataclass(frozen=True)
+class HumanModel:
+    """A model named by the human-* keys of a config, built with that config's prices and response cache."""
+
+    spec: ModelSpec
+    cfg: RunConfig
+
+    def build(self) -> ChatModel:
+        return build(self.cfg, self.spec)
+
+
+def human_model(path: str | Path, role: str) -> HumanModel:
     """The model that the human-* keys of the config at ``path`` describe (feedback model or judge)."""
     try:
         cfg = load_config(path, {"guidance-level": 4, "feedback-source": "llm", "max-turn": 2})
     except ConfigError as exc:
         raise AblationError(f"{role} model: {exc}") from None
     assert cfg.feedback_model is not None  # load_config demands it for level 4 with llm feedback
-    return cfg.feedback_model
+    return HumanModel(cfg.feedback_model, cfg)
 
 
 def build(cfg: RunConfig, spec: ModelSpec) -> ChatModel:

@@ -12,6 +12,8 @@ model takes ONE turn at each guidance level with that feedback shown at the
 level, and the tests run on its submission. The table gives per level the
 share of samples solved and the mean test-case pass rate, next to the recorded
 turns they started from. Rerunning the command skips finished samples.
+Each model is built with the prices and cache-path of the config naming it,
+so a ``replay`` feedback model answers from --feedback-yaml's response cache.
 """
 from __future__ import annotations
 
@@ -40,7 +42,8 @@ def parse_args() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> str:
     cont = prepare_continuation(args)
-    feedback_spec = human_model(args.feedback_yaml or args.yaml_location, "feedback")
+    feedback = human_model(args.feedback_yaml or args.yaml_location, "feedback")
+    feedback_spec = feedback.spec
     pairs = sample(unsolved_turns(cont.runs), args.samples, args.seed)
     if not pairs:
         raise AblationError(f"run {cont.source} has no failed turn to give feedback on")
@@ -49,7 +52,7 @@ def run(args: argparse.Namespace) -> str:
     folder = ablation_folder(cont.cfg, "feedback", (cont.source.name, label),
                              {**cont.params(), "feedback_model": spec_params(feedback_spec)})
     store = UnitStore(folder, Tally())
-    code_model, feedback_model = build(cont.cfg, cont.model), build(cont.cfg, feedback_spec)
+    code_model, feedback_model = build(cont.cfg, cont.model), feedback.build()
     outcomes: dict[str, list[dict]] = {f"L{level}": [] for level in levels}
     failed_feedback = 0
     for pair in progress(pairs, "feedback ablation"):

@@ -13,7 +13,9 @@ structured output: error_type T0-T4, adopted and resolved, each YES, PARTIAL or
 NO. An answer that does not match the schema is retried with the problem
 stated; after the last attempt the item counts as a judge error. The tables
 give adoption and resolution rates per code model, guidance level and error
-type. Rerunning the command skips judged samples.
+type. Rerunning the command skips judged samples. The judge is built with the
+prices and cache-path of the config naming it (a ``replay`` judge answers from
+that response cache).
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ablation.ablation_common import (  # noqa: E402
-    AblationError, Tally, Trajectory, UnitStore, ablation_folder, base_parser, build, human_model, load_run,
+    AblationError, Tally, Trajectory, UnitStore, ablation_folder, base_parser, human_model, load_run,
     load_run_config, mean, progress, run_main, run_model_name, sample, spec_params, unit_name, write_summary,
 )
 from agent.config import RunConfig  # noqa: E402
@@ -181,7 +183,8 @@ def rate_rows(units: list[dict]) -> tuple[list[str], list[list], list[str]]:
 
 def run(args: argparse.Namespace) -> str:
     cfg = load_run_config(args.yaml_location)
-    judge_spec = human_model(args.judge_yaml or args.yaml_location, "judge")
+    judge_model = human_model(args.judge_yaml or args.yaml_location, "judge")
+    judge_spec = judge_model.spec
     folders = source_runs(cfg, args.source_run)
     names = [f.resolve().name for f in folders]
     if len(set(names)) < len(names):
@@ -194,7 +197,7 @@ def run(args: argparse.Namespace) -> str:
         raise AblationError("no turn of the source runs has feedback records followed by another turn; "
                             "judge runs made at a guidance level above 0 with max-turn of 2 or more")
     folder = ablation_folder(cfg, "feedback_category", (judge_spec.model,), {"judge": spec_params(judge_spec)})
-    tally, judge, dataset = Tally(), build(cfg, judge_spec), DatasetManager(cfg.work_dir)
+    tally, judge, dataset = Tally(), judge_model.build(), DatasetManager(cfg.work_dir)
     units = []
     for run_path, task, turn in progress(picked, "judging"):
         traj = runs[run_path][task]

@@ -68,7 +68,7 @@ class LLMRecords:
 
     def _fresh(self, pair: tuple[int, int]) -> dict:
         if self.model is None:
-            self.model = build(self.cont.cfg, human_model(self.yaml_location, "feedback"))
+            self.model = human_model(self.yaml_location, "feedback").build()
         return self.cont.fresh_feedback(self.model, pair)
 
 

@@ -276,3 +276,22 @@ def test_tables_and_run_folder_names() -> None:
     assert table[3].split() == ["L2", "2", "-"]
     assert run_model_name(Path("memory_agent_org_m-1_feedback_fixed_guidance_2_replay4")) == "org_m-1"
     assert run_model_name(Path("my_run")) == "my_run"
+
+
+def test_a_replay_judge_answers_from_the_cache_of_its_config(source, counter, capsys, tmp_path) -> None:
+    cache = tmp_path / "cache.sqlite"
+    out = source["root"] / "out"
+    scripted = write_config(tmp_path / "scripted.yaml", out, human_script=SCRIPTS / "judge_model.yaml",
+                            human_model="judge", **{"cache-path": str(cache)})
+    replay = write_config(tmp_path / "replay.yaml", out, human_model="judge", **{"cache-path": str(cache)})
+    replay.write_text(replay.read_text().replace("human-api-provider: scripted", "human-api-provider: replay"))
+    argv = ["--yaml-location", str(source["config"]), "--samples", "1", "--judge-yaml"]
+    assert feedback_category.main(argv + [str(scripted)]) == 0
+    recorded = summary(capsys.readouterr().out)
+    assert counter.reset()[0] > 0
+    assert feedback_category.main(argv + [str(replay)]) == 0
+    replayed = summary(capsys.readouterr().out)
+    assert counter.reset()[0] == 0 and replayed[0] != recorded[0] and replayed[1] == recorded[1]
+    cache.unlink()
+    assert feedback_category.main(argv + [str(replay), "--samples", "2"]) == 2  # the second sample is not cached
+    assert "no cached answer" in capsys.readouterr().err
