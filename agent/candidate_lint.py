@@ -37,6 +37,8 @@ def _literal_reference(call: ast.Call) -> bool:
 
 def reference_access(source: str) -> list[str]:
     """One line per place where ``source`` reaches for canonical; [] when it does not."""
+    if REFERENCE not in source:
+        return []
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):

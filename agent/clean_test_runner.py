@@ -54,6 +54,7 @@ import resource
 import secrets
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from agent.candidate_lint import reference_access
@@ -80,6 +81,8 @@ GUARD_PLUGIN = "_recode_pytest_guard"
 LAUNCHER = GUARD_DIR / "run_pytest.py"
 REPORTS_DIR = Path(tempfile.gettempdir()) / "recode_reports"
 _warned: set[str] = set()
+# Deleting a run folder costs tens of ms on some disks: done off the caller's path; the pool is joined at exit.
+_cleaner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recode-run-cleanup")
 
 
 @dataclass(frozen=True)
@@ -142,12 +145,11 @@ def prepare(dataset: DatasetManager, index: int, candidate: str, run_dir: Path) 
     canonical = workdir / "canonical.py"
     shutil.copyfile(dataset.task_file(index, "test.py"), test)
     shutil.copyfile(dataset.task_file(index, "canonical.py"), canonical)
-    report_dir = run_dir / f"report-{secrets.token_hex(8)}"
-    for folder in (report_dir, run_dir / "home", run_dir / "tmp"):
+    for folder in (run_dir / "home", run_dir / "tmp"):
         folder.mkdir()
     pythonpath = None if info.pythonpath_root is None else str(repo / info.pythonpath_root)
     return Layout(run_dir=str(run_dir), workdir=str(workdir), target=str(repo / meta.target_file_path),
-                  test=str(test), canonical=str(canonical), junit=str(report_dir / "report.xml"),
+                  test=str(test), canonical=str(canonical), junit=str(run_dir / f"report-{secrets.token_hex(8)}.xml"),
                   home=str(run_dir / "home"), tmp=str(run_dir / "tmp"), pythonpath=pythonpath)
 
 
@@ -218,12 +220,15 @@ def run_candidate(dataset: DatasetManager, index: int, candidate: str, options: 
     python, problem = resolve_interpreter(dataset, index, options.env_backend)
     if python is None:
         return failed_run(expected, "infra_error", f"no environment for task {index}: {problem}")
-    with tempfile.TemporaryDirectory(prefix="recode-run-") as tmp:
-        layout = prepare(dataset, index, candidate, Path(os.path.realpath(tmp)))
+    run_dir = Path(os.path.realpath(tempfile.mkdtemp(prefix="recode-run-")))
+    try:
+        layout = prepare(dataset, index, candidate, run_dir)
         prefix = sandbox_prefix(options, dataset, python, layout)
         if prefix is None:
             return failed_run(expected, "infra_error", f"sandbox required but unavailable: {bwrap_problem()}")
         return _execute(options, layout, python, prefix, per_test_timeout, expected)
+    finally:
+        _cleaner.submit(shutil.rmtree, run_dir, True)
 
 
 def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[str], per_test_timeout: int | None,
@@ -251,7 +256,8 @@ def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[s
     try:
         done = run_process(launcher + prefix + pytest_argv(python, layout, per_test_timeout), env=env,
                            cwd=layout.workdir, timeout_sec=options.timeout_sec, output_limit=options.output_limit_bytes,
-                           channel_fd=channel_read, pass_fds=(key_read, channel_write), cgroup=cgroup, preexec=preexec)
+                           channel_fd=channel_read, pass_fds=(key_read, channel_write), cgroup=cgroup,
+                           pid_namespace=bool(prefix), preexec=preexec)
     finally:
         if cgroup is not None:
             cgroup.remove()

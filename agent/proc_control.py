@@ -129,26 +129,33 @@ def session_members(sid: int) -> list[int]:
     return found
 
 
-def end_process_tree(proc: subprocess.Popen, cgroup: PidsCgroup | None) -> None:
-    """Kill the child and everything it started (see the module docstring for how)."""
+def end_process_tree(proc: subprocess.Popen, cgroup: PidsCgroup | None, sweep: bool) -> None:
+    """Kill the child and everything it started (see the module docstring for how).
+
+    ``sweep`` scans /proc for the child's session: only needed when neither a
+    cgroup nor a PID namespace holds the run.
+    """
     if cgroup is not None:
         cgroup.kill_all()
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    for pid in session_members(proc.pid):
-        _kill(pid)
+    if sweep:
+        for pid in session_members(proc.pid):
+            _kill(pid)
 
 
 def run_process(argv: list[str], *, env: dict[str, str], cwd: str, timeout_sec: float, output_limit: int,
-                channel_fd: int, pass_fds: tuple[int, ...], cgroup: PidsCgroup | None,
+                channel_fd: int, pass_fds: tuple[int, ...], cgroup: PidsCgroup | None, pid_namespace: bool,
                 preexec: Callable[[], None] | None = None) -> Completed:
     """Start ``argv`` in a new session, read stdout+stderr and the guard channel until both close.
 
     ``channel_fd`` is our read end of the guard's pipe; ``pass_fds`` are the
     descriptors the child inherits (closed here once it started).
+    ``pid_namespace`` says the command runs in its own PID namespace.
     """
+    sweep = cgroup is None and not pid_namespace
     start = time.monotonic()
     deadline = start + timeout_sec
     output = CappedBuffer(output_limit)
@@ -178,11 +185,11 @@ def run_process(argv: list[str], *, env: dict[str, str], cwd: str, timeout_sec: 
                 elif len(channel) < CHANNEL_LIMIT:
                     channel += data
             if not cleaned and proc.poll() is not None:
-                end_process_tree(proc, cgroup)  # leftovers may hold the pipes open
+                end_process_tree(proc, cgroup, sweep)  # leftovers may hold the pipes open
                 cleaned = True
                 deadline = min(deadline, time.monotonic() + EXIT_GRACE_SEC)
     finally:
-        end_process_tree(proc, cgroup)
+        end_process_tree(proc, cgroup, sweep)
         selector.close()
         proc.stdout.close()
         os.close(channel_fd)

@@ -109,8 +109,8 @@ def _path(value: object) -> str | None:
 
 def _protected_label(value: object) -> str | None:
     path = _path(value)
-    if path is None or os.path.basename(path) not in _PROTECTED_NAMES and not os.path.islink(path):
-        return None
+    if path is None or os.path.basename(path) not in _PROTECTED_NAMES:
+        return None  # a link under another name must be created first: os.symlink/os.link are watched
     return _PROTECTED.get(_REAL(path))
 
 
@@ -301,10 +301,11 @@ def _legitimate_late_hook(function) -> bool:
     return module.startswith(_OWN_PREFIXES) or os.path.basename(path) == "conftest.py"
 
 
-def _check_pytest_intact(config) -> None:
+def _check_pytest_intact(config, classes_too: bool = True) -> None:
+    """Compare with the session-start snapshot; classes (the costly part) only at the ends of the session."""
     if "hooks" not in _state:
         return  # the session never started (usage error): nothing to compare
-    own, classes = _state["own"], _state["classes"]
+    own, classes = _state["own"], _state["classes"] if classes_too else {}
     changed = [f"{m}.{a}" for (m, a), v in own.items() if getattr(sys.modules.get(m), a, None) is not v]
     changed += [f"{c.__module__}.{c.__qualname__}" for c, members in classes.items()
                 if not _same(_class_members(c), members)]
@@ -342,10 +343,12 @@ def _import_bindings(source: str) -> tuple[set[str], set[str], bool]:
 
 
 def _modules_at(path: str) -> list[types.ModuleType]:
+    """Loaded modules whose file is ``path`` (basename compared first: realpath costs a stat per part)."""
+    name = os.path.basename(path)
     found = []
     for module in list(sys.modules.values()):
         file = getattr(module, "__file__", None)
-        if isinstance(file, str) and _REAL(file) == path:
+        if isinstance(file, str) and os.path.basename(file) == name and _REAL(file) == path:
             found.append(module)
     return found
 
@@ -471,7 +474,7 @@ def pytest_runtest_teardown(item):
 
 
 def pytest_runtest_logfinish(nodeid, location) -> None:
-    _check_pytest_intact(_state["config"])
+    _check_pytest_intact(_state["config"], classes_too=False)
 
 
 def pytest_configure(config) -> None:

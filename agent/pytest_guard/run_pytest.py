@@ -1,4 +1,4 @@
-"""Start pytest the way its console script does, from this folder.
+"""Start pytest from this folder, as its console script would.
 
 Running ``python <this file>`` makes this read-only folder sys.path[0]
 instead of the working directory (``python -m pytest`` would put the task's
@@ -10,4 +10,4 @@ import sys
 import pytest
 
 if __name__ == "__main__":
-    sys.exit(pytest.console_main())
+    sys.exit(pytest.main())

@@ -1,0 +1,151 @@
+"""The test runner on a tiny task: verdicts, counts, isolation, infra errors and the CLI."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import agent.clean_test_runner as runner
+from agent.clean_test_runner import RunnerOptions, run_candidate
+from agent.env_cache import EnvError
+from agent.sandbox import bwrap_problem
+from tests.runner_testlib import CANONICAL, TEST_CASES, WRONG, make_task, tree_digest
+
+REPO = Path(__file__).resolve().parents[1]
+QUICK = RunnerOptions(timeout_sec=30)
+HALF_RIGHT = CANONICAL.replace("return [v * k for v in values]", "return list(values)")
+
+
+def printing(expression: str) -> str:
+    """WRONG whose add() prints ``expression``: pytest shows a failing test's captured output."""
+    return "import os, socket\n" + WRONG.replace("    return a - b", f"    print({expression})\n    return a - b")
+
+
+@pytest.fixture
+def dataset(tmp_path: Path):
+    return make_task(tmp_path / "dataset")
+
+
+def test_canonical_passes_wrong_fails_and_dataset_is_untouched(dataset) -> None:
+    before = tree_digest(dataset.root)
+    good = run_candidate(dataset, 1, CANONICAL, QUICK)
+    bad = run_candidate(dataset, 1, WRONG, QUICK)
+    assert (good["status"], good["tests"], good["failures"], good["errors"]) == ("passed", 2, 0, 0)
+    assert good["test_summary"] == {"test_add": True, "test_scale": True} and good["exit_code"] == 0
+    assert "<testcase" in Path(good["report_path"]).read_text()
+    assert (bad["status"], bad["tests"], bad["failures"], bad["exit_code"]) == ("failed", 2, 2, 1)
+    assert bad["failure_messages"][0].startswith("test_add: assert")
+    assert tree_digest(dataset.root) == before
+
+
+def test_partial_credit_is_counted_per_test(dataset) -> None:
+    result = run_candidate(dataset, 1, HALF_RIGHT, QUICK)
+    assert result["status"] == "failed" and (result["tests"], result["failures"]) == (2, 1)
+    assert result["test_summary"] == {"test_add": True, "test_scale": False}
+
+
+def test_expected_case_missing_from_report_is_not_a_pass(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "dataset", test_cases=TEST_CASES + ("test_extra",))
+    result = run_candidate(dataset, 1, CANONICAL, QUICK)
+    assert result["status"] == "failed" and result["test_summary"]["test_extra"] is False
+    assert (result["tests"], result["failures"]) == (3, 1)
+    assert any(m.startswith("test_extra: not in the report") for m in result["failure_messages"])
+
+
+def test_syntax_error_is_a_collection_error(dataset) -> None:
+    result = run_candidate(dataset, 1, "def add(:\n", QUICK)
+    assert result["status"] == "failed" and result["errors"] == 1
+    assert not any(result["test_summary"].get(name) for name in TEST_CASES)
+
+
+def test_environment_is_scrubbed_even_without_sandbox(dataset, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-visible-nowhere")
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-visible-nowhere")
+    candidate = printing("sorted(os.environ.items())")
+    result = run_candidate(dataset, 1, candidate, RunnerOptions(timeout_sec=30, sandbox="off"))
+    assert "HOME" in result["output"] and "visible-nowhere" not in result["output"]
+
+
+def test_sandbox_required_but_missing_is_infra_error(dataset, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "bwrap_problem", lambda: "bubblewrap (bwrap) is not installed")
+    result = run_candidate(dataset, 1, CANONICAL, RunnerOptions(timeout_sec=30, sandbox="required"))
+    assert result["status"] == "infra_error" and "not installed" in result["failure_messages"][0]
+
+
+def test_auto_without_sandbox_warns_once_and_runs(dataset, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.setattr(runner, "bwrap_problem", lambda: "bubblewrap is missing in this test")
+    monkeypatch.setattr(runner, "_warned", set())
+    statuses = [run_candidate(dataset, 1, CANONICAL, QUICK)["status"] for _ in range(2)]
+    assert statuses == ["passed", "passed"]
+    assert capsys.readouterr().err.count("bubblewrap is missing in this test") == 1
+
+
+def test_missing_environment_is_infra_error(dataset, monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(*args, **kwargs):
+        raise EnvError("environment recode_toy is not built; run scripts/manage_envs.py")
+
+    monkeypatch.setattr("agent.env_cache.resolve_python", missing)
+    result = run_candidate(dataset, 1, CANONICAL, QUICK)
+    assert result["status"] == "infra_error" and "manage_envs" in result["failure_messages"][0]
+
+
+def test_interpreter_without_pytest_is_infra_error(dataset, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "resolve_interpreter", lambda *a: ("/bin/false", None))
+    result = run_candidate(dataset, 1, CANONICAL, QUICK)
+    assert result["status"] == "infra_error" and "guard plugin" in result["failure_messages"][0]
+
+
+def test_bad_options_are_rejected() -> None:
+    with pytest.raises(ValueError, match="sandbox must be one of"):
+        RunnerOptions(sandbox="sometimes")
+    with pytest.raises(ValueError, match="timeout_sec"):
+        RunnerOptions(timeout_sec=0)
+
+
+@pytest.mark.skipif(bwrap_problem() is not None, reason="needs a working bubblewrap")
+def test_sandbox_hides_dataset_home_and_network(dataset) -> None:
+    candidate = printing(f"'DATASET', os.path.exists({str(dataset.meta_path)!r}), "
+                         f"'HARNESS', os.path.exists({str(REPO / 'agent' / 'utils.py')!r}), "
+                         "'PIDS', sorted(int(p) for p in os.listdir('/proc') if p.isdigit())[:2], "
+                         "'IFACES', sorted(n for _, n in socket.if_nameindex())")
+    output = run_candidate(dataset, 1, candidate, RunnerOptions(timeout_sec=30, sandbox="required"))["output"]
+    assert "DATASET False HARNESS False PIDS [1, 2] IFACES ['lo']" in output
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO / "agent" / "clean_test_runner.py"), *args],
+                          capture_output=True, text=True, cwd=REPO)
+
+
+def test_cli_gold_check_json_and_release_report(dataset) -> None:
+    before = tree_digest(dataset.root)
+    done = _cli("--work-dir", str(dataset.root), "--task-id", "1", "--json", "--timeout-sec", "30")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "passed"
+    report = dataset.task_dir(1) / "pytest_report" / "report.xml"
+    assert str(report) in done.stderr and "test_scale" in report.read_text()
+    after = {k: v for k, v in tree_digest(dataset.root).items() if "pytest_report" not in k}
+    assert after == before
+
+
+def test_cli_candidate_file_failure_exit_code(dataset, tmp_path: Path) -> None:
+    candidate = tmp_path / "wrong.py"
+    candidate.write_text(WRONG)
+    done = _cli("--work-dir", str(dataset.root), "--task-id", "1", "--candidate", str(candidate))
+    assert done.returncode == 1 and done.stdout.startswith("task 1: failed")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--work-dir", "/no/such/dataset", "--task-id", "1"], "dataset not found"),
+    (["--task-id", "9"], "unknown task id 9"),
+    (["--task-id", "1", "--candidate", "/no/such/file.py"], "candidate file not found"),
+])
+def test_cli_user_errors_are_one_line(dataset, args: list[str], message: str) -> None:
+    if "--work-dir" not in args:
+        args = ["--work-dir", str(dataset.root), *args]
+    done = _cli(*args)
+    assert done.returncode == 2 and message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr

@@ -1,0 +1,129 @@
+"""Pure parts of the runner: environment scrubbing, command lines, verdict rules, the static check."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.candidate_lint import reference_access
+from agent.junit_verdict import GuardRecord, failed_run, judge, read_channel
+from agent.proc_control import CappedBuffer
+from agent.sandbox import bwrap_argv, limits_prefix, scrubbed_env
+
+KEY = b"k" * 32
+REPORT = (b'<testsuites><testsuite name="pytest" tests="2" errors="0" failures="1" skipped="0">'
+          b'<testcase classname="test" name="test_add"/>'
+          b'<testcase classname="test" name="test_scale"><failure message="assert 1 == 2">trace</failure></testcase>'
+          b'</testsuite></testsuites>')
+EXPECTED = ("test_add", "test_scale")
+
+
+def seal_line(body: dict, key: bytes = KEY) -> str:
+    text = json.dumps(body, sort_keys=True)
+    return f"seal {text} {hmac.new(key, text.encode(), hashlib.sha256).hexdigest()}"
+
+
+def record(exitstatus: int = 1, report: bytes = REPORT, tests=(("test", "test_add", True), ("test", "test_scale", False)),
+           extra: str = "") -> GuardRecord:
+    body = {"exitstatus": exitstatus, "junit_sha256": hashlib.sha256(report).hexdigest(),
+            "tests": [list(t) for t in tests], "flags": []}
+    return read_channel(f"hello\n{extra}{seal_line(body)}\n".encode(), KEY)
+
+
+def test_scrubbed_env_keeps_only_the_allow_list() -> None:
+    env = scrubbed_env({"PATH": "/usr/bin", "OPENAI_API_KEY": "sk", "GITHUB_TOKEN": "t", "AWS_SECRET_ACCESS_KEY": "s",
+                        "LANG": "en_US.UTF-8", "HF_TOKEN": "h", "OMP_NUM_THREADS": "1", "SSH_AUTH_SOCK": "/x"},
+                       home="/run/home", tmpdir="/tmp", python_bin="/env/bin", extra={"PYTHONPATH": "/ws"})
+    assert env == {"PATH": "/env/bin:/usr/bin", "LANG": "en_US.UTF-8", "OMP_NUM_THREADS": "1", "HOME": "/run/home",
+                   "TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": "/ws"}
+
+
+def test_bwrap_argv_hides_then_shows_then_binds(tmp_path: Path) -> None:
+    home, dataset, env, run = (tmp_path / n for n in ("home", "home/data", "home/env", "run"))
+    for folder in (home, dataset, env, run / "wd"):
+        folder.mkdir(parents=True)
+    argv = bwrap_argv("bwrap", run_dir=str(run), workdir=str(run / "wd"), hidden=[str(home), str(dataset)],
+                      visible=[str(env), "/usr"], readonly_files=[str(run / "wd" / "canonical.py")], tmp_size_mb=None)
+    joined = " ".join(argv)
+    assert argv[:5] == ["bwrap", "--ro-bind", "/", "/", "--dev"] and argv[-1] == "--"
+    for flag in ("--unshare-pid", "--unshare-net", "--die-with-parent", "--new-session", "--cap-drop ALL",
+                 "--perms 1777 --tmpfs /tmp", f"--chdir {run / 'wd'}"):
+        assert flag in joined
+    assert f"--tmpfs {dataset}" not in joined  # already inside the hidden home
+    assert joined.index(f"--tmpfs {home}") < joined.index(f"--ro-bind {env} {env}") < joined.index(f"--bind {run}")
+    assert joined.index(f"--bind {run} {run}") < joined.index(f"--ro-bind {run / 'wd' / 'canonical.py'}")
+    assert "--ro-bind /usr /usr" not in joined  # not hidden, so nothing to mount back
+    assert f"--tmpfs {run / 'wd' / '__pycache__'} --remount-ro {run / 'wd' / '__pycache__'}" in joined
+
+
+def test_limits_prefix_joins_cgroup_then_sets_rlimits() -> None:
+    assert limits_prefix(memory_mb=None, nproc=None, cgroup_procs=None, prlimit="/usr/bin/prlimit") == []
+    prefix = limits_prefix(memory_mb=2, nproc=10, cgroup_procs="/cg/cgroup.procs", prlimit="/usr/bin/prlimit")
+    assert prefix == ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', "/cg/cgroup.procs",
+                      "/usr/bin/prlimit", "--as=2097152", "--fsize=2097152", "--nproc=10", "--"]
+    assert limits_prefix(memory_mb=2, nproc=None, cgroup_procs=None, prlimit=None) == []
+
+
+def test_capped_buffer_keeps_head_and_tail() -> None:
+    buffer = CappedBuffer(100)
+    for _ in range(50):
+        buffer.add(b"0123456789")
+    text = buffer.text()
+    assert text.startswith("0123456789") and text.endswith("789") and "400 bytes of output omitted" in text
+
+
+def test_channel_accepts_only_the_keyed_seal() -> None:
+    body = {"exitstatus": 0, "junit_sha256": None, "tests": [], "flags": []}
+    forged = read_channel(f"hello\n{seal_line(body, key=b'x' * 32)}\n".encode(), KEY)
+    assert forged.seal is None and "forged" in forged.problem
+    twice = read_channel(f"hello\n{seal_line(body)}\n{seal_line(body)}\n".encode(), KEY)
+    assert twice.seal is None and "more than one seal" in twice.problem
+    flagged = read_channel(f"hello\nflag opens canonical.py\n{seal_line(body)}\n".encode(), KEY)
+    assert flagged.hello and flagged.flags == ("opens canonical.py",) and flagged.seal == body
+
+
+def test_trusted_report_gives_counts_and_messages() -> None:
+    result = judge(expected=EXPECTED, exit_code=1, junit=REPORT, record=record(), duration=1.0, output="")
+    assert (result["status"], result["tests"], result["failures"], result["errors"]) == ("failed", 2, 1, 0)
+    assert result["test_summary"] == {"test_add": True, "test_scale": False}
+    assert result["failure_messages"] == ["test_scale: assert 1 == 2\ntrace"]
+
+
+@pytest.mark.parametrize("kwargs, reason", [
+    ({"exit_code": 0}, "disagrees with pytest's own exit status"),
+    ({"junit": REPORT.replace(b"<failure", b"<x").replace(b"</failure>", b"</x>")}, "changed after pytest wrote it"),
+    ({"junit": None}, "missing"),
+    ({"record": record(tests=(("test", "test_add", False), ("test", "test_scale", False)))}, "guard saw it fail"),
+    ({"record": record(exitstatus=0), "exit_code": 0}, "contradicts the report"),
+    ({"record": record(extra="flag patches pytest\n")}, "tampering detected: patches pytest"),
+    ({"record": read_channel(b"hello\n", KEY)}, "ended before pytest finished"),
+])
+def test_untrusted_evidence_is_an_error(kwargs: dict, reason: str) -> None:
+    args = {"expected": EXPECTED, "exit_code": 1, "junit": REPORT, "record": record(), "duration": 1.0, "output": ""}
+    result = judge(**{**args, **kwargs})
+    assert result["status"] == "error" and reason in result["failure_messages"][0]
+    assert result["errors"] == 2 and result["test_summary"] == {"test_add": False, "test_scale": False}
+
+
+def test_failed_run_zeroes_every_expected_case() -> None:
+    result = failed_run(EXPECTED, "timeout", "timed out", output="line1\nline2")
+    assert (result["tests"], result["errors"], result["status"]) == (2, 2, "timeout")
+    assert result["failure_messages"] == ["session: timed out\nline1\nline2"]
+
+
+@pytest.mark.parametrize("source, flagged", [
+    ("from canonical import *\n", True),
+    ("import canonical as ref\n", True),
+    ("from . import canonical\n", True),
+    ("import importlib\nm = importlib.import_module('canonical')\n", True),
+    ("m = __import__('canonical')\n", True),
+    ("SRC = open('/x/canonical.py').read()\n", True),
+    ("MODE = 'canonical'\ndef canonical_form(x):\n    return x\n", False),
+    ("# reimplements the canonical correlation\nimport numpy\n", False),
+    ("def broken(:\n", False),
+])
+def test_reference_access(source: str, flagged: bool) -> None:
+    assert bool(reference_access(source)) is flagged
