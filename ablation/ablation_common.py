@@ -220,18 +220,18 @@ def unsolved_turns(runs: dict[int, Trajectory]) -> list[tuple[int, int]]:
 
 # ---------------------------------------------------------------------- resumable results
 
-def _params_hash(params: dict) -> str:
-    return hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode()).hexdigest()[:8]
+def short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
 def ablation_folder(cfg: RunConfig, name: str, parts: tuple[str, ...], params: dict) -> Path:
     """``<output-dir>/ablation_<name>/<parts...>_<hash of params>``, with ``params.json`` inside."""
     *head, last = [safe_model_name(p) for p in parts]
-    folder = Path(cfg.output_dir) / f"ablation_{name}" / Path(*head) / f"{last}_{_params_hash(params)}"
+    text = json.dumps(params, indent=1, sort_keys=True, default=str) + "\n"
+    folder = Path(cfg.output_dir) / f"ablation_{name}" / Path(*head) / f"{last}_{short_hash(text)}"
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "params.json"
-    if not path.exists():
-        atomic_write_bytes(path, (json.dumps(params, indent=1, sort_keys=True, default=str) + "\n").encode())
+    if not (folder / "params.json").exists():
+        atomic_write_bytes(folder / "params.json", text.encode())
     return folder
 
 
@@ -373,9 +373,13 @@ class Continuation:
 
     def continue_all(self, model: ChatModel, store: UnitStore, pair: tuple[int, int],
                      texts: dict[str, str]) -> dict[str, dict]:
-        """Per condition (label -> feedback text), the stored or newly run turn after ``pair``."""
+        """Per condition (label -> feedback text), the stored or newly run turn after ``pair``.
+
+        A unit's name carries a hash of its feedback text, so an edited text (say, one
+        entry of a human feedback file) is run anew while the other units stay valid.
+        """
         def unit(label: str) -> dict:
-            name = unit_name(*pair, label)
+            name = unit_name(*pair, f"{label}_{short_hash(texts[label])}")
             return store.get(name, lambda: continue_turn(self.cfg, model, self.dataset, self.record(pair),
                                                          texts[label], store.folder / "reports" / f"{name}.xml",
                                                          store.tally))

@@ -18,7 +18,6 @@ rate. Rerunning the command skips finished samples.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 from pathlib import Path
 
@@ -80,9 +79,8 @@ def run(args: argparse.Namespace) -> str:
     if not pairs:
         raise AblationError(f"{path} has no entry for a failed turn of {cont.source}; key its entries by the "
                             "task_index and turn_number of that run's failed turns")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
     folder = ablation_folder(cont.cfg, "human_feedback", (cont.source.name, f"{cont.model.model}__L{args.level}"),
-                             {**cont.params(), "level": args.level, "human_feedback_sha256": digest})
+                             {**cont.params(), "level": args.level})
     store = UnitStore(folder, Tally())
     code_model, llm_records = build(cont.cfg, cont.model), LLMRecords(cont, args.yaml_location, store)
     outcomes: dict[str, list[dict]] = {"human": [], "llm": [], "none": []}

@@ -9,6 +9,7 @@ runner entry the HumanAgent uses.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,6 +105,11 @@ def summary(report: str) -> tuple[Path, dict]:
     return folder, {row[next(iter(row))]: row for row in rows}
 
 
+def unit_files(folder: Path) -> dict[str, dict]:
+    """The unit files of a results folder by name, without the hash of the feedback text they ran with."""
+    return {re.sub(r"_[0-9a-f]{8}$", "", p.stem): json.loads(p.read_text()) for p in folder.glob("task_*.json")}
+
+
 def test_feedback_ablation_levels_from_another_feedback_model(source, counter, capsys, tmp_path) -> None:
     other = write_config(tmp_path / "other.yaml", source["root"] / "out", human_model="other-researcher")
     argv = ["--yaml-location", str(source["config"]), "--feedback-yaml", str(other), "--samples", "1", "--seed", "3"]
@@ -112,16 +118,17 @@ def test_feedback_ablation_levels_from_another_feedback_model(source, counter, c
     assert "feedback_other-researcher" in folder.name
     assert tests == 4 and calls >= 5  # one feedback call, at least one code-model call per level
     pair = sample(unsolved_turns(load_run(source["run"])), 1, 3)[0]
-    assert sorted(p.name for p in folder.glob("task_*.json")) == sorted(
-        f"task_{pair[0]}_turn_{pair[1]}_{c}.json" for c in ("feedback", "L1", "L2", "L3", "L4"))
-    feedback = json.loads((folder / f"task_{pair[0]}_turn_{pair[1]}_feedback.json").read_text())
+    units = unit_files(folder)
+    prefix = f"task_{pair[0]}_turn_{pair[1]}_"
+    assert sorted(units) == [prefix + c for c in ("L1", "L2", "L3", "L4", "feedback")]
+    feedback = units[prefix + "feedback"]
     assert feedback["records"] and {u["model"] for u in feedback["usage"]} == {"other-researcher"}
     # The scripted coder fixes every bug only when shown the level-4 code suggestion (task 5) or
     # the level-3 actionable feedback (task 3); level 1 text never suffices.
     assert list(rows) == ["recorded turn (start)", "L1", "L2", "L3", "L4"]
     assert rows["L1"]["solved"] == 0.0 and rows["L4"]["solved"] == 1.0
     assert rows["L4"]["test-case pass"] == 1.0 and rows["recorded turn (start)"]["solved"] == 0.0
-    unit = json.loads((folder / f"task_{pair[0]}_turn_{pair[1]}_L4.json").read_text())
+    unit = units[prefix + "L4"]
     assert "Code suggestion:" in unit["feedback_text"] and unit["execution"]["status"] == "passed"
 
 
@@ -137,13 +144,17 @@ def test_human_feedback_against_llm_and_no_feedback(source, counter, capsys, tmp
     report, (_, tests) = run_twice(human_feedback, argv, counter, capsys)
     folder, rows = summary(report)
     assert tests == 3 and list(rows) == ["recorded turn (start)", "human", "llm", "none"]
-    assert sorted(p.name for p in folder.glob("task_*.json")) == [
-        "task_3_turn_0_human.json", "task_3_turn_0_llm.json", "task_3_turn_0_none.json"]
+    units = unit_files(folder)
+    assert sorted(units) == ["task_3_turn_0_human", "task_3_turn_0_llm", "task_3_turn_0_none"]
     recorded = load_run(source["run"])[3].turns[0]["feedback_items"]
-    llm = json.loads((folder / "task_3_turn_0_llm.json").read_text())
-    assert recorded and recorded[0]["description"] in llm["feedback_text"]  # the run's own LLM records
-    assert json.loads((folder / "task_3_turn_0_none.json").read_text())["feedback_text"] == ""
+    assert recorded and recorded[0]["description"] in units["task_3_turn_0_llm"]["feedback_text"]  # the run's own
+    assert units["task_3_turn_0_none"]["feedback_text"] == ""
     assert rows["llm"]["solved"] == 1.0  # level 4 shows the actionable feedback that fixes task 3
+    # An edited human entry runs anew; the LLM and no-feedback units stay valid.
+    human.write_text(human.read_text().replace("positive anchors", "anchors with label > 0"))
+    assert human_feedback.main(argv) == 0
+    assert counter.reset()[1] == 1 and "1 unit(s) computed, 2 reused" in capsys.readouterr().out
+    assert len(list(folder.glob("task_3_turn_0_human_*.json"))) == 2  # the first answer is kept
 
 
 def test_llm_condition_asks_the_feedback_model_when_the_turn_got_none(source, counter, tmp_path) -> None:
