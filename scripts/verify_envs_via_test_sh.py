@@ -28,6 +28,7 @@ class TaskCheck:
     """Outcome of one task's gold check."""
 
     index: int
+    expected: tuple[str, ...]
     canonical: dict
     init: dict
 
@@ -56,20 +57,22 @@ def parse_ids(text: str | None) -> list[int] | None:
 
 def check_task(dataset: DatasetManager, index: int, options: RunnerOptions) -> TaskCheck:
     meta = dataset.get(index)
-    return TaskCheck(index=index, canonical=run_candidate(dataset, index, dataset.canonical(index), options),
+    return TaskCheck(index=index, expected=meta.test_cases,
+                     canonical=run_candidate(dataset, index, dataset.canonical(index), options),
                      init=run_candidate(dataset, index, meta.init_content, options))
 
 
-def _cell(result: dict) -> str:
-    passed = sum(result["test_summary"].values())
-    return f"{result['status']} {passed}/{len(result['test_summary'])}"
+def _cell(result: dict, expected: tuple[str, ...]) -> str:
+    passed = sum(bool(result["test_summary"].get(name)) for name in expected)
+    return f"{result['status']} {passed}/{len(expected)}"
 
 
 def render(checks: list[TaskCheck]) -> str:
     rows = [("task", "canonical", "init_content", "seconds", "verdict")]
     for check in checks:
         seconds = check.canonical["duration_sec"] + check.init["duration_sec"]
-        rows.append((str(check.index), _cell(check.canonical), _cell(check.init), f"{seconds:.1f}",
+        rows.append((str(check.index), _cell(check.canonical, check.expected), _cell(check.init, check.expected),
+                     f"{seconds:.1f}",
                      "ok" if check.ok else "UNEXPECTED: " + check.problem()))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths)) + "  " + row[4]
