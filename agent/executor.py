@@ -127,8 +127,9 @@ class ProcessExecutor(InlineExecutor):
 
     def channel(self) -> tuple[_Sender, Callable[[], list]]:
         if self.manager is None:
-            self.manager = SyncManager(ctx=self.context)
-            self.manager.start(_ignore_sigint)
+            manager = SyncManager(ctx=self.context)
+            manager.start(_ignore_sigint)
+            self.manager = manager
         box = self.manager.Queue()
         return _Sender(box), lambda: _drain(box)
 

@@ -68,13 +68,13 @@ class Progress:
         self.final = 0.0
         self.errors = 0
 
-    def _show(self) -> None:
+    def _show(self, refresh: bool = True) -> None:
         self.bar.set_postfix_str(f"${self.final + sum(self.streamed.values()):.4f}" +
-                                 (f", {self.errors} failed" if self.errors else ""))
+                                 (f", {self.errors} failed" if self.errors else ""), refresh=refresh)
 
     def turn(self, job: object, message: dict) -> None:
         self.streamed[job] = self.streamed.get(job, 0.0) + (message.get("cost_usd") or 0.0)
-        self._show()
+        self._show(refresh=False)
 
     def job_done(self, job: object, outcome: dict) -> None:
         """The job's own total replaces the per-turn deltas streamed for it."""
