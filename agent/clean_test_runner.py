@@ -108,6 +108,7 @@ class Layout:
     """Paths of one run's private folder."""
 
     run_dir: str
+    repo: str
     workdir: str
     target: str
     test: str
@@ -148,7 +149,7 @@ def prepare(dataset: DatasetManager, index: int, candidate: str, run_dir: Path) 
     for folder in (run_dir / "home", run_dir / "tmp"):
         folder.mkdir()
     pythonpath = None if info.pythonpath_root is None else str(repo / info.pythonpath_root)
-    return Layout(run_dir=str(run_dir), workdir=str(workdir), target=str(repo / meta.target_file_path),
+    return Layout(run_dir=str(run_dir), repo=str(repo), workdir=str(workdir), target=str(repo / meta.target_file_path),
                   test=str(test), canonical=str(canonical), junit=str(run_dir / f"report-{secrets.token_hex(8)}.xml"),
                   home=str(run_dir / "home"), tmp=str(run_dir / "tmp"), pythonpath=pythonpath)
 
@@ -238,7 +239,7 @@ def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[s
     os.write(key_write, key)
     os.close(key_write)
     channel_read, channel_write = os.pipe()
-    guard = {"target": layout.target, "canonical": layout.canonical, "test": layout.test, "junit": layout.junit,
+    guard = {"repo": layout.repo, "target": layout.target, "canonical": layout.canonical, "test": layout.test, "junit": layout.junit,
              "key_fd": key_read, "out_fd": channel_write}
     extra = {"RECODE_GUARD": json.dumps(guard)}
     if layout.pythonpath:

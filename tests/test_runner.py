@@ -12,7 +12,7 @@ import agent.clean_test_runner as runner
 from agent.clean_test_runner import RunnerOptions, run_candidate
 from agent.env_cache import EnvError
 from agent.sandbox import bwrap_problem
-from tests.runner_testlib import CANONICAL, TEST_CASES, WRONG, make_task, tree_digest
+from tests.runner_testlib import CANONICAL, TEST_CASES, TEST_PY, WRONG, make_task, tree_digest
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK = RunnerOptions(timeout_sec=30)
@@ -53,6 +53,38 @@ def test_expected_case_missing_from_report_is_not_a_pass(tmp_path: Path) -> None
     assert result["status"] == "failed" and result["test_summary"]["test_extra"] is False
     assert (result["tests"], result["failures"]) == (3, 1)
     assert any(m.startswith("test_extra: not in the report") for m in result["failure_messages"])
+
+
+HONEST_BUT_UNUSUAL = CANONICAL.replace("def add(a, b):\n    return a + b", '''\
+import functools, inspect, os, tempfile, traceback, warnings
+
+
+def logged(fn):
+    @functools.wraps(fn)
+    def wrapper(*args):
+        warnings.warn("deprecated", DeprecationWarning, stacklevel=2)
+        traceback.format_stack()
+        inspect.stack()
+        with open(os.path.join(tempfile.gettempdir(), "generated_kernel.py"), "w") as out:
+            out.write("X = 1\\n")
+        return fn(*args)
+    return wrapper
+
+
+@logged
+def add(a, b):
+    return a + b''')
+REEXPORTING_TEST = TEST_PY.replace("from pkg.target import add, scale", "from lib import add, scale")
+
+
+def test_honest_but_unusual_code_is_not_tampering(tmp_path: Path) -> None:
+    """Warnings, stack inspection, generated files in /tmp and a package re-exporting the target are fine."""
+    dataset = make_task(tmp_path / "dataset", test_py=REEXPORTING_TEST)
+    lib = dataset.repo_dir(1) / "lib"
+    lib.mkdir()
+    (lib / "__init__.py").write_text("from pkg.target import add, scale\n")
+    result = run_candidate(dataset, 1, HONEST_BUT_UNUSUAL, QUICK)
+    assert result["status"] == "passed", result["failure_messages"]
 
 
 def test_syntax_error_is_a_collection_error(dataset) -> None:

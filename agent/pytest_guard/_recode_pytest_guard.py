@@ -17,13 +17,15 @@ findings to. What it writes, line by line:
 Tampering it detects (each becomes a flag):
 * candidate code on the stack while opening, copying, renaming or linking
   canonical.py, the test file or the JUnit report, importing ``canonical``,
-  writing Python source/bytecode anywhere, or running a command naming them;
+  writing Python source/bytecode into the task repository, or running a command naming them;
 * swapping a function's ``__code__``, re-classing a module or class;
 * replacing pytest/pluggy module functions or class methods, or registering
   hook implementations from outside pytest and conftest.py files;
 * reading the interpreter's object graph (``gc.get_objects`` and friends);
 * candidate functions or classes placed in the test module, the reference
-  module or the modules they use (monkeypatching ``numpy.allclose`` etc.),
+  module or the libraries they use (monkeypatching ``numpy.allclose`` etc.;
+  the repository's own modules may re-export the target, so they are not
+  checked),
   test functions that are not code of the test file, a reference module that
   is not canonical.py.
 
@@ -53,6 +55,7 @@ _CANDIDATE = _REAL(_CONFIG["target"])
 _CANONICAL = _REAL(_CONFIG["canonical"])
 _TEST = _REAL(_CONFIG["test"])
 _JUNIT = _REAL(_CONFIG["junit"])
+_REPO = _REAL(_CONFIG["repo"]) + os.sep
 _PROTECTED = {_CANONICAL: "canonical.py", _TEST: "the test file", _JUNIT: "the JUnit report"}
 _PROTECTED_NAMES = frozenset(os.path.basename(p) for p in _PROTECTED)
 _COMMAND_WORDS = ("canonical", os.path.basename(_TEST), os.path.basename(_JUNIT))
@@ -115,8 +118,12 @@ def _protected_label(value: object) -> str | None:
 
 
 def _is_source(value: object) -> bool:
+    """Python source/bytecode inside the task repository (where the reference and the tests import from).
+
+    Caches elsewhere (torch.compile writes generated .py files to /tmp) are not on the import path.
+    """
     path = _path(value)
-    return path is not None and bool(_SOURCE_FILE.search(path))
+    return path is not None and bool(_SOURCE_FILE.search(path)) and _REAL(path).startswith(_REPO)
 
 
 def _rule_open(args: tuple) -> tuple | None:
@@ -386,6 +393,11 @@ def _reachable_modules(roots: list[types.ModuleType], skip: set[int], depth: int
     return found
 
 
+def _in_repo(module: types.ModuleType) -> bool:
+    file = getattr(module, "__file__", None)
+    return isinstance(file, str) and os.path.abspath(file).startswith(_REPO)  # sys.path entries are real paths
+
+
 def _scan_namespaces() -> None:
     candidates = _modules_at(_CANDIDATE)
     candidate_names = {m.__name__ for m in candidates}
@@ -400,6 +412,8 @@ def _scan_namespaces() -> None:
     skip = {id(m) for m in candidates} | {id(sys.modules[__name__])}
     for module in _reachable_modules(tests + references, skip):
         is_test = module in tests
+        if not is_test and module not in references and _in_repo(module):
+            continue  # the repository's own modules may re-export the target (package __init__ files)
         for name, value in list(vars(module).items()):
             if is_test and (name in allowed or (star and name not in reference_names)):
                 continue
