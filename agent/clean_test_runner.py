@@ -79,6 +79,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 GUARD_DIR = REPO_ROOT / "agent" / "pytest_guard"
 GUARD_PLUGIN = "_recode_pytest_guard"
 LAUNCHER = GUARD_DIR / "run_pytest.py"
+STARTUP_PACKAGES = {"pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "exceptiongroup", "tomli",
+                    "pytest_timeout", "colorama", GUARD_PLUGIN, "recode_guard_core"}
 REPORTS_DIR = Path(tempfile.gettempdir()) / "recode_reports"
 _warned: set[str] = set()
 # Deleting a run folder costs tens of ms on some disks: done off the caller's path; the pool is joined at exit.
@@ -154,9 +156,27 @@ def prepare(dataset: DatasetManager, index: int, candidate: str, run_dir: Path) 
                   home=str(run_dir / "home"), tmp=str(run_dir / "tmp"), pythonpath=pythonpath)
 
 
+def shadowed_modules(workdir: str, own_files: tuple[str, ...]) -> set[str]:
+    """Modules pytest may import at start-up that a file of the working directory would shadow.
+
+    ``python -m pytest`` puts the working directory first on sys.path (the
+    release's ``pytest`` script did not), so a repository file named like a
+    standard module would be imported instead, before the guard plugin.
+    """
+    names = {Path(entry).stem for entry in os.listdir(workdir)
+             if entry.endswith(".py") and entry not in own_files}
+    return names & (set(sys.stdlib_module_names) | STARTUP_PACKAGES)
+
+
 def pytest_argv(python: str, layout: Layout, per_test_timeout: int | None) -> list[str]:
-    """pytest as test.sh runs it, plus the guard plugin and a JUnit report; no cache writes."""
-    argv = [python, str(LAUNCHER), os.path.basename(layout.test), "-p", GUARD_PLUGIN, "-p", "no:cacheprovider",
+    """pytest as test.sh runs it, plus the guard plugin and a JUnit report; no cache writes.
+
+    ``-m pytest`` starts measurably faster than a launcher script, which is
+    used only when the working directory would shadow a start-up module.
+    """
+    own = (os.path.basename(layout.test), os.path.basename(layout.canonical))
+    start = [str(LAUNCHER)] if shadowed_modules(layout.workdir, own) else ["-m", "pytest"]
+    argv = [python, *start, os.path.basename(layout.test), "-p", GUARD_PLUGIN, "-p", "no:cacheprovider",
             f"--junitxml={layout.junit}", "-o", "junit_family=xunit2", "-v", "--color=no"]
     if per_test_timeout:
         argv += ["-o", f"timeout={per_test_timeout}"]  # ini form: no usage error if pytest-timeout is absent
@@ -241,9 +261,8 @@ def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[s
     channel_read, channel_write = os.pipe()
     guard = {"repo": layout.repo, "target": layout.target, "canonical": layout.canonical, "test": layout.test, "junit": layout.junit,
              "key_fd": key_read, "out_fd": channel_write}
-    extra = {"RECODE_GUARD": json.dumps(guard)}
-    if layout.pythonpath:
-        extra["PYTHONPATH"] = layout.pythonpath
+    extra = {"RECODE_GUARD": json.dumps(guard),
+             "PYTHONPATH": os.pathsep.join(p for p in (str(GUARD_DIR), layout.pythonpath) if p)}
     base = user_base()
     if base:
         extra["PYTHONUSERBASE"] = base

@@ -87,6 +87,13 @@ def test_honest_but_unusual_code_is_not_tampering(tmp_path: Path) -> None:
     assert result["status"] == "passed", result["failure_messages"]
 
 
+def test_repository_file_named_like_a_startup_module_does_not_shadow_it(dataset) -> None:
+    (dataset.repo_dir(1) / "pkg" / "inspect.py").write_text("raise SystemExit('shadowed the standard inspect')\n")
+    layout = runner.prepare(dataset, 1, CANONICAL, dataset.root.parent / "run")
+    assert runner.shadowed_modules(layout.workdir, ("test.py", "canonical.py")) == {"inspect"}
+    assert run_candidate(dataset, 1, CANONICAL, QUICK)["status"] == "passed"
+
+
 def test_syntax_error_is_a_collection_error(dataset) -> None:
     result = run_candidate(dataset, 1, "def add(:\n", QUICK)
     assert result["status"] == "failed" and result["errors"] == 1

@@ -1,9 +1,9 @@
 """Start pytest from this folder, as its console script would.
 
-Running ``python <this file>`` makes this read-only folder sys.path[0]
-instead of the working directory (``python -m pytest`` would put the task's
-folder first, where a repository file named like a standard module could
-shadow what pytest imports before the guard plugin is loaded).
+The runner uses this instead of ``python -m pytest`` when a file of the
+task's working directory is named like a module pytest imports at start-up:
+``python <this file>`` makes this read-only folder sys.path[0] instead of the
+working directory, so nothing of the repository shadows them.
 """
 import sys
 
