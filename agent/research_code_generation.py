@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -92,12 +93,16 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
     """Everything after validation: metadata, the jobs, the table. Returns the exit code."""
     tasks = select_tasks(cfg)
     check_models(cfg)
-    executor = make_executor(cfg.parallel_mode, cfg.max_workers, ray_address=cfg.ray_address,
-                             ray_num_cpus=cfg.ray_num_cpus, ray_num_gpus=cfg.ray_num_gpus)
     meta_file = metadata_path(cfg)
     record = build_metadata(cfg, argv)
-    write_metadata(meta_file, record)
+    try:
+        write_metadata(meta_file, record)
+    except OSError as exc:
+        raise ConfigError(f"cannot write to output-dir {cfg.output_dir} ({exc.strerror}); "
+                          "choose a writable folder") from None
     plan = plan_run(cfg, tasks)
+    executor = make_executor(cfg.parallel_mode, cfg.max_workers, ray_address=cfg.ray_address,
+                             ray_num_cpus=cfg.ray_num_cpus, ray_num_gpus=cfg.ray_num_gpus)
     progress = Progress(len(plan.jobs))
     start = time.monotonic()
     try:
@@ -130,9 +135,15 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
     return 0
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM (a cluster's scheduler, ``kill``) stops the run like Ctrl-C: workers ended, turns kept."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
     overrides = {"max-workers": args.max_workers, "parallel-mode": args.parallel_mode}
     try:
         cfg = load_config(args.yaml_location, overrides)

@@ -75,6 +75,12 @@ def test_missing_config_and_broken_task(tmp_path: Path, dataset: Path) -> None:
     assert_one_line_error(run_cli("--yaml-location", str(config(tmp_path, dataset))), "task 1 is missing")
 
 
+def test_unwritable_output_dir(tmp_path: Path, dataset: Path) -> None:
+    (tmp_path / "a_file").write_text("")
+    done = run_cli("--yaml-location", str(config(tmp_path, dataset, **{"output-dir": str(tmp_path / "a_file" / "out")})))
+    assert_one_line_error(done, "cannot write to output-dir")
+
+
 def test_bad_flag_value_is_rejected_before_anything_runs(tmp_path: Path, dataset: Path) -> None:
     done = run_cli("--yaml-location", str(config(tmp_path, dataset)), "--max-workers", "0")
     assert_one_line_error(done, "'max-workers' must be an integer >= 1, got 0")
