@@ -84,7 +84,7 @@ class Progress:
         self.errors += outcome["state"] == "error"
         if outcome["state"] == "error":
             self.bar.write(f"task {outcome['task_index']} (L{outcome['level']}, {outcome['model']}) failed: "
-                           f"{outcome['error']}")
+                           f"{outcome['error']}", file=sys.stderr)
         self.bar.update(1)
         self._show()
 
@@ -124,12 +124,12 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
         **record, "status": "finished", "wall_time_sec": time.monotonic() - start,
         "seeds_computed": stats.seeds_computed, "api_calls": sum(o["api_calls"] for o in outcomes),
         "summary": [row.__dict__ for row in rows],
-        "errors": [{k: o[k] for k in ("model", "level", "task_index", "error", "traceback")} for o in failed],
+        "errors": [{k: o.get(k) for k in ("model", "level", "task_index", "error", "traceback")} for o in failed],
     })
     print(format_table(rows, cfg.max_turn))
     print(f"results: {cfg.output_dir}  run record: {meta_file}")
     if failed:
-        print(f"{len(failed)} job(s) failed (tracebacks in {meta_file}); run the same command again to retry them",
+        print(f"{len(failed)} job(s) failed (listed in {meta_file}); run the same command again to retry them",
               file=sys.stderr)
         return EXIT_JOBS_FAILED
     return 0

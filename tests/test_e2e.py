@@ -7,6 +7,7 @@ import pickle
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.fake_providers import FakeProvider
 from tests.run_support import (
@@ -93,3 +94,23 @@ def test_sweep_of_two_models_and_five_levels(tmp_path: Path) -> None:
     rows = [line for line in table if line and line[0] in ("coder-a", "coder-b")]
     assert [(r[0], r[1], r[2]) for r in rows] == [(f"coder-{m}", f"L{level}", "1/1") for m in "ab" for level in range(5)]
     assert table[0][:4] == ["model", "level", "solved", "Recall@2"]
+
+
+def test_failing_jobs_are_reported_and_the_others_finish(tmp_path: Path) -> None:
+    fine, _ = write_scripts(tmp_path / "fine", {2: 0})
+    rules = yaml.safe_load(fine.read_text())
+    rules["rules"].insert(2, {"when": r"`dpo/losses.py`[\s\S]*## Turn 0, step",  # task 1: no answer after turn 0
+                              "responses": ["reflect: stub\naction: REPLACE\n```python\nx = 1\n```"]})
+    rules["rules"].append({"when": "`optim/", "responses": ["unused"]})
+    fine.write_text(yaml.safe_dump(rules))
+    config = write_config(tmp_path / "run.yaml", (fine, tmp_path / "fine" / "feedback.yaml"), tmp_path / "out",
+                          **{"guidance-level": 0, "max-turn": 2, "task-ids": [1, 2]})
+    done = run_cli(config)
+    assert done.returncode == 1
+    assert "1 job(s) failed" in done.stderr and "Traceback" not in done.stderr
+    assert "task 1 (L0, coder) failed: InferenceError: scripted model: no rule" in done.stderr
+    row = next(line.split() for line in done.stdout.splitlines() if line.startswith("coder"))
+    assert row[2:5] == ["1/2", "(1", "err)"]
+    record = run_record(tmp_path / "out")
+    assert [(e["task_index"], e["error"].split(":")[0]) for e in record["errors"]] == [(1, "InferenceError")]
+    assert len(results(tmp_path / "out")) == 2  # task 1 keeps its turn 0, task 2 finished
