@@ -119,6 +119,7 @@ class Layout:
     home: str
     tmp: str
     pythonpath: str | None
+    per_test_timeout: int | None
 
 
 def warn_once(message: str) -> None:
@@ -153,7 +154,8 @@ def prepare(dataset: DatasetManager, index: int, candidate: str, run_dir: Path) 
     pythonpath = None if info.pythonpath_root is None else str(repo / info.pythonpath_root)
     return Layout(run_dir=str(run_dir), repo=str(repo), workdir=str(workdir), target=str(repo / meta.target_file_path),
                   test=str(test), canonical=str(canonical), junit=str(run_dir / f"report-{secrets.token_hex(8)}.xml"),
-                  home=str(run_dir / "home"), tmp=str(run_dir / "tmp"), pythonpath=pythonpath)
+                  home=str(run_dir / "home"), tmp=str(run_dir / "tmp"), pythonpath=pythonpath,
+                  per_test_timeout=info.timeout)
 
 
 def shadowed_modules(workdir: str, own_files: tuple[str, ...]) -> set[str]:
@@ -168,7 +170,7 @@ def shadowed_modules(workdir: str, own_files: tuple[str, ...]) -> set[str]:
     return names & (set(sys.stdlib_module_names) | STARTUP_PACKAGES)
 
 
-def pytest_argv(python: str, layout: Layout, per_test_timeout: int | None) -> list[str]:
+def pytest_argv(python: str, layout: Layout) -> list[str]:
     """pytest as test.sh runs it, plus the guard plugin and a JUnit report; no cache writes.
 
     ``-m pytest`` starts measurably faster than a launcher script, which is
@@ -177,9 +179,9 @@ def pytest_argv(python: str, layout: Layout, per_test_timeout: int | None) -> li
     own = (os.path.basename(layout.test), os.path.basename(layout.canonical))
     start = [str(LAUNCHER)] if shadowed_modules(layout.workdir, own) else ["-m", "pytest"]
     argv = [python, *start, os.path.basename(layout.test), "-p", GUARD_PLUGIN, "-p", "no:cacheprovider",
-            f"--junitxml={layout.junit}", "-o", "junit_family=xunit2", "-v", "--color=no"]
-    if per_test_timeout:
-        argv += ["-o", f"timeout={per_test_timeout}"]  # ini form: no usage error if pytest-timeout is absent
+            f"--junitxml={layout.junit}", "-v", "--color=no"]
+    if layout.per_test_timeout:
+        argv += ["-o", f"timeout={layout.per_test_timeout}"]  # ini form: no usage error if pytest-timeout is absent
     return argv
 
 
@@ -226,14 +228,14 @@ def rlimit_hook(memory_mb: int | None, nproc: int | None):
     return apply
 
 
-def run_candidate(dataset: DatasetManager, index: int, candidate: str, options: RunnerOptions = RunnerOptions()) -> dict:
+def run_candidate(dataset: DatasetManager, index: int, candidate: str,
+                  options: RunnerOptions = RunnerOptions()) -> dict:
     """Run task ``index``'s tests with ``candidate`` as the target file; the contract's result dict.
 
     Never raises for what the candidate does; DatasetError for a broken task.
     """
     meta = dataset.get(index)
     dataset.check_task(index)
-    per_test_timeout = dataset.test_sh(index).timeout
     expected = meta.test_cases
     findings = reference_access(candidate)
     if findings:
@@ -247,20 +249,19 @@ def run_candidate(dataset: DatasetManager, index: int, candidate: str, options: 
         prefix = sandbox_prefix(options, dataset, python, layout)
         if prefix is None:
             return failed_run(expected, "infra_error", f"sandbox required but unavailable: {bwrap_problem()}")
-        return _execute(options, layout, python, prefix, per_test_timeout, expected)
+        return _execute(options, layout, python, prefix, expected)
     finally:
         _cleaner.submit(shutil.rmtree, run_dir, True)
 
 
-def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[str], per_test_timeout: int | None,
-             expected: tuple[str, ...]) -> dict:
+def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[str], expected: tuple[str, ...]) -> dict:
     key = secrets.token_bytes(32)
     key_read, key_write = os.pipe()
     os.write(key_write, key)
     os.close(key_write)
     channel_read, channel_write = os.pipe()
-    guard = {"repo": layout.repo, "target": layout.target, "canonical": layout.canonical, "test": layout.test, "junit": layout.junit,
-             "key_fd": key_read, "out_fd": channel_write}
+    guard = {"repo": layout.repo, "target": layout.target, "canonical": layout.canonical, "test": layout.test,
+             "junit": layout.junit, "key_fd": key_read, "out_fd": channel_write}
     extra = {"RECODE_GUARD": json.dumps(guard),
              "PYTHONPATH": os.pathsep.join(p for p in (str(GUARD_DIR), layout.pythonpath) if p)}
     base = user_base()
@@ -274,7 +275,7 @@ def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[s
                              cgroup_procs=cgroup.procs_file if cgroup else None, prlimit=prlimit)
     preexec = None if prlimit or not (options.memory_mb or nproc) else rlimit_hook(options.memory_mb, nproc)
     try:
-        done = run_process(launcher + prefix + pytest_argv(python, layout, per_test_timeout), env=env,
+        done = run_process(launcher + prefix + pytest_argv(python, layout), env=env,
                            cwd=layout.workdir, timeout_sec=options.timeout_sec, output_limit=options.output_limit_bytes,
                            channel_fd=channel_read, pass_fds=(key_read, channel_write), cgroup=cgroup,
                            pid_namespace=bool(prefix), preexec=preexec)
@@ -287,9 +288,9 @@ def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[s
                           duration=done.duration_sec, output=done.output)
     record = read_channel(done.channel, key)
     if not record.hello:
-        return failed_run(expected, "infra_error",
-                          f"pytest did not start with the guard plugin (interpreter {python}, exit code {done.exit_code})",
-                          exit_code=done.exit_code, duration=done.duration_sec, output=done.output)
+        reason = f"pytest did not start with the guard plugin (interpreter {python}, exit code {done.exit_code})"
+        return failed_run(expected, "infra_error", reason, exit_code=done.exit_code, duration=done.duration_sec,
+                          output=done.output)
     junit = Path(layout.junit).read_bytes() if os.path.isfile(layout.junit) else None
     result = judge(expected=expected, exit_code=done.exit_code, junit=junit, record=record,
                    duration=done.duration_sec, output=done.output)

@@ -92,9 +92,8 @@ def bwrap_argv(bwrap: str, *, run_dir: str, workdir: str, hidden: list[str], vis
     for path in readonly_files:
         argv += ["--ro-bind", path, path]
     pycache = os.path.join(workdir, "__pycache__")
-    argv += ["--tmpfs", pycache, "--remount-ro", pycache,
-             "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-             "--cap-drop", "ALL", "--new-session", "--die-with-parent", "--chdir", workdir, "--"]
+    argv += ["--tmpfs", pycache, "--remount-ro", pycache, "--unshare-pid", "--unshare-net", "--cap-drop", "ALL",
+             "--new-session", "--die-with-parent", "--chdir", workdir, "--"]
     return argv
 
 
@@ -104,8 +103,9 @@ def limits_prefix(*, memory_mb: int | None, nproc: int | None, cgroup_procs: str
 
     Both happen before bubblewrap forks, so every process of the run inherits
     them. The memory budget also caps the size of any file written (an
-    output flood into pytest's capture file in the in-memory /tmp). Returns [] when there is nothing to apply (or no ``prlimit``: the
-    runner then falls back to a pre-exec hook).
+    output flood into pytest's capture file in the in-memory /tmp). Returns
+    [] when there is nothing to apply (or no ``prlimit``: the runner then
+    falls back to a pre-exec hook).
     """
     prefix: list[str] = []
     if cgroup_procs:
@@ -144,7 +144,8 @@ def bwrap_problem(bwrap: str | None = None) -> str | None:
         return f"bubblewrap failed to start: {exc}"
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        return f"bubblewrap cannot create namespaces here ({last}); enable unprivileged user namespaces or run with --sandbox off"
+        return (f"bubblewrap cannot create namespaces here ({last}); "
+                "enable unprivileged user namespaces or run with --sandbox off")
     return None
 
 

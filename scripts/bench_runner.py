@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import time
 
-from agent.clean_test_runner import RunnerOptions, prepare, resolve_interpreter, run_candidate
+from agent.clean_test_runner import Layout, RunnerOptions, prepare, resolve_interpreter, run_candidate
 from agent.env_cache import resolve_python
 from agent.sandbox import SANDBOX_MODES
 from agent.utils import DatasetError, DatasetManager
@@ -30,11 +30,11 @@ RATIO_TARGET = 1.15
 HIT_TARGET_MS = 50.0
 
 
-def bare_pytest(dataset: DatasetManager, index: int, python: str, folder: Path) -> list[str]:
+def bare_pytest(dataset: DatasetManager, index: int, python: str, folder: Path) -> tuple[list[str], Layout]:
     """Prepare a plain copy and return the command test.sh would run there (cwd: its workdir)."""
     layout = prepare(dataset, index, dataset.canonical(index), folder)
     argv = [python, "-m", "pytest", os.path.basename(layout.test), "-v", "-p", "no:cacheprovider"]
-    timeout = dataset.test_sh(index).timeout
+    timeout = layout.per_test_timeout
     return (argv + [f"--timeout={timeout}"] if timeout else argv), layout
 
 

@@ -329,7 +329,8 @@ def _check_pytest_intact(config, classes_too: bool = True) -> None:
         _flag("unregistered pytest hook implementations")
     added = [f for f in now - before if not _legitimate_late_hook(f)]
     if added:
-        _flag("registered foreign pytest hooks: " + ", ".join(sorted(f"{getattr(f, '__module__', '?')}.{getattr(f, '__qualname__', '?')}" for f in added)[:5]))
+        names = sorted(f"{getattr(f, '__module__', '?')}.{getattr(f, '__qualname__', '?')}" for f in added)
+        _flag("registered foreign pytest hooks: " + ", ".join(names[:5]))
 
 
 # ------------------------------------------------------- namespace inspection
