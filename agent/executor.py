@@ -10,6 +10,7 @@ gives a picklable ``send`` that workers call to report progress, and a
 from __future__ import annotations
 
 import multiprocessing
+import os
 import queue
 import signal
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
@@ -96,9 +97,14 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+_terminating = False
+
+
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
     """Unwind on the driver's terminate(), so a test run in flight is killed with its process tree
     and temporary folders are removed; a second SIGTERM kills outright."""
+    global _terminating
+    _terminating = True
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     raise SystemExit(128 + signum)
 
@@ -106,6 +112,16 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
 def _init_worker() -> None:
     _ignore_sigint()
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
+def _in_worker(fn: Callable[..., Any], *args: Any) -> Any:
+    """Run one job in a pool worker; once a terminate() has unwound it, end the worker instead of
+    letting the pool hand it the next job."""
+    try:
+        return fn(*args)
+    finally:
+        if _terminating:
+            os._exit(128 + signal.SIGTERM)
 
 
 class ProcessExecutor(InlineExecutor):
@@ -120,7 +136,7 @@ class ProcessExecutor(InlineExecutor):
         self.manager: Any = None
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
-        return self.pool.submit(fn, *args)
+        return self.pool.submit(_in_worker, fn, *args)
 
     def channel(self) -> tuple[_Sender, Callable[[], list]]:
         if self.manager is None:
