@@ -6,9 +6,7 @@ module this small leaves the guard itself to the normal (cached) import.
 """
 from recode_guard_core import (  # noqa: F401  (pytest finds hooks by name)
     pytest_collection_finish,
-    pytest_configure,
     pytest_runtest_call,
-    pytest_runtest_logfinish,
     pytest_runtest_setup,
     pytest_runtest_teardown,
     pytest_sessionfinish,

@@ -313,11 +313,15 @@ def _legitimate_late_hook(function) -> bool:
     return module.startswith(_OWN_PREFIXES) or os.path.basename(path) == "conftest.py"
 
 
-def _check_pytest_intact(config, classes_too: bool = True) -> None:
-    """Compare with the session-start snapshot; classes (the costly part) only at the ends of the session."""
+def _check_pytest_intact(config) -> None:
+    """Compare with the session-start snapshot (after collection and at the end of the session).
+
+    A patch applied and undone between those two points is not seen here;
+    the per-test outcomes this plugin records itself still expose a forged report.
+    """
     if "hooks" not in _state:
         return  # the session never started (usage error): nothing to compare
-    own, classes = _state["own"], _state["classes"] if classes_too else {}
+    own, classes = _state["own"], _state["classes"]
     changed = [f"{m}.{a}" for (m, a), v in own.items() if getattr(sys.modules.get(m), a, None) is not v]
     changed += [f"{c.__module__}.{c.__qualname__}" for c, members in classes.items()
                 if not _same(_class_members(c), members)]
@@ -492,14 +496,6 @@ def pytest_runtest_call(item):
 def pytest_runtest_teardown(item):
     outcome = yield
     _record(item, "teardown", outcome)
-
-
-def pytest_runtest_logfinish(nodeid, location) -> None:
-    _check_pytest_intact(_state["config"], classes_too=False)
-
-
-def pytest_configure(config) -> None:
-    _state["config"] = config
 
 
 def _passed(entry: dict) -> bool:
