@@ -63,6 +63,7 @@ from agent.proc_control import PidsCgroup, run_process
 from agent.sandbox import (
     SANDBOX_MODES,
     bwrap_argv,
+    drop_privileges,
     bwrap_problem,
     hidden_paths,
     interpreter_roots,
@@ -79,6 +80,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 GUARD_DIR = REPO_ROOT / "agent" / "pytest_guard"
 GUARD_PLUGIN = "_recode_pytest_guard"
 LAUNCHER = GUARD_DIR / "run_pytest.py"
+TEST_USER = "recode-test"
+FRESH_UID_BASE, FRESH_UID_SPAN = 2_000_000_000, 100_000_000  # far above any real account
 STARTUP_PACKAGES = {"pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "exceptiongroup", "tomli",
                     "pytest_timeout", "colorama", GUARD_PLUGIN, "recode_guard_core"}
 REPORTS_DIR = Path(tempfile.gettempdir()) / "recode_reports"
@@ -185,36 +188,63 @@ def pytest_argv(python: str, layout: Layout) -> list[str]:
     return argv
 
 
-def sandbox_prefix(options: RunnerOptions, dataset: DatasetManager, python: str, layout: Layout) -> list[str] | None:
-    """bubblewrap argv for this run, [] when running unsandboxed, None when required but unavailable."""
+def use_sandbox(options: RunnerOptions) -> bool | None:
+    """Whether this run goes into bubblewrap; None when it is required but unavailable."""
     if options.sandbox == "off":
-        return []
+        return False
     problem = bwrap_problem()
     if problem:
         if options.sandbox == "required":
             return None
         warn_once(f"running tests without a sandbox: {problem}")
-        return []
+        return False
+    return True
+
+
+def sandbox_prefix(options: RunnerOptions, dataset: DatasetManager, python: str, layout: Layout,
+                   drop_caps: bool) -> list[str]:
+    """bubblewrap argv for this run (see ``agent.sandbox``)."""
     visible = interpreter_roots(python) + [str(GUARD_DIR)] + [p for p in [user_base()] if p]
     return bwrap_argv(shutil.which("bwrap"), run_dir=layout.run_dir, workdir=layout.workdir,
                       hidden=hidden_paths(str(dataset.root), str(REPO_ROOT), os.environ), visible=visible,
-                      readonly_files=[layout.test, layout.canonical], tmp_size_mb=options.memory_mb)
+                      readonly_files=[layout.test, layout.canonical], tmp_size_mb=options.memory_mb,
+                      drop_caps=drop_caps)
 
 
-def process_limits(options: RunnerOptions) -> tuple[PidsCgroup | None, int | None]:
-    """A pids cgroup when one can be made here, else the RLIMIT_NPROC value (None: not enforceable)."""
+@dataclass(frozen=True)
+class ProcessPlan:
+    """Who the tests run as and how their process count is capped."""
+
+    uid: int | None  # a fresh unprivileged user (sandboxed runs started as root)
+    nproc: int | None  # RLIMIT_NPROC
+    cgroup: PidsCgroup | None
+
+
+def process_plan(options: RunnerOptions, sandboxed: bool) -> ProcessPlan:
+    """Per-run process cap: own uid + RLIMIT_NPROC, else a pids cgroup, else RLIMIT_NPROC over the user's count."""
+    if sandboxed and os.geteuid() == 0 and shutil.which("setpriv"):
+        return ProcessPlan(uid=FRESH_UID_BASE + secrets.randbelow(FRESH_UID_SPAN), nproc=options.max_processes,
+                           cgroup=None)
     if not options.max_processes:
-        return None, None
+        return ProcessPlan(None, None, None)
     root = pids_cgroup_root()
     if root is not None:
         try:
-            return PidsCgroup(root, options.max_processes), None
+            return ProcessPlan(None, None, PidsCgroup(root, options.max_processes))
         except OSError as exc:
             warn_once(f"cannot create a pids cgroup under {root} ({exc}); falling back to RLIMIT_NPROC")
     if os.geteuid() == 0:
-        warn_once("process-count limit not enforced: running as root without a writable pids cgroup")
-        return None, None
-    return None, user_process_count(os.getuid()) + options.max_processes
+        warn_once("process-count limit not enforced: running as root without a sandbox or a writable pids cgroup")
+        return ProcessPlan(None, None, None)
+    return ProcessPlan(None, user_process_count(os.getuid()) + options.max_processes, None)
+
+
+def give_to(run_dir: str, uid: int) -> None:
+    """Make the run folder the test user's, so the copy is as writable as the release's repository was."""
+    for folder, dirs, files in os.walk(run_dir):
+        os.chown(folder, uid, uid)
+        for name in files + dirs:
+            os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
 
 
 def rlimit_hook(memory_mb: int | None, nproc: int | None):
@@ -243,18 +273,24 @@ def run_candidate(dataset: DatasetManager, index: int, candidate: str,
     python, problem = resolve_interpreter(dataset, index, options.env_backend)
     if python is None:
         return failed_run(expected, "infra_error", f"no environment for task {index}: {problem}")
+    sandboxed = use_sandbox(options)
+    if sandboxed is None:
+        return failed_run(expected, "infra_error", f"sandbox required but unavailable: {bwrap_problem()}")
     run_dir = Path(os.path.realpath(tempfile.mkdtemp(prefix="recode-run-")))
     try:
         layout = prepare(dataset, index, candidate, run_dir)
-        prefix = sandbox_prefix(options, dataset, python, layout)
-        if prefix is None:
-            return failed_run(expected, "infra_error", f"sandbox required but unavailable: {bwrap_problem()}")
-        return _execute(options, layout, python, prefix, expected)
+        plan = process_plan(options, sandboxed)
+        prefix = sandbox_prefix(options, dataset, python, layout, drop_caps=plan.uid is None) if sandboxed else []
+        if plan.uid is not None:
+            give_to(layout.run_dir, plan.uid)
+            prefix += drop_privileges(shutil.which("setpriv"), plan.uid)
+        return _execute(options, layout, python, prefix, plan, expected)
     finally:
         _cleaner.submit(shutil.rmtree, run_dir, True)
 
 
-def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[str], expected: tuple[str, ...]) -> dict:
+def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[str], plan: ProcessPlan,
+             expected: tuple[str, ...]) -> dict:
     key = secrets.token_bytes(32)
     key_read, key_write = os.pipe()
     os.write(key_write, key)
@@ -267,9 +303,11 @@ def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[s
     base = user_base()
     if base:
         extra["PYTHONUSERBASE"] = base
+    if plan.uid is not None:
+        extra.update(USER=TEST_USER, LOGNAME=TEST_USER)  # getpass.getuser() has no passwd entry to find
     env = scrubbed_env(os.environ, home=layout.home, tmpdir="/tmp" if prefix else layout.tmp,
                        python_bin=str(Path(python).parent), extra=extra)
-    cgroup, nproc = process_limits(options)
+    cgroup, nproc = plan.cgroup, plan.nproc
     prlimit = shutil.which("prlimit")
     launcher = limits_prefix(memory_mb=options.memory_mb, nproc=nproc,
                              cgroup_procs=cgroup.procs_file if cgroup else None, prlimit=prlimit)

@@ -68,13 +68,31 @@ def _inside(path: str, parents: list[str]) -> bool:
     return any(path == p or path.startswith(p.rstrip("/") + "/") for p in parents)
 
 
+def _parent_dirs(path: str, tmpfs_roots: list[str]) -> list[str]:
+    """``--dir`` arguments for the folders between the tmpfs covering ``path`` and ``path`` itself.
+
+    bubblewrap would create them with mode 0700, which an unprivileged test
+    user could not traverse; they are made 0755 explicitly.
+    """
+    root = max((r for r in tmpfs_roots if _inside(path, [r]) and path != r), key=len, default=None)
+    if root is None:
+        return []
+    args = []
+    parts = Path(path).relative_to(root).parts[:-1]
+    for depth in range(1, len(parts) + 1):
+        args += ["--perms", "0755", "--dir", str(Path(root, *parts[:depth]))]
+    return args
+
+
 def bwrap_argv(bwrap: str, *, run_dir: str, workdir: str, hidden: list[str], visible: list[str],
-               readonly_files: list[str], tmp_size_mb: int | None) -> list[str]:
+               readonly_files: list[str], tmp_size_mb: int | None, drop_caps: bool = True) -> list[str]:
     """bubblewrap command line (up to and including ``--``) for one run.
 
     Mount order matters: hide first, then mount back what must stay visible,
     then the writable run folder, then read-only files inside it. The private
     /tmp lives in memory, so it gets the memory budget as its size.
+    ``drop_caps`` is False when the command starts with ``setpriv`` (see
+    ``drop_privileges``), which needs them to switch user and then drops them all.
     """
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--perms", "1777"]
     if tmp_size_mb and bwrap_supports_size(bwrap):
@@ -84,17 +102,30 @@ def bwrap_argv(bwrap: str, *, run_dir: str, workdir: str, hidden: list[str], vis
     for path in sorted(set(hidden), key=len):
         if os.path.isdir(path) and not _inside(path, outer):
             outer.append(path)
-            argv += ["--tmpfs", path]
+            argv += ["--perms", "0755", "--tmpfs", path]
+    tmpfs_roots = outer + ["/tmp"]
     for path in sorted(set(visible), key=len):
         if os.path.exists(path) and _inside(path, outer):
-            argv += ["--ro-bind", path, path]
-    argv += ["--bind", run_dir, run_dir]
+            argv += _parent_dirs(path, tmpfs_roots) + ["--ro-bind", path, path]
+    argv += _parent_dirs(run_dir, tmpfs_roots) + ["--bind", run_dir, run_dir]
     for path in readonly_files:
         argv += ["--ro-bind", path, path]
     pycache = os.path.join(workdir, "__pycache__")
-    argv += ["--tmpfs", pycache, "--remount-ro", pycache, "--unshare-pid", "--unshare-net", "--cap-drop", "ALL",
-             "--new-session", "--die-with-parent", "--chdir", workdir, "--"]
-    return argv
+    argv += ["--tmpfs", pycache, "--remount-ro", pycache, "--unshare-pid", "--unshare-net"]
+    if drop_caps:
+        argv += ["--cap-drop", "ALL"]
+    return argv + ["--new-session", "--die-with-parent", "--chdir", workdir, "--"]
+
+
+def drop_privileges(setpriv: str, uid: int) -> list[str]:
+    """Run the rest as ``uid`` (no groups, no capabilities at all): RLIMIT_NPROC then counts for it alone.
+
+    As root, RLIMIT_NPROC is not enforced; a fresh unprivileged id per run
+    makes it a per-run process cap without a cgroup (moving a process into a
+    cgroup v1 costs a ~15 ms RCU wait per run).
+    """
+    return [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+            "--bounding-set=-all", "--"]
 
 
 def limits_prefix(*, memory_mb: int | None, nproc: int | None, cgroup_procs: str | None,

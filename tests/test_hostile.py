@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent.clean_test_runner import RunnerOptions, run_candidate
-from agent.sandbox import bwrap_problem
+from agent.sandbox import bwrap_problem, pids_cgroup_root
 from tests.runner_testlib import CANONICAL, TEST_CASES, WRONG, make_task, tree_digest
 
 SECRET = "sk-test-" + uuid.uuid4().hex
@@ -135,6 +136,11 @@ def _run_hostile(name: str, sandbox: str, tmp_path: Path, monkeypatch: pytest.Mo
     assert SECRET not in result["output"] and SECRET not in "".join(result["failure_messages"])
     assert listener.accepted == 0
     assert len(result["output"]) < FAST["output_limit_bytes"] + 200
+    assert_all_gone(marker)
+
+
+def assert_all_gone(marker: str) -> None:
+    """Killed processes may need a moment to be reaped; none may survive."""
     deadline = time.monotonic() + 2
     while marked_processes(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -151,3 +157,23 @@ def test_hostile_candidate_in_sandbox(name: str, tmp_path: Path, monkeypatch: py
 def test_hostile_candidate_without_sandbox(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the verdict alone must catch, even with no sandbox around the process."""
     _run_hostile(name, "off", tmp_path, monkeypatch)
+
+
+CAPPED_STORM = ("import subprocess, sys\nfor count in range(10000):\n    try:\n"
+                "        subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', '{marker}'])\n"
+                "    except OSError:\n        raise RuntimeError(f'contained after {{count}} processes')\n")
+
+
+@pytest.mark.parametrize("sandbox", [
+    pytest.param("required", marks=NEEDS_BWRAP),
+    pytest.param("off", marks=pytest.mark.skipif(
+        pids_cgroup_root() is None and os.geteuid() == 0, reason="root without a pids cgroup: no cap off-sandbox")),
+])
+def test_process_storm_hits_the_cap(sandbox: str, tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "dataset")
+    marker = f"recode-storm-{uuid.uuid4().hex}"
+    options = RunnerOptions(sandbox=sandbox, **FAST)
+    result = run_candidate(dataset, 1, CAPPED_STORM.format(marker=marker), options)
+    spawned = int(re.search(r"contained after (\d+) processes", result["output"]).group(1))
+    assert 0 < spawned < options.max_processes and result["status"] == "failed"
+    assert_all_gone(marker)
