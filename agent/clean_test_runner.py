@@ -14,11 +14,14 @@ try to make failing tests look passed.
 Guaranteed, with the bubblewrap sandbox (default when available):
 * the dataset, the harness checkout and the caller's home are invisible; the
   host is read-only; canonical.py and the test file cannot be modified;
-* no network, no capabilities, own PID namespace (no ``/proc`` view of the
-  caller), environment reduced to an allow-list (no keys, tokens, secrets);
+* no network, own PID namespace (no ``/proc`` view of the caller), no
+  capabilities; started as root, the tests run as a fresh unprivileged uid;
+  the environment is reduced to an allow-list (no keys, tokens, secrets);
 * the wall-clock timeout kills every process of the run, including ones that
-  left the session; memory is capped by RLIMIT_AS and the process count by a
-  pids cgroup (or RLIMIT_NPROC where that applies, i.e. not as root);
+  left the session (the PID namespace dies with bubblewrap); memory and file
+  sizes are capped by RLIMIT_AS/RLIMIT_FSIZE, the process count by
+  RLIMIT_NPROC of the run's own uid (as a normal user: over the user's
+  current count; unsandboxed as root: a pids cgroup);
 * ``passed`` requires pytest's JUnit report, pytest's exit code and the
   guard plugin's own observations to agree, authenticated by a per-run key
   read by the plugin before any candidate code exists; exiting early,
@@ -32,9 +35,11 @@ Guaranteed, with the bubblewrap sandbox (default when available):
 Not guaranteed: the candidate runs inside the pytest process, so code written
 specifically against this harness (digging the per-run key out of the guard's
 memory, obfuscated calls into the already-imported reference module,
-replacing library functions by other library functions, or an obfuscated
-child process rewriting repository sources before the reference imports them)
-is not provably excluded. Without bubblewrap (``--sandbox off`` or ``auto``
+replacing library functions by other library functions, patching the
+repository's own modules (they may legitimately re-export the target),
+patching pytest and undoing it between two guard checkpoints, or an
+obfuscated child process rewriting repository sources before the reference
+imports them) is not provably excluded. Without bubblewrap (``--sandbox off`` or ``auto``
 on a machine without it) there is no file-system or network confinement: the
 candidate runs with the caller's user rights, can read the caller's files and
 ``/proc/<ppid>/environ``, and, without a pids cgroup, a process that

@@ -7,8 +7,9 @@ effects are the cached probes that look at this machine (``bwrap_problem``,
 
 Under bubblewrap the test process sees the host read-only (``--ro-bind / /``),
 a private ``/tmp``, fresh ``/dev`` and ``/proc`` of its own PID namespace
-(so no ``/proc/<ppid>/environ`` of the caller), no network, no capabilities,
-a new session, and dies with the runner. The caller's home directory, the
+(so no ``/proc/<ppid>/environ`` of the caller), no network, no capabilities
+(as root it also becomes a fresh unprivileged uid through ``setpriv``), a
+new session, and dies with the runner. The caller's home directory, the
 harness checkout and the dataset are hidden behind empty tmpfs mounts (API
 keys in dotfiles, canonical.py of every task); the interpreter's prefix and
 the guard plugin are mounted back read-only. Only the run's private folder

@@ -145,13 +145,14 @@ def test_bad_options_are_rejected() -> None:
 
 
 @pytest.mark.skipif(bwrap_problem() is not None, reason="needs a working bubblewrap")
-def test_sandbox_hides_dataset_home_and_network(dataset) -> None:
+def test_sandbox_hides_dataset_harness_processes_network_and_root(dataset) -> None:
     candidate = printing(f"'DATASET', os.path.exists({str(dataset.meta_path)!r}), "
                          f"'HARNESS', os.path.exists({str(REPO / 'agent' / 'utils.py')!r}), "
                          "'PIDS', sorted(int(p) for p in os.listdir('/proc') if p.isdigit())[:2], "
-                         "'IFACES', sorted(n for _, n in socket.if_nameindex())")
+                         "'IFACES', sorted(n for _, n in socket.if_nameindex()), "
+                         "'ROOT', os.getuid() == 0, 'HOME', os.access(os.environ['HOME'], os.W_OK)")
     output = run_candidate(dataset, 1, candidate, RunnerOptions(timeout_sec=30, sandbox="required"))["output"]
-    assert "DATASET False HARNESS False PIDS [1, 2] IFACES ['lo']" in output
+    assert "DATASET False HARNESS False PIDS [1, 2] IFACES ['lo'] ROOT False HOME True" in output
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

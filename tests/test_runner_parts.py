@@ -11,7 +11,7 @@ import pytest
 from agent.candidate_lint import reference_access
 from agent.junit_verdict import GuardRecord, failed_run, judge, read_channel
 from agent.proc_control import CappedBuffer
-from agent.sandbox import bwrap_argv, limits_prefix, scrubbed_env
+from agent.sandbox import bwrap_argv, drop_privileges, limits_prefix, scrubbed_env
 
 KEY = b"k" * 32
 REPORT = (b'<testsuites><testsuite name="pytest" tests="2" errors="0" failures="1" skipped="0">'
@@ -57,6 +57,21 @@ def test_bwrap_argv_hides_then_shows_then_binds(tmp_path: Path) -> None:
     assert joined.index(f"--bind {run} {run}") < joined.index(f"--ro-bind {run / 'wd' / 'canonical.py'}")
     assert "--ro-bind /usr /usr" not in joined  # not hidden, so nothing to mount back
     assert f"--tmpfs {run / 'wd' / '__pycache__'} --remount-ro {run / 'wd' / '__pycache__'}" in joined
+    assert f"--perms 0755 --tmpfs {home}" in joined  # an unprivileged test user can traverse it
+
+
+def test_bwrap_argv_makes_mount_points_traversable_and_can_leave_caps_to_setpriv(tmp_path: Path) -> None:
+    hidden, deep, run = tmp_path / "hidden", tmp_path / "hidden/a/b/env", tmp_path / "run"
+    for folder in (deep, run):
+        folder.mkdir(parents=True)
+    argv = bwrap_argv("bwrap", run_dir=str(run), workdir=str(run), hidden=[str(hidden)], visible=[str(deep)],
+                      readonly_files=[], tmp_size_mb=None, drop_caps=False)
+    joined = " ".join(argv)
+    assert f"--perms 0755 --dir {hidden / 'a'} --perms 0755 --dir {hidden / 'a/b'} --ro-bind {deep} {deep}" in joined
+    assert "--cap-drop" not in argv
+    assert drop_privileges("/usr/bin/setpriv", 2000000123) == [
+        "/usr/bin/setpriv", "--reuid=2000000123", "--regid=2000000123", "--clear-groups", "--inh-caps=-all",
+        "--bounding-set=-all", "--"]
 
 
 def test_limits_prefix_joins_cgroup_then_sets_rlimits() -> None:
