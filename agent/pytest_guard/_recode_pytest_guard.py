@@ -1,10 +1,10 @@
 """The pytest plugin the runner loads with ``-p``: only re-exports the hooks of ``recode_guard_core``.
 
-pytest rewrites the assertions of every module named with ``-p``, which costs
-a parse and compile of the whole module on each run; keeping the plugin
-module this small leaves the guard itself to the normal (cached) import.
+pytest marks every module named with ``-p`` for assertion rewriting (one
+more parse, rewrite and compile per run); keeping this one tiny leaves the
+guard itself to the normal import machinery.
 """
-from recode_guard_core import (  # noqa: F401  (pytest finds hooks by name)
+from recode_guard_core import (
     pytest_collection_finish,
     pytest_runtest_call,
     pytest_runtest_setup,
@@ -12,3 +12,12 @@ from recode_guard_core import (  # noqa: F401  (pytest finds hooks by name)
     pytest_sessionfinish,
     pytest_sessionstart,
 )
+
+__all__ = [  # pytest finds hooks by name on this module
+    "pytest_collection_finish",
+    "pytest_runtest_call",
+    "pytest_runtest_setup",
+    "pytest_runtest_teardown",
+    "pytest_sessionfinish",
+    "pytest_sessionstart",
+]

@@ -204,13 +204,6 @@ for _event in ("os.rename", "os.remove", "os.rmdir", "os.truncate", "os.symlink"
     _RULES[_event] = _rule_paths(_event)
 
 
-@functools.lru_cache(maxsize=4096)
-def _module_file(name: str) -> str | None:
-    module = sys.modules.get(name)
-    path = getattr(module, "__file__", None)
-    return _REAL(path) if isinstance(path, str) else None
-
-
 def _stack_files():
     """co_filename of every frame above the audited call, innermost first, skipping our own frames."""
     frame = sys._getframe(1)
@@ -222,7 +215,9 @@ def _stack_files():
 
 
 def _is_candidate_file(name: str) -> bool:
-    return name == _CANDIDATE or (os.path.basename(name) == os.path.basename(_CANDIDATE) and _REAL(name) == _CANDIDATE)
+    if name == _CANDIDATE:
+        return True
+    return os.path.basename(name) == os.path.basename(_CANDIDATE) and _REAL(name) == _CANDIDATE
 
 
 def _judge(finding: tuple) -> None:
@@ -284,8 +279,6 @@ def _own_callables() -> dict[tuple[str, str], object]:
 def _class_members(cls: type) -> dict[str, object]:
     return {k: v for k, v in list(vars(cls).items())
             if callable(v) or isinstance(v, (property, classmethod, staticmethod))}
-
-
 
 
 def _same(now: dict, before: dict) -> bool:
