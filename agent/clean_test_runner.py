@@ -368,10 +368,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def release_report(dataset: DatasetManager, index: int, result: dict) -> str | None:
-    """Leave the JUnit report where the release's tooling looks for it (git-ignored)."""
-    if not result.get("report_path"):
-        return None
+    """Leave the JUnit report where the release's tooling looks for it (git-ignored).
+
+    A run without a trustworthy report removes the previous one, so the file
+    never describes another run.
+    """
     target = dataset.task_dir(index) / "pytest_report" / "report.xml"
+    if not result.get("report_path"):
+        target.unlink(missing_ok=True)
+        return None
     target.parent.mkdir(exist_ok=True)
     shutil.copyfile(result["report_path"], target)
     return str(target)

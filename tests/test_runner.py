@@ -176,6 +176,11 @@ def test_cli_candidate_file_failure_exit_code(dataset, tmp_path: Path) -> None:
     candidate.write_text(WRONG)
     done = _cli("--work-dir", str(dataset.root), "--task-id", "1", "--candidate", str(candidate))
     assert done.returncode == 1 and done.stdout.startswith("task 1: failed")
+    stale = dataset.task_dir(1) / "pytest_report" / "report.xml"
+    assert stale.is_file()
+    candidate.write_text("import os\nos._exit(0)\n")
+    done = _cli("--work-dir", str(dataset.root), "--task-id", "1", "--candidate", str(candidate))
+    assert done.returncode == 1 and "task 1: error" in done.stdout and not stale.exists()
 
 
 @pytest.mark.parametrize("args, message", [
