@@ -69,6 +69,7 @@ from agent.sandbox import (
     SANDBOX_MODES,
     bwrap_argv,
     drop_privileges,
+    gpu_devices,
     bwrap_problem,
     hidden_paths,
     interpreter_roots,
@@ -213,7 +214,7 @@ def sandbox_prefix(options: RunnerOptions, dataset: DatasetManager, python: str,
     return bwrap_argv(shutil.which("bwrap"), run_dir=layout.run_dir, workdir=layout.workdir,
                       hidden=hidden_paths(str(dataset.root), str(REPO_ROOT), os.environ), visible=visible,
                       readonly_files=[layout.test, layout.canonical], tmp_size_mb=options.memory_mb,
-                      drop_caps=drop_caps)
+                      drop_caps=drop_caps, devices=gpu_devices())
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ Under bubblewrap the test process sees the host read-only (``--ro-bind / /``),
 a private ``/tmp``, fresh ``/dev`` and ``/proc`` of its own PID namespace
 (so no ``/proc/<ppid>/environ`` of the caller), no network, no capabilities
 (as root it also becomes a fresh unprivileged uid through ``setpriv``), a
-new session, and dies with the runner. The caller's home directory, the
+new session, and dies with the runner. GPU device nodes are passed through. The caller's home directory, the
 harness checkout and the dataset are hidden behind empty tmpfs mounts (API
 keys in dotfiles, canonical.py of every task); the interpreter's prefix and
 the guard plugin are mounted back read-only. Only the run's private folder
@@ -19,6 +19,7 @@ directory's ``__pycache__`` are read-only.
 from __future__ import annotations
 
 import functools
+import glob
 import os
 import re
 import shutil
@@ -85,8 +86,14 @@ def _parent_dirs(path: str, tmpfs_roots: list[str]) -> list[str]:
     return args
 
 
+def gpu_devices() -> list[str]:
+    """Accelerator device nodes to pass through: ``--dev /dev`` alone would hide them (CUDA tests skip)."""
+    return sorted(glob.glob("/dev/nvidia*") + glob.glob("/dev/dri") + glob.glob("/dev/kfd"))
+
+
 def bwrap_argv(bwrap: str, *, run_dir: str, workdir: str, hidden: list[str], visible: list[str],
-               readonly_files: list[str], tmp_size_mb: int | None, drop_caps: bool = True) -> list[str]:
+               readonly_files: list[str], tmp_size_mb: int | None, drop_caps: bool = True,
+               devices: list[str] = ()) -> list[str]:
     """bubblewrap command line (up to and including ``--``) for one run.
 
     Mount order matters: hide first, then mount back what must stay visible,
@@ -95,7 +102,10 @@ def bwrap_argv(bwrap: str, *, run_dir: str, workdir: str, hidden: list[str], vis
     ``drop_caps`` is False when the command starts with ``setpriv`` (see
     ``drop_privileges``), which needs them to switch user and then drops them all.
     """
-    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--perms", "1777"]
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for device in devices:
+        argv += ["--dev-bind", device, device]
+    argv += ["--perms", "1777"]
     if tmp_size_mb and bwrap_supports_size(bwrap):
         argv += ["--size", str(tmp_size_mb << 20)]
     argv += ["--tmpfs", "/tmp"]

@@ -60,13 +60,14 @@ def test_bwrap_argv_hides_then_shows_then_binds(tmp_path: Path) -> None:
     assert f"--perms 0755 --tmpfs {home}" in joined  # an unprivileged test user can traverse it
 
 
-def test_bwrap_argv_makes_mount_points_traversable_and_can_leave_caps_to_setpriv(tmp_path: Path) -> None:
+def test_bwrap_argv_mount_points_gpus_and_caps_left_to_setpriv(tmp_path: Path) -> None:
     hidden, deep, run = tmp_path / "hidden", tmp_path / "hidden/a/b/env", tmp_path / "run"
     for folder in (deep, run):
         folder.mkdir(parents=True)
     argv = bwrap_argv("bwrap", run_dir=str(run), workdir=str(run), hidden=[str(hidden)], visible=[str(deep)],
-                      readonly_files=[], tmp_size_mb=None, drop_caps=False)
+                      readonly_files=[], tmp_size_mb=None, drop_caps=False, devices=["/dev/nvidia0"])
     joined = " ".join(argv)
+    assert "--dev /dev --proc /proc --dev-bind /dev/nvidia0 /dev/nvidia0" in joined
     assert f"--perms 0755 --dir {hidden / 'a'} --perms 0755 --dir {hidden / 'a/b'} --ro-bind {deep} {deep}" in joined
     assert "--cap-drop" not in argv
     assert drop_privileges("/usr/bin/setpriv", 2000000123) == [
