@@ -6,13 +6,14 @@ effects are the cached probes that look at this machine (``bwrap_problem``,
 ``pids_cgroup_root``).
 
 Under bubblewrap the test process sees the host read-only (``--ro-bind / /``),
-a private ``/tmp``, fresh ``/dev`` and ``/proc`` of its own PID namespace
-(so no ``/proc/<ppid>/environ`` of the caller), no network, no capabilities
-(as root it also becomes a fresh unprivileged uid through ``setpriv``), a
-new session, and dies with the runner. GPU device nodes are passed through. The caller's home directory, the
-harness checkout and the dataset are hidden behind empty tmpfs mounts (API
-keys in dotfiles, canonical.py of every task); the interpreter's prefix and
-the guard plugin are mounted back read-only. Only the run's private folder
+a private ``/tmp``, fresh ``/dev`` (GPU device nodes passed through) and
+``/proc`` of its own PID namespace (so no ``/proc/<ppid>/environ`` of the
+caller), no network, no capabilities (as root it also becomes a fresh
+unprivileged uid through ``setpriv``), a new session, and dies with the
+runner. The caller's home directory, the harness checkout and the dataset
+are hidden behind empty tmpfs mounts (API keys in dotfiles, canonical.py of
+every task); the interpreter's prefix and the guard plugin are mounted back
+read-only. Only the run's private folder
 is writable, and within it canonical.py, the test file and the working
 directory's ``__pycache__`` are read-only.
 """
