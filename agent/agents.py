@@ -10,20 +10,27 @@ turn and takes the python block of the answer as the new file.
 Memory: ``agent`` keeps the history of the current turn only; ``memory_agent``
 carries it across turns and condenses it with an LLM summary once it holds more
 than ``memory_threshold`` messages, keeping the last ``memory_to_keep`` verbatim.
+What a step leaves in memory is compact (agent/memory.py): the digest and the
+feedback in brief (the prompt shows them in full every step), and once the turn
+is over each answer's rationale and code change and each observation's first line.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agent.action import ActionFormatError, RepoWorkspace, execute, extract_code_block, numbered, parse_answer
+from agent.action import (
+    ActionFormatError, Observation, RepoWorkspace, execute, extract_code_block, numbered, parse_answer,
+)
 from agent.clean_test_runner import RunnerOptions, run_candidate
 from agent.constants import (
-    AGENT_SYSTEM, BASELINE_SYSTEM, FORMAT_ERROR, SECTION_BASELINE_ASK, SECTION_DIGEST, SECTION_FEEDBACK,
-    SECTION_FILE, SECTION_FILE_EMPTY, SECTION_FILE_PLAIN, SECTION_LAST_ACTION, SECTION_PAPER,
-    SECTION_SNIPPET_PREVIOUS, SECTION_STEP, SECTION_TASK, SUMMARY_MEMORY, SUMMARY_REQUEST, SUMMARY_SYSTEM,
+    AGENT_SYSTEM, BASELINE_SYSTEM, FORMAT_ERROR, MEMORY_DIGEST, MEMORY_FEEDBACK, MEMORY_RESULT, MEMORY_STEP,
+    SECTION_BASELINE_ASK, SECTION_DIGEST, SECTION_FEEDBACK, SECTION_FILE, SECTION_FILE_EMPTY, SECTION_FILE_PLAIN,
+    SECTION_LAST_ACTION, SECTION_PAPER, SECTION_SNIPPET_PREVIOUS, SECTION_STEP, SECTION_TASK, SUMMARY_MEMORY,
+    SUMMARY_REQUEST, SUMMARY_SYSTEM,
 )
-from agent.feedback import FeedbackReply, FeedbackRequest, FeedbackSource
+from agent.feedback import FeedbackReply, FeedbackRequest, FeedbackSource, digest_brief, feedback_brief
+from agent.memory import SUMMARY_WORDS, answer_note, bounded_summary, invalid_note, observation_note, settle
 from agent.snippet import SnippetTask, build_prompt, complete_file, extract_last_python_block
 from agent.utils import DatasetManager
 
@@ -95,6 +102,7 @@ class CodeAgent:
         else:
             self._agent_turn(turn, digest, feedback, result)
         result.code = self.ws.code
+        self.memory = settle(self.memory)
         result.memory = [dict(m) for m in self.memory]
         return result
 
@@ -104,28 +112,41 @@ class CodeAgent:
         if self.setting == "agent":
             self.memory = []
         system = AGENT_SYSTEM.format(max_steps=self.max_steps)
-        last: tuple[str, str] | None = None
         opening = self._opening(digest, feedback)
+        last: tuple[str, str] | None = None  # the previous step's action and its result
         for step in range(1, self.max_steps + 1):
             outcome = [SECTION_LAST_ACTION.format(action=last[0], result=last[1])] if last else []
             header = [SECTION_STEP.format(turn=turn, step=step, max_steps=self.max_steps)]
             prompt = "\n\n".join(self._context(numbered_file=True) + opening + outcome + header)
             answer = self._ask(system, self.memory, prompt, result)
-            self._remember("\n\n".join((opening if step == 1 else []) + outcome + header), answer, result)
-            try:
-                action = parse_answer(answer)
-            except ActionFormatError as exc:
-                result.actions.append({"step": step, "action": "INVALID", "argument": str(exc), "ok": False})
-                last = ("invalid answer", FORMAT_ERROR.format(problem=exc))
-                continue
-            observation = execute(action, self.ws)
-            argument = f"{action.start} {action.end}" if action.name == "EDIT" else action.argument
-            result.actions.append({"step": step, "action": action.name, "argument": argument, "ok": observation.ok})
+            observation, label, kept = self._act(answer, step, result)
+            # the full digest and feedback are in every prompt of the turn: memory holds their briefs
+            briefs = self._briefs(digest, feedback) if step == 1 else []
+            notes = [MEMORY_STEP.format(turn=turn, step=step)] + briefs
+            notes += [MEMORY_RESULT.format(action=last[0], note=observation_note(last[1]))] if last else []
+            self._remember({"role": "user", "content": "\n\n".join(briefs + outcome + header),
+                            "note": "\n".join(notes)},
+                           {"role": "assistant", "content": answer, "note": kept}, result)
             if observation.submitted:
                 return
-            last = (f"{action.name} {argument}".strip(), observation.text)
+            last = (label, observation.text)
         result.actions.append({"step": self.max_steps + 1, "action": "SUBMIT", "argument": "auto: step budget spent",
                                "ok": True})
+
+    def _act(self, answer: str, step: int, result: TurnResult) -> tuple[Observation, str, str]:
+        """Parse and execute one answer: its observation, its label for the next prompt, its memory note."""
+        before = self.ws.code
+        try:
+            action = parse_answer(answer)
+        except ActionFormatError as exc:
+            result.actions.append({"step": step, "action": "INVALID", "argument": str(exc), "ok": False})
+            return (Observation(False, FORMAT_ERROR.format(problem=exc)), "invalid answer",
+                    invalid_note(str(exc), answer))
+        observation = execute(action, self.ws)
+        argument = f"{action.start} {action.end}" if action.name == "EDIT" else action.argument
+        result.actions.append({"step": step, "action": action.name, "argument": argument, "ok": observation.ok})
+        label = f"{action.name} {argument}".strip()
+        return observation, label, answer_note(action, label, before, self.ws.code)
 
     def _context(self, numbered_file: bool) -> list[str]:
         """Paper, task and the current target file: the part of the prompt that memory never stores."""
@@ -145,6 +166,12 @@ class CodeAgent:
         """What the previous submission taught: its test digest and the researcher's feedback."""
         parts = [SECTION_DIGEST.format(digest=digest)] if digest else []
         return parts + ([SECTION_FEEDBACK.format(feedback=feedback)] if feedback else [])
+
+    @staticmethod
+    def _briefs(digest: str, feedback: str) -> list[str]:
+        """The opening as memory keeps it: the digest and the feedback in brief."""
+        parts = [MEMORY_DIGEST.format(brief=digest_brief(digest))] if digest else []
+        return parts + ([MEMORY_FEEDBACK.format(brief=feedback_brief(feedback))] if feedback else [])
 
     # ------------------------------------------------------------ the one-call baseline
 
@@ -188,21 +215,23 @@ class CodeAgent:
         result.history.append({"role": "assistant", "content": completion.text, "kind": kind})
         return completion.text
 
-    def _remember(self, news: str, answer: str, result: TurnResult) -> None:
-        self.memory += [{"role": "user", "content": news}, {"role": "assistant", "content": answer}]
+    def _remember(self, news: dict, answer: dict, result: TurnResult) -> None:
+        """Add one step's exchange (each message with its lasting ``note``); summarise past the threshold."""
+        self.memory += [news, answer]
         if self.setting == "memory_agent" and len(self.memory) > self.memory_threshold:
             self._summarise(result)
 
     def _summarise(self, result: TurnResult) -> None:
-        """Replace all but the last ``memory_to_keep`` messages by one LLM-written summary."""
+        """Replace all but the last ``memory_to_keep`` messages by one bounded LLM-written summary of their notes."""
         keep = max(0, self.memory_to_keep)
         old = self.memory[:-keep] if keep else self.memory
         if not old:
             return
         kept = self.memory[len(old):]
-        history = "\n\n".join(f"[{m['role'].upper()}]\n{m['content']}" for m in old)
-        summary = self._ask(SUMMARY_SYSTEM, [], SUMMARY_REQUEST.format(history=history), result, kind="summary")
-        self.memory = [{"role": "user", "content": SUMMARY_MEMORY.format(summary=summary.strip())}] + kept
+        history = "\n\n".join(f"[{m['role'].upper()}]\n{m['content']}" for m in settle(old))
+        request = SUMMARY_REQUEST.format(max_words=SUMMARY_WORDS, history=history)
+        summary = self._ask(SUMMARY_SYSTEM, [], request, result, kind="summary")
+        self.memory = [{"role": "user", "content": SUMMARY_MEMORY.format(summary=bounded_summary(summary))}] + kept
 
 
 class HumanAgent:

@@ -71,20 +71,28 @@ reflect: <your reasoning>
 action: READ <path> | BROWSE | RETRIEVE <query> | REPLACE | EDIT <N> <M> | SUBMIT
 REPLACE and EDIT must be followed by a fenced python block (```python ... ```) holding the new code."""
 
-# ---------------------------------------------------------------- memory summaries
+# ---------------------------------------------------------------- memory notes and summaries
+
+# Memory keeps past steps as notes (agent/memory.py); these label them.
+MEMORY_STEP = "[Turn {turn}, step {step}]"
+MEMORY_DIGEST = "Tests of the previous submission, in brief: {brief}"
+MEMORY_FEEDBACK = "Researcher feedback on it, in brief: {brief}"
+MEMORY_RESULT = "Result of {action}: {note}"
 
 SUMMARY_SYSTEM = """\
 You condense the working notes of a research engineer who is re-implementing a file over \
-several turns of submissions, test results and researcher feedback. The notes will replace \
-the older history, so keep every fact the engineer needs later."""
+several turns of submissions, test results and researcher feedback. The summary replaces the \
+older notes, so keep every fact the engineer still needs, and nothing else."""
 
 SUMMARY_REQUEST = """\
-Summarise the history below for the engineer. Keep, in order of turns:
-- each change made to the target file (what was changed, with the key code lines) and why;
+Summarise the history below for the engineer in at most {max_words} words of plain text. Keep, \
+in order of turns:
+- each change made to the target file (which functions, in a few words) and why;
 - after each submission, which tests passed and which failed, with the essential error;
-- every piece of researcher feedback and whether it has been addressed yet;
+- the researcher's feedback and whether it has been addressed yet;
 - what the engineer learned from reading the repository (paths, helper names, signatures).
-Drop repeated file listings and anything already superseded. Write plain text.
+Fold an earlier summary into the new one. Drop what is superseded: the engineer always sees the \
+current file, the latest test results and the latest feedback in full.
 
 ## History to summarise
 {history}"""

@@ -66,6 +66,8 @@ _VOLATILE = ((re.compile(r"\b0x[0-9a-fA-F]{6,}\b"), "0x..."),
 MAX_FEEDBACK_ATTEMPTS = 3
 MAX_MESSAGE_CHARS = 4_000
 MAX_DIGEST_MESSAGES_CHARS = 16_000
+MAX_BRIEF_LINE_CHARS = 300  # one line of free text kept in a brief (an error, a description)
+MAX_BRIEF_NAMES = 25  # test names listed per verdict in a digest brief
 
 
 class FeedbackFormatError(ValueError):
@@ -165,6 +167,70 @@ def format_test_digest(execution: dict, test_cases: tuple[str, ...] | list[str] 
     for pattern, mask in _VOLATILE:
         digest = pattern.sub(mask, digest)
     return digest
+
+
+_VERDICT = re.compile(r"^(PASS|FAILED|NOT RUN) (.+)$")
+_DETAIL_HEADS = ("Failure messages:", "Output of the test run (tail):")
+_FEEDBACK_HEAD = re.compile(r"^### Feedback \d+: (.*)$")
+
+
+def one_line(text: str, limit: int = MAX_BRIEF_LINE_CHARS) -> str:
+    """``text`` on one line (whitespace collapsed), cut at ``limit`` characters with a marker."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit].rstrip() + " [...]"
+
+
+def name_list(names: list[str], limit: int) -> str:
+    """The first ``limit`` names, comma-separated, and how many more there are."""
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def digest_brief(digest: str) -> str:
+    """A ``format_test_digest`` text in brief (for memory): totals, the tests by verdict, the first error.
+
+    Text of another shape (e.g. a hand-written digest) keeps its lines up to the details, flattened.
+    """
+    lines = digest.strip().splitlines()
+    head: list[str] = []
+    verdicts: dict[str, list[str]] = {"FAILED": [], "NOT RUN": [], "PASS": []}
+    first_error = ""
+    for number, line in enumerate(lines):
+        if line in _DETAIL_HEADS:
+            first_error = next((rest for rest in lines[number + 1:] if rest.strip()), "")
+            break
+        found = _VERDICT.match(line)
+        if found:
+            verdicts[found.group(1)].append(found.group(2))
+        else:
+            head.append(line)
+    parts = [one_line(" ".join(head))]
+    parts += [f"{label}: {name_list(verdicts[key], MAX_BRIEF_NAMES)}." for key, label in
+              (("FAILED", "Failed"), ("NOT RUN", "Not run"), ("PASS", "Passed")) if verdicts[key]]
+    if first_error:
+        parts.append(f"First error: {one_line(first_error)}")
+    return " ".join(part for part in parts if part)
+
+
+def feedback_brief(text: str) -> str:
+    """A ``format_feedback`` text in brief (for memory): each item's interface and description."""
+    labels = tuple(f"{label}:" for _, label in LEVEL_FIELDS[-1])
+    items: list[list[str]] = []
+    in_description = False
+    for line in text.splitlines():
+        head = _FEEDBACK_HEAD.match(line)
+        if head:
+            items.append([head.group(1).strip()])
+            in_description = False
+        elif items and line.startswith(labels):
+            in_description = line.startswith("Description:")
+            if in_description:
+                items[-1].append(line[len("Description:"):])
+        elif in_description:
+            items[-1][-1] += " " + line
+    if not items:
+        return one_line(text)
+    return "; ".join(": ".join([item[0]] + [one_line(part) for part in item[1:]]) for item in items)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ import pytest
 
 from agent.action import RepoWorkspace
 from agent.agents import CodeAgent, TaskBrief, merge_roles
+from agent.feedback import format_feedback, format_test_digest
 from agent.inference import Completion, Usage
+from agent.memory import MAX_SUMMARY_CHARS
 from agent.snippet import SnippetTask, build_prompt
 
 SUBMIT = "reflect: done\naction: SUBMIT"
@@ -122,30 +124,65 @@ def test_agent_setting_forgets_between_turns(ws: RepoWorkspace) -> None:
     assert [m["role"] for m in model.requests[1]] == ["system", "user"]
 
 
-def test_memory_agent_carries_history_across_turns(ws: RepoWorkspace) -> None:
-    model = ScriptModel([SUBMIT])
+LONG_DIGEST = format_test_digest(
+    {"status": "failed", "tests": 2, "failures": 1, "errors": 0, "skipped": 0,
+     "test_summary": {"test_ok": True, "test_beta": False},
+     "failure_messages": ["test_beta: AssertionError: loss ignores beta\n" + "TRACEBACK-LINE\n" * 40]})
+FEEDBACK = format_feedback([{"interface": "dpo_loss", "category": "T2", "description": "Beta is ignored.",
+                             "analysis": "ANALYSIS-TEXT", "actionable_feedback": "ACTION-TEXT",
+                             "direct_code_feedback": "CODE-SUGGESTION"}], 4)
+
+
+def test_memory_agent_carries_compact_notes_across_turns(ws: RepoWorkspace) -> None:
+    model = ScriptModel(["reflect: write it\naction: REPLACE\n```python\ndef dpo_loss(x):\n    return x\n```",
+                         SUBMIT, "action: BROWSE", SUBMIT])
     agent = make_agent(model, ws, setting="memory_agent")
-    agent.run_turn(0)
-    second = agent.run_turn(1, digest="DIGEST-1", feedback="FEEDBACK-1")
-    roles = [m["role"] for m in model.requests[1]]
-    assert roles == ["system", "user", "assistant", "user"]
-    assert "## Turn 0, step 1 of 3" in model.requests[1][1]["content"]
-    assert "PAPER-LATEX" not in model.requests[1][1]["content"]  # memory keeps the news, not the context
-    assert "DIGEST-1" in second.memory[2]["content"] and "FEEDBACK-1" in second.memory[2]["content"]
+    first = agent.run_turn(0)
+    assert [m["content"] for m in first.memory] == [
+        "[Turn 0, step 1]",
+        "reflect: write it\naction: REPLACE [python block not kept: file 0 -> 2 lines (+2 -0); added: dpo_loss]",
+        "[Turn 0, step 2]\nResult of REPLACE: The target file was replaced; it now has 2 lines.",
+        "reflect: done\naction: SUBMIT"]
+    assert all(set(m) == {"role", "content"} for m in first.memory)
+    second = agent.run_turn(1, digest=LONG_DIGEST, feedback=FEEDBACK)
+    step2 = model.requests[3]
+    assert [m["role"] for m in step2] == ["system"] + ["user", "assistant"] * 3 + ["user"]
+    assert "PAPER-LATEX" not in step2[1]["content"]  # memory keeps the news, not the context
+    # every step shows the full digest and feedback once, in its prompt; memory holds them in brief
+    for name in ("TRACEBACK-LINE", "ANALYSIS-TEXT", "CODE-SUGGESTION"):
+        assert "".join(m["content"] for m in step2[:-1]).count(name) == 0
+        assert step2[-1]["content"].count(name) == (40 if name == "TRACEBACK-LINE" else 1)
+    assert second.memory[4]["content"] == (
+        "[Turn 1, step 1]\nTests of the previous submission, in brief: Status: failed. Tests run: 2, passed: 1, "
+        "failures: 1, errors: 0, skipped: 0. Failed: test_beta. Passed: test_ok. First error: test_beta: "
+        "AssertionError: loss ignores beta\nResearcher feedback on it, in brief: `dpo_loss`: Beta is ignored.")
+    assert second.memory[5]["content"] == "action: BROWSE"
+
+
+def test_a_turn_sees_its_own_observations_in_full_and_memory_keeps_them_in_brief(ws: RepoWorkspace) -> None:
+    model = ScriptModel(["reflect: look\naction: READ pkg/util.py", "action: BROWSE", SUBMIT])
+    result = make_agent(model, ws, setting="memory_agent").run_turn(0)
+    assert "2 |     return 41" in model.requests[2][3]["content"]  # step 3 still sees the file read at step 1
+    assert result.memory[2]["content"] == ("[Turn 0, step 2]\nResult of READ pkg/util.py: pkg/util.py:\n"
+                                           "(2 more lines, not kept in memory)")
+    assert "return 41" not in "".join(m["content"] for m in result.memory)
 
 
 def test_memory_is_summarised_past_the_threshold_keeping_the_last_messages(ws: RepoWorkspace) -> None:
-    model = ScriptModel(["action: BROWSE", "action: READ pkg/util.py", "action: BROWSE", SUBMIT])
+    model = ScriptModel(["action: BROWSE", "action: READ pkg/util.py", "action: BROWSE", SUBMIT],
+                        summary="SUMMARY-TEXT " * 2000)
     agent = make_agent(model, ws, setting="memory_agent", threshold=4, keep=2)
     result = agent.run_turn(0)
     summary_calls = [r for r in model.requests if "Summarise the history below" in r[-1]["content"]]
     assert len(summary_calls) == 1  # after step 3: 6 messages > 4
     request = summary_calls[0][-1]["content"]
+    assert "at most 300 words" in request
     assert "each change made to the target file" in request and "which tests passed and which failed" in request
-    assert "## Turn 0, step 1 of 3" in request and "## Turn 0, step 3 of 3" not in request  # only the older 4
-    assert result.memory[0]["content"].endswith("SUMMARY-TEXT")
+    assert "[Turn 0, step 2]\nResult of BROWSE: 2 files in the repository:" in request  # notes, not transcripts
+    assert "pkg/target.py" not in request and "[Turn 0, step 3]" not in request  # only the older 4, in brief
+    assert result.memory[0]["content"].endswith(f"[summary cut at {MAX_SUMMARY_CHARS} characters]")
     assert [m["role"] for m in result.memory] == ["user", "user", "assistant"]
-    assert "## Turn 0, step 3 of 3" in result.memory[1]["content"]
+    assert result.memory[1]["content"].startswith("[Turn 0, step 3]\nResult of READ pkg/util.py:")
     assert [u["purpose"] for u in result.usage].count("summary") == 1
     assert ("user", "summary") in [(m["role"], m["kind"]) for m in result.history]
 

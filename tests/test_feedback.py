@@ -9,8 +9,8 @@ import yaml
 
 from agent.feedback import (
     CATEGORIES, FEEDBACK_SCHEMA, FIELDS, FeedbackFormatError, FeedbackReply, FeedbackRequest, FileFeedback,
-    LLMFeedback, ReplayFeedback, format_feedback, format_test_digest, load_feedback_file, parse_feedback,
-    validate_records,
+    LLMFeedback, ReplayFeedback, digest_brief, feedback_brief, format_feedback, format_test_digest,
+    load_feedback_file, one_line, parse_feedback, validate_records,
 )
 from agent.inference import Completion, Usage
 
@@ -133,6 +133,34 @@ def test_digest_of_a_collection_error_shows_the_output_tail() -> None:
                  "failure_messages": [], "output": "ImportError: cannot import name 'dpo_loss'"}
     digest = format_test_digest(execution, ("test_a",))
     assert "ImportError" in digest and "NOT RUN test_a" in digest
+
+
+def test_a_digest_brief_keeps_totals_verdicts_and_the_first_error_but_no_traceback() -> None:
+    execution = {"status": "failed", "tests": 3, "failures": 2, "errors": 0, "skipped": 0,
+                 "test_summary": {"test_a": True, "test_b": False, "test_c": False},
+                 "failure_messages": ["test_b: AssertionError: 1 != 2\n>   assert f(1) == 2\nE   AssertionError",
+                                      "test_c: KeyError: 'beta'\n>   cfg['beta']\nE   KeyError"]}
+    brief = digest_brief(format_test_digest(execution, ("test_a", "test_b", "test_c", "test_d")))
+    assert brief == ("Status: failed. Tests run: 3, passed: 1, failures: 2, errors: 0, skipped: 0. "
+                     "Failed: test_b, test_c. Not run: test_d. Passed: test_a. "
+                     "First error: test_b: AssertionError: 1 != 2")
+    timeout = {**execution, "status": "timeout", "duration_sec": 30.0, "failure_messages": []}
+    assert "stopped after 30 s" in digest_brief(format_test_digest(timeout))
+
+
+def test_a_digest_brief_names_at_most_25_tests_per_verdict_and_keeps_other_text() -> None:
+    execution = {"status": "failed", "tests": 30, "failures": 30, "errors": 0, "skipped": 0,
+                 "test_summary": {f"test_{i}": False for i in range(30)}, "failure_messages": []}
+    assert "test_24 and 5 more." in digest_brief(format_test_digest(execution))
+    assert digest_brief("FAILED-BY-HAND\nsecond line") == "FAILED-BY-HAND second line"
+    assert digest_brief("") == ""
+
+
+def test_a_feedback_brief_keeps_interfaces_and_descriptions_only() -> None:
+    text = format_feedback([RECORD, {**RECORD, "interface": "second", "description": "DESC-2\nmore"}], 4)
+    assert feedback_brief(text) == "`dpo_loss`: DESC-the loss ignores beta; `second`: DESC-2 more"
+    assert feedback_brief("free text\nby hand") == "free text by hand"
+    assert one_line("x" * 400).endswith("[...]") and len(one_line("x" * 400)) == 306
 
 
 def test_feedback_file_jsonl_and_yaml(tmp_path: Path) -> None:
