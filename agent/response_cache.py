@@ -45,11 +45,29 @@ class ResponseCache:
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with closing(self._connect()) as db, db:
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute(SCHEMA)
+            self._initialise()
         except (OSError, sqlite3.Error) as error:
             raise self._unusable(error) from None
+
+    def _initialise(self) -> None:
+        """Switch to WAL and create the table; processes racing on a new file retry.
+
+        Changing the journal mode needs an exclusive lock and SQLite reports
+        SQLITE_BUSY for it without consulting the busy timeout, so a process
+        that loses the race waits briefly and tries again.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_SEC
+        while True:
+            try:
+                with closing(self._connect()) as db, db:
+                    if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                        db.execute("PRAGMA journal_mode=WAL")
+                    db.execute(SCHEMA)
+                return
+            except sqlite3.OperationalError as error:
+                if "locked" not in str(error) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def get(self, request: ChatRequest) -> dict[str, Any] | None:
         """``{"text", "usage"}`` stored for ``request``, or None."""
