@@ -20,7 +20,7 @@ from pathlib import Path
 from agent.rcb_annotations import strip_tag_lines
 from agent.rcb_import import TaskPlan
 from agent.rcb_pset import LEGACY_FILE, PAPER_FILES, TEST_FILE
-from agent.utils import DatasetError
+from agent.utils import DatasetError, read_jsonl_lines
 
 META_FILE = "annotation_meta.jsonl"
 MAP_FILE = "researchcodebench_map.jsonl"
@@ -43,13 +43,7 @@ def read_jsonl(path: Path) -> list[JsonlRow]:
     if not path.exists():
         return []
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{path}:{number}: malformed JSON ({exc.msg}); fix or remove this row") from None
+    for number, line, row in read_jsonl_lines(path):
         if not isinstance(row, dict) or not isinstance(row.get("index"), int):
             raise DatasetError(f"{path}:{number}: expected an object with an integer 'index'")
         rows.append(JsonlRow(line, row))

@@ -63,13 +63,23 @@ class TestShInfo:
     test_file: str = "test.py"
 
 
-def parse_meta_line(line: str, source: str, lineno: int) -> TaskMeta:
-    """Validate one JSON line of the meta file; errors name the file and line."""
+def read_jsonl_lines(path: Path) -> list[tuple[int, str, Any]]:
+    """(line number, text, decoded value) of every non-blank line; bad JSON names file and line."""
+    decoded = []
+    with path.open(encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                decoded.append((lineno, line.rstrip("\r\n"), json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{path}:{lineno}: malformed JSON ({exc.msg}); fix or remove this row") from None
+    return decoded
+
+
+def parse_meta_row(row: Any, source: str, lineno: int) -> TaskMeta:
+    """Validate one decoded row of the meta file; errors name the file and line."""
     where = f"{source}:{lineno}"
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{where}: malformed JSON ({exc.msg}); fix or remove this row") from None
     if not isinstance(row, dict):
         raise DatasetError(f"{where}: expected a JSON object, got {type(row).__name__}")
     for key, kind in REQUIRED_KEYS.items():
@@ -101,15 +111,12 @@ def load_meta(path: Path) -> list[TaskMeta]:
         raise DatasetError(f"dataset not found: {path} does not exist; {DOWNLOAD_HINT}")
     rows: list[TaskMeta] = []
     seen: dict[int, int] = {}
-    with path.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            meta = parse_meta_line(line, str(path), lineno)
-            if meta.index in seen:
-                raise DatasetError(f"{path}:{lineno}: index {meta.index} repeats the row on line {seen[meta.index]}")
-            seen[meta.index] = lineno
-            rows.append(meta)
+    for lineno, _, row in read_jsonl_lines(path):
+        meta = parse_meta_row(row, str(path), lineno)
+        if meta.index in seen:
+            raise DatasetError(f"{path}:{lineno}: index {meta.index} repeats the row on line {seen[meta.index]}")
+        seen[meta.index] = lineno
+        rows.append(meta)
     return rows
 
 

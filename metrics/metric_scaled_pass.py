@@ -14,7 +14,6 @@ The map file is written by scripts/import_researchcodebench.py.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Iterable
 from metric_passrate_unitest import turn_success
 from metric_tables import FORMATS, Table, emit
 from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, LEVELS, LevelRun, RunSelection, discover_models, load_run
+from task_meta import read_jsonl_objects
 
 DEFAULT_SETTING = "snippet"
 MAP_KEYS = {"index": int, "paper": str, "file": str, "snippet": str, "code_lines": int}
@@ -63,19 +63,10 @@ class PassScore:
 def read_map(path: Path | str) -> list[SnippetRow]:
     """Rows of researchcodebench_map.jsonl; errors name the file and line."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        raise ScaledPassError(f"map file {path} not found; pass --map DATASET/researchcodebench_map.jsonl "
-                              "(written by scripts/import_researchcodebench.py)") from None
     rows = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ScaledPassError(f"{path}:{number}: malformed JSON ({exc.msg})") from None
+    missing = (f"map file {path} not found; pass --map DATASET/researchcodebench_map.jsonl "
+               "(written by scripts/import_researchcodebench.py)")
+    for number, row in read_jsonl_objects(path, ScaledPassError, missing):
         bad = [key for key, kind in MAP_KEYS.items()
                if not isinstance(row, dict) or not isinstance(row.get(key), kind) or isinstance(row.get(key), bool)]
         if bad:

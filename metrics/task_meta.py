@@ -22,21 +22,29 @@ def meta_path_for(dataset_dir: Path | str = DEFAULT_DATASET_DIR, meta_path: Path
     return Path(meta_path) if meta_path is not None else Path(dataset_dir) / META_FILE
 
 
-def read_meta_rows(path: Path | str) -> dict[int, dict]:
-    """Meta rows keyed by task index; only ``index`` and ``test_cases`` are checked here."""
-    path = Path(path)
+def read_jsonl_objects(path: Path, error: type[Exception], missing_message: str) -> list[tuple[int, object]]:
+    """(line number, decoded value) of every non-blank line; a missing file or bad JSON raises ``error``."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError:
-        raise MetaError(f"meta file not found: {path}; pass --meta PATH or --dataset-dir DIR") from None
-    rows: dict[int, dict] = {}
+        raise error(missing_message) from None
+    decoded = []
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            decoded.append((lineno, json.loads(line)))
         except json.JSONDecodeError as exc:
-            raise MetaError(f"{path}:{lineno}: malformed JSON ({exc.msg})") from None
+            raise error(f"{path}:{lineno}: malformed JSON ({exc.msg})") from None
+    return decoded
+
+
+def read_meta_rows(path: Path | str) -> dict[int, dict]:
+    """Meta rows keyed by task index; only ``index`` and ``test_cases`` are checked here."""
+    path = Path(path)
+    rows: dict[int, dict] = {}
+    for lineno, row in read_jsonl_objects(
+            path, MetaError, f"meta file not found: {path}; pass --meta PATH or --dataset-dir DIR"):
         if not isinstance(row, dict) or not isinstance(row.get("index"), int):
             raise MetaError(f"{path}:{lineno}: expected an object with an integer 'index'")
         rows[row["index"]] = row
