@@ -41,13 +41,14 @@ ENV_BACKENDS = ("conda", "uv", "venv", "current")
 # Keys describing one code model: allowed at the top level (shared by a sweep) and in `models` entries.
 MODEL_KEYS = (
     "api-key", "api-provider", "model", "deployment", "endpoint", "api-version", "base-url",
-    "temperature", "max-output-tokens", "reasoning-effort", "script",
+    "temperature", "max-output-tokens", "reasoning-effort", "script", "request-timeout-sec", "max-retries",
 )
 # The feedback model's keys and the code-model key each one corresponds to.
 HUMAN_KEYS = {
     "human-api-key": "api-key", "human-api-provider": "api-provider", "human-agent-model": "model",
     "human-deployment": "deployment", "human-endpoint": "endpoint", "human-api-version": "api-version",
     "human-base-url": "base-url", "human-script": "script",
+    "human-request-timeout-sec": "request-timeout-sec", "human-max-retries": "max-retries",
 }
 # Defaults of every key that has one; keys absent here default to None.
 DEFAULTS: dict[str, Any] = {
@@ -286,6 +287,7 @@ def _model_spec(reader: _Reader, values: dict[str, Any], labels: dict[str, str] 
         max_output_tokens=reader.integer("max-output-tokens", 1, value=values.get("max-output-tokens")),
         reasoning_effort=reader.text("reasoning-effort", values.get("reasoning-effort")),
         script=None if script is None else str(script),
+        **_call_limits(reader, values, name),
     )
     if provider not in REMOTE_PROVIDERS:
         return spec
@@ -296,6 +298,19 @@ def _model_spec(reader: _Reader, values: dict[str, Any], labels: dict[str, str] 
         env_vars = " or ".join(REMOTE_PROVIDERS[provider].key_env)
         raise reader.fail(f"no API key for provider '{provider}' (model '{model}'); "
                           f"export {env_vars} or set '{name('api-key')}'") from None
+
+
+def _call_limits(reader: _Reader, values: dict[str, Any], name: Callable[[str], str]) -> dict[str, Any]:
+    """Per-request timeout and retry budget; unset keys keep ModelSpec's defaults (600 s, 6 retries)."""
+    limits: dict[str, Any] = {}
+    timeout = reader.typed(name("request-timeout-sec"), lambda v: _is_number(v) and v > 0, "a number > 0",
+                           values.get("request-timeout-sec"))
+    if timeout is not None:
+        limits["timeout_sec"] = float(timeout)
+    retries = reader.integer(name("max-retries"), 0, value=values.get("max-retries"))
+    if retries is not None:
+        limits["max_retries"] = retries
+    return limits
 
 
 def _code_models(reader: _Reader) -> tuple[ModelSpec, ...]:

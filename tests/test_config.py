@@ -90,6 +90,9 @@ def test_defaults_are_the_paper_settings(tmp_path: Path, base: dict) -> None:
     ({"model": []}, "'model' is an empty list"),
     ({"model": ["a", "a"]}, "model 'a' appears twice in the sweep"),
     ({"models": [{"model": "x"}]}, "use either 'model' or 'models', not both"),
+    ({"request-timeout-sec": 0}, "'request-timeout-sec' must be a number > 0, got 0"),
+    ({"human-max-retries": -2, "human-api-provider": "openai", "human-agent-model": "r",
+      "human-base-url": "http://127.0.0.1:9/v1", "guidance-level": 1}, "'human-max-retries' must be an integer >= 0, got -2"),
 ])
 def test_each_mistake_is_one_line(tmp_path: Path, base: dict, change: dict, expected: str) -> None:
     assert expected in error_of(tmp_path, {**base, **change})
@@ -138,6 +141,16 @@ def test_sweeps_of_models_and_levels(tmp_path: Path, base: dict, monkeypatch) ->
     assert mixed.models[1].api_key == SENTINEL
     bad_entry = {**{k: v for k, v in base.items() if k != "model"}, "models": [{"model": "x", "guidance-level": 2}]}
     assert "unknown key 'guidance-level' in a 'models' entry" in error_of(tmp_path, bad_entry)
+
+
+def test_request_timeout_and_retries_reach_each_model(tmp_path: Path, base: dict) -> None:
+    default = load(tmp_path, base).models[0]
+    assert (default.timeout_sec, default.max_retries) == (600.0, 6)
+    cfg = load(tmp_path, {**base, "request-timeout-sec": 90, "max-retries": 2, "guidance-level": 1,
+                          "human-api-provider": "scripted", "human-agent-model": "researcher",
+                          "human-script": base["script"], "human-max-retries": 0})
+    assert (cfg.models[0].timeout_sec, cfg.models[0].max_retries) == (90.0, 2)
+    assert (cfg.feedback_model.timeout_sec, cfg.feedback_model.max_retries) == (600.0, 0)
 
 
 def test_overrides_win_over_the_file(tmp_path: Path, base: dict) -> None:
