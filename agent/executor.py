@@ -149,6 +149,7 @@ class ProcessExecutor(InlineExecutor):
     def shutdown(self, *, cancel: bool = False) -> bool:
         if cancel:
             workers = list(getattr(self.pool, "_processes", {}).values())
+            settler = getattr(self.pool, "_executor_manager_thread", None)
             self.pool.shutdown(wait=False, cancel_futures=True)
             for process in workers:
                 process.terminate()
@@ -157,6 +158,10 @@ class ProcessExecutor(InlineExecutor):
                 if process.is_alive():
                     process.kill()
                     process.join()
+            # With its workers gone the pool fails their futures (BrokenProcessPool) from its own
+            # thread; waiting for that thread means every future is settled when shutdown returns.
+            if settler is not None:
+                settler.join(timeout=TERMINATE_GRACE_SEC)
         else:
             self.pool.shutdown(wait=True)
         if self.manager is not None:
