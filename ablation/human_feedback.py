@@ -1,6 +1,6 @@
 """Human-feedback ablation: the same failed attempts continued with human, LLM and no feedback.
 
-    python ablation/human_feedback.py --yaml-location config/ablation_human.yaml
+    python ablation/human_feedback.py --yaml-location config/offline.yaml
         [--feedback-file HUMAN.jsonl] [--source-run RESULT_FOLDER] [--model NAME]
         [--level 4] [--samples 20] [--seed 0]
 
