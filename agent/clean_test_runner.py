@@ -182,13 +182,17 @@ def shadowed_modules(workdir: str, own_files: tuple[str, ...]) -> set[str]:
 def pytest_argv(python: str, layout: Layout) -> list[str]:
     """pytest as test.sh runs it, plus the guard plugin and a JUnit report; no cache writes.
 
+    Tracebacks are pytest's short form (each frame's failing line and the ``E``
+    lines): they carry what an agent needs without pasting whole test functions
+    into every prompt.
+
     ``-m pytest`` starts measurably faster than a launcher script, which is
     used only when the working directory would shadow a start-up module.
     """
     own = (os.path.basename(layout.test), os.path.basename(layout.canonical))
     start = [str(LAUNCHER)] if shadowed_modules(layout.workdir, own) else ["-m", "pytest"]
     argv = [python, *start, os.path.basename(layout.test), "-p", GUARD_PLUGIN, "-p", "no:cacheprovider",
-            f"--junitxml={layout.junit}", "-v", "--color=no"]
+            f"--junitxml={layout.junit}", "-v", "--color=no", "--tb=short"]
     if layout.per_test_timeout:
         argv += ["-o", f"timeout={layout.per_test_timeout}"]  # ini form: no usage error if pytest-timeout is absent
     return argv

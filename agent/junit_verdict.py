@@ -156,6 +156,15 @@ def judge(*, expected: tuple[str, ...], exit_code: int | None, junit: bytes | No
     return summarize(cases, expected, exit_code=exit_code, duration=duration, output=output)
 
 
+def failure_text(case: CaseResult) -> str:
+    """"<test>: <message>" then the traceback; a multi-line message that the traceback's
+    ``E`` lines already show is cut to its first line, so it is not read twice."""
+    message = case.message.strip()
+    if message and "\n" in message and message.splitlines()[-1].strip() in case.details:
+        message = message.splitlines()[0]
+    return f"{case.name}: {message}\n{case.details}".rstrip()
+
+
 def summarize(cases: list[CaseResult], expected: tuple[str, ...], *, exit_code: int | None, duration: float,
               output: str) -> dict:
     """Counts, messages and the per-test summary of a trusted report; missing expected tests fail."""
@@ -164,7 +173,7 @@ def summarize(cases: list[CaseResult], expected: tuple[str, ...], *, exit_code: 
     for case in cases:
         summary[case.name] = summary.get(case.name, True) and case.outcome == "passed"
         if case.outcome != "passed":
-            result["failure_messages"].append(f"{case.name}: {case.message}\n{case.details}".rstrip())
+            result["failure_messages"].append(failure_text(case))
     missing = [name for name in expected if name not in summary]
     for name in missing:
         summary[name] = False
