@@ -27,12 +27,13 @@ from tqdm import tqdm
 
 from agent.action import RepoWorkspace
 from agent.agents import SETTINGS, CodeAgent, HumanAgent, TaskBrief
+from agent.atomic_file import atomic_write_bytes
 from agent.config import ConfigError, RunConfig, load_config
 from agent.env_cache import EnvError
 from agent.feedback import LLMFeedback
 from agent.inference import ChatModel, InferenceError, ModelSpec, build_model
 from agent.results import (
-    ResultError, ResultStore, atomic_write_bytes, keep_report, pass_rate, safe_model_name, turn_solved,
+    ResultError, ResultStore, keep_report, pass_rate, safe_model_name, turn_solved,
     usage_totals,
 )
 from agent.utils import DatasetError, DatasetManager

@@ -29,6 +29,7 @@ from typing import Callable
 
 from filelock import FileLock, Timeout
 
+from agent.atomic_file import atomic_write_text
 from agent.env_backends import build_plan, check_backend_name, default_backend, default_python_version, interpreter
 from agent.env_spec import (
     EnvError,
@@ -265,9 +266,7 @@ def _build(spec: EnvSpec, settings: EnvSettings, progress: Callable[[str], None]
             )
     duration = time.monotonic() - start
     record = {**asdict(spec), "name": spec.name, "python": str(python), "built_at": time.time(), "build_seconds": duration}
-    tmp = marker.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2), encoding="utf-8")
-    os.replace(tmp, marker)
+    atomic_write_text(marker, json.dumps(record, indent=2))
     return BuildResult(spec.name, "built", str(python), str(log_path), duration)
 
 

@@ -17,6 +17,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.atomic_file import atomic_write_text
 from agent.rcb_annotations import strip_tag_lines
 from agent.rcb_import import TaskPlan
 from agent.rcb_pset import LEGACY_FILE, PAPER_FILES, TEST_FILE
@@ -125,9 +126,7 @@ def write_task(task_dir: Path, plan: TaskPlan) -> None:
 
 
 def write_jsonl_atomic(path: Path, lines: list[str]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, "".join(line + "\n" for line in lines))
 
 
 def import_plans(out: Path, plans: list[TaskPlan], papers: list[str], start_index: int | None = None) -> list[int]:

@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent.atomic_file import atomic_write_bytes
+
 RELEASE_KEYS = (
     "task_index", "turn_number", "code_input_tokens", "code_output_tokens", "final_code", "agent_memory",
     "code_interaction_history", "execution_result", "feedback_input_token", "feedback_output_token",
@@ -67,20 +69,6 @@ def check_builtins(value: Any, where: str = "record") -> None:
             check_builtins(item, f"{where}[{i}]")
         return
     raise TypeError(f"{where} is a {type(value).__module__}.{type(value).__name__}, not a builtin")
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so readers see the old or the new content, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def load_pickle(path: Path) -> Any:

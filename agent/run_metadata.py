@@ -16,6 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from agent.atomic_file import atomic_write_text
 from agent.config import RunConfig
 from agent.utils import DatasetManager
 
@@ -71,7 +72,4 @@ def metadata_path(cfg: RunConfig) -> Path:
 
 def write_metadata(path: Path, record: dict[str, Any]) -> None:
     """Atomic write (temp file + rename), so the record is never half-written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")

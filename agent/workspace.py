@@ -6,10 +6,10 @@ dataset), and every path an action names is resolved inside that copy.
 """
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
+from agent.atomic_file import atomic_write_text
 from agent.utils import DatasetManager
 
 
@@ -78,8 +78,5 @@ def make_workspace(dataset: DatasetManager, index: int, parent: Path, content: s
 def write_target(repo: Path, target_file_path: str, content: str) -> Path:
     """Atomically replace the target file of a workspace."""
     target = resolve_inside(repo, target_file_path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(content, encoding="utf-8")
-    os.replace(tmp, target)
+    atomic_write_text(target, content, durable=False)
     return target
