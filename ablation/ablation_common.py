@@ -36,6 +36,7 @@ from agent.results import (
     ResultError, ResultStore, keep_report, pass_rate, safe_model_name, turn_solved,
     usage_totals,
 )
+from agent.text_table import fixed_width
 from agent.utils import DatasetError, DatasetManager
 from agent.workflow import result_folder
 from agent.workspace import make_workspace
@@ -420,10 +421,4 @@ def _cell(value: object) -> str:
 
 def text_table(headers: list[str], rows: list[list]) -> str:
     """Fixed-width text; floats are rates shown as percentages, None as '-'; first column left-aligned."""
-    cells = [[_cell(c) for c in row] for row in rows]
-    widths = [max(len(line[i]) for line in (headers, *cells)) for i in range(len(headers))]
-
-    def render(line: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
-
-    return "\n".join([render(list(headers)), "  ".join("-" * w for w in widths), *map(render, cells)])
+    return "\n".join(fixed_width(headers, [[_cell(c) for c in row] for row in rows]))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.text_table import fixed_width
+
 
 @dataclass(frozen=True)
 class SummaryRow:
@@ -67,12 +69,7 @@ def format_table(rows: list[SummaryRow], max_turn: int) -> str:
         )
         for row in rows
     ]
-    widths = [max(len(line[i]) for line in (header, *body)) for i in range(len(header))]
-
-    def render(line: tuple[str, ...]) -> str:
-        return "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths)))
-
-    lines = [render(header), "  ".join("-" * w for w in widths), *map(render, body)]
+    lines = fixed_width(header, body)
     if any(row.unpriced for row in rows):
         lines.append("* lower bound: some jobs have no known cost (no price in the price table, or the job failed)")
     return "\n".join(lines)

@@ -20,7 +20,7 @@ from metric_tables import Table, render
 from optional_extras import ExtraUnavailable
 from plots import Plot, Series, series_from_runs, write_plots
 from report_index import Section, write_report
-from result_files import DEFAULT_GUIDANCE_TYPE, LEVELS, warn_stderr
+from result_files import DEFAULT_GUIDANCE_TYPE, LEVELS, folder_model_name, warn_stderr
 from task_meta import count_test_cases
 
 REPORT_DIR = "report"
@@ -39,7 +39,7 @@ def split(text: str) -> list[str]:
 def runs_found(result_dir: Path | str, setting: str, models: list[str] | None) -> dict[str, list[int]]:
     """Guidance type -> levels with a run folder of this setting (and of one of ``models``); fixed first."""
     pattern = re.compile(rf"^{re.escape(setting)}_(.+)_feedback_([A-Za-z0-9]+)_guidance_(\d+)$")
-    wanted = {model.replace("/", "_") for model in models} if models else None
+    wanted = {folder_model_name(model) for model in models} if models else None
     root = Path(result_dir)
     found: dict[str, set[int]] = {}
     for path in root.iterdir() if root.is_dir() else ():

@@ -68,9 +68,14 @@ class RunSelection:
         return Path(self.result_dir) / run_folder_name(self.setting, model, self.guidance_type, level)
 
 
+def folder_model_name(model: str) -> str:
+    """The model as it appears in run folder names: "/" (org/model) replaced by "_"."""
+    return model.replace("/", "_")
+
+
 def run_folder_name(setting: str, model: str, guidance_type: str, level: int) -> str:
-    """``<setting>_<model>_feedback_<type>_guidance_<level>`` with "/" in the model name replaced by "_"."""
-    return f"{setting}_{model.replace('/', '_')}_feedback_{guidance_type}_guidance_{level}"
+    """``<setting>_<model>_feedback_<type>_guidance_<level>`` (see ``folder_model_name``)."""
+    return f"{setting}_{folder_model_name(model)}_feedback_{guidance_type}_guidance_{level}"
 
 
 def result_path(folder: Path, task_id: int) -> Path:
