@@ -28,6 +28,7 @@ REQUIRED_KEYS = {
     "test_cases": list,
 }
 TASK_FILES = ("instruction.txt", "latex.txt", "canonical.py", "test.py", "test.sh")
+UNHASHED = {"pytest_report", "__pycache__"}  # debugging and interpreter leftovers, not dataset content
 
 
 class DatasetError(Exception):
@@ -290,11 +291,21 @@ class DatasetManager:
             raise DatasetError(f"task {index} is missing its repository folder {self.repo_dir(index)}")
 
     def fingerprint(self) -> str:
-        """sha256 over the meta file and every runnable task's files, for run metadata."""
+        """sha256 identifying the dataset a run used, for run metadata.
+
+        Covers the meta file, each runnable task's own files and its repository's
+        python sources byte for byte; other repository files (data, checkpoints:
+        gigabytes in the published set) by name and size, so that computing it at
+        the start of every run stays cheap.
+        """
         digest = hashlib.sha256(self.meta_path.read_bytes())
         for meta in self.runnable():
             task_dir = self.task_dir(meta.index)
-            for path in sorted(p for p in task_dir.rglob("*") if p.is_file() and "pytest_report" not in p.parts):
+            for path in sorted(p for p in task_dir.rglob("*") if p.is_file() and not UNHASHED & set(p.parts)):
                 digest.update(str(path.relative_to(self.root)).encode())
-                digest.update(path.read_bytes())
+                if path.suffix == ".py" or path.parent == task_dir:
+                    digest.update(path.read_bytes())
+                else:
+                    digest.update(str(path.stat().st_size).encode())
         return digest.hexdigest()
+

@@ -103,3 +103,25 @@ def test_parse_minimal_test_sh() -> None:
     script = 'SCRIPT_DIR=$(dirname "$0")\ncd "$SCRIPT_DIR/Repo"\npython -m pytest test.py\n'
     info = parse_test_sh(script, "Repo")
     assert (info.env_name, info.workdir, info.pythonpath_root, info.timeout) == (None, "", None, None)
+
+
+def test_fingerprint_follows_code_and_sizes_but_not_leftovers(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(REPO / "work_dir" / "dataset", tmp_path / "ds", ignore=shutil.ignore_patterns("pytest_report"))
+    dm = DatasetManager(tmp_path / "ds")
+    before = dm.fingerprint()
+    (dm.repo_dir(1) / "__pycache__").mkdir(exist_ok=True)
+    (dm.repo_dir(1) / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    (dm.task_dir(1) / "pytest_report").mkdir()
+    (dm.task_dir(1) / "pytest_report" / "report.xml").write_text("<x/>")
+    assert dm.fingerprint() == before
+    data = dm.repo_dir(1) / "weights.bin"
+    data.write_bytes(b"a" * 10)
+    with_data = dm.fingerprint()
+    assert with_data != before
+    data.write_bytes(b"b" * 10)
+    assert dm.fingerprint() == with_data  # data files count by name and size only
+    source = dm.repo_dir(1) / "dpo" / "trainer.py"
+    source.write_text(source.read_text() + "\n# edited\n")
+    assert dm.fingerprint() != with_data
