@@ -31,7 +31,7 @@ from agent.constants import (
 )
 from agent.feedback import FeedbackReply, FeedbackRequest, FeedbackSource, digest_brief, feedback_brief
 from agent.memory import SUMMARY_WORDS, answer_note, bounded_summary, invalid_note, observation_note, settle
-from agent.snippet import SnippetTask, build_prompt, complete_file, extract_last_python_block
+from agent.rcb.snippet import SnippetTask, build_prompt, complete_file, extract_last_python_block
 from agent.utils import DatasetManager
 
 if TYPE_CHECKING:

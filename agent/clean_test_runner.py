@@ -28,9 +28,9 @@ Guaranteed, with the bubblewrap sandbox (default when available):
   crashing, faking or rewriting the report, printing PASSED, monkeypatching
   pytest, placing candidate functions into the test's, the reference's or
   their libraries' namespaces, and importing or opening canonical.py are all
-  detected (see ``agent/junit_verdict.py`` and ``agent/pytest_guard``);
+  detected (see ``agent/runner/verdict.py`` and ``agent/runner/pytest_guard``);
 * candidates that import canonical are refused before running
-  (``agent/candidate_lint.py``).
+  (``agent/runner/lint.py``).
 
 Not guaranteed: the candidate runs inside the pytest process, so code written
 specifically against this harness (digging the per-run key out of the guard's
@@ -62,10 +62,10 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from agent.candidate_lint import reference_access
-from agent.junit_verdict import failed_run, judge, read_channel, sealed_report
-from agent.proc_control import PidsCgroup, run_process
-from agent.sandbox import (
+from agent.runner.lint import reference_access
+from agent.runner.verdict import failed_run, judge, read_channel, sealed_report
+from agent.runner.processes import PidsCgroup, run_process
+from agent.runner.sandbox import (
     SANDBOX_MODES,
     bwrap_argv,
     drop_privileges,
@@ -83,7 +83,7 @@ from agent.utils import DatasetError, DatasetManager
 from agent.workspace import make_workspace
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-GUARD_DIR = REPO_ROOT / "agent" / "pytest_guard"
+GUARD_DIR = REPO_ROOT / "agent" / "runner" / "pytest_guard"
 GUARD_PLUGIN = "_recode_pytest_guard"
 LAUNCHER = GUARD_DIR / "run_pytest.py"
 TEST_USER = "recode-test"
@@ -213,7 +213,7 @@ def use_sandbox(options: RunnerOptions) -> bool | None:
 
 def sandbox_prefix(options: RunnerOptions, dataset: DatasetManager, python: str, layout: Layout,
                    drop_caps: bool) -> list[str]:
-    """bubblewrap argv for this run (see ``agent.sandbox``)."""
+    """bubblewrap argv for this run (see ``agent.runner.sandbox``)."""
     visible = interpreter_roots(python) + [str(GUARD_DIR)] + [p for p in [user_base()] if p]
     return bwrap_argv(shutil.which("bwrap"), run_dir=layout.run_dir, workdir=layout.workdir,
                       hidden=hidden_paths(str(dataset.root), str(REPO_ROOT), os.environ), visible=visible,

@@ -25,8 +25,8 @@ import yaml
 
 from agent.clean_test_runner import RunnerOptions
 from agent.inference import DEFAULT_PRICES_PATH, InferenceError, ModelSpec, load_prices
-from agent.providers import OFFLINE_PROVIDERS, resolve_key
-from agent.providers import PROVIDERS as REMOTE_PROVIDERS
+from agent.models.providers import OFFLINE_PROVIDERS, resolve_key
+from agent.models.providers import PROVIDERS as REMOTE_PROVIDERS
 from agent.results import safe_model_name
 from agent.utils import DOWNLOAD_HINT
 

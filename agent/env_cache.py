@@ -1,7 +1,7 @@
 """Per-task environments: find a task's interpreter, building its environment once.
 
 Environments are keyed by the fingerprint of their requirements (see
-``agent.env_spec``), built by a backend (``agent.env_backends``) under a file
+``agent.envs.spec``), built by a backend (``agent.envs.backends``) under a file
 lock, and marked complete only after a successful build, so an interrupted or
 failed build is redone next time and a finished one is never redone.
 
@@ -30,8 +30,8 @@ from typing import Callable
 from filelock import FileLock, Timeout
 
 from agent.atomic_file import atomic_write_text
-from agent.env_backends import build_plan, check_backend_name, default_backend, default_python_version, interpreter
-from agent.env_spec import (
+from agent.envs.backends import build_plan, check_backend_name, default_backend, default_python_version, interpreter
+from agent.envs.spec import (
     EnvError,
     EnvSpec,
     RequirementsMap,

@@ -1,11 +1,11 @@
 """One call interface over every model provider: ``build_model(spec).complete(messages)``.
 
 A built model retries transient failures under one policy
-(:mod:`agent.retry_policy`), records tokens, latency and dollars for every
-call (:mod:`agent.pricing`), and with ``cache_path`` answers repeated
-requests from a SQLite response cache (:mod:`agent.response_cache`). The
+(:mod:`agent.models.retry`), records tokens, latency and dollars for every
+call (:mod:`agent.models.pricing`), and with ``cache_path`` answers repeated
+requests from a SQLite response cache (:mod:`agent.models.cache`). The
 SDK-specific code lives in ``agent/provider_*.py``, the offline ``scripted``
-model in :mod:`agent.scripted_model`; ``replay`` is the cache alone.
+model in :mod:`agent.models.scripted`; ``replay`` is the cache alone.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
-from agent.model_types import (
+from agent.models.types import (
     ChatModel,
     ChatRequest,
     Completion,
@@ -22,17 +22,17 @@ from agent.model_types import (
     Tokens,
     Usage,
 )
-from agent.pricing import DEFAULT_PRICES_PATH, cost_usd, find_price, load_prices
-from agent.providers import (
+from agent.models.pricing import DEFAULT_PRICES_PATH, cost_usd, find_price, load_prices
+from agent.models.providers import (
     OFFLINE_PROVIDERS,
     PROVIDER_ENV_VARS,
     PROVIDERS,
     Adapter,
     resolve_key,
 )
-from agent.response_cache import ResponseCache, request_key
-from agent.retry_policy import GaveUp, call_with_retries, wait_scale
-from agent.scripted_model import ScriptedModel
+from agent.models.cache import ResponseCache, request_key
+from agent.models.retry import GaveUp, call_with_retries, wait_scale
+from agent.models.scripted import ScriptedModel
 
 __all__ = [
     "ChatModel",
@@ -76,14 +76,14 @@ def build_model(
 def _adapter(spec: ModelSpec, key: str | None) -> Adapter:
     """The SDK adapter of ``spec.provider``; SDKs are imported only when used (google-genai is slow to import)."""
     if spec.provider == "anthropic":
-        from agent.provider_anthropic import AnthropicAdapter
+        from agent.models.anthropic import AnthropicAdapter
 
         return AnthropicAdapter(spec, key)
     if spec.provider == "gemini":
-        from agent.provider_gemini import GeminiAdapter
+        from agent.models.gemini import GeminiAdapter
 
         return GeminiAdapter(spec, key)
-    from agent.provider_openai import OpenAIAdapter
+    from agent.models.openai import OpenAIAdapter
 
     return OpenAIAdapter(spec, key)
 

@@ -31,7 +31,7 @@ from agent.results import (
     SEED_FORMAT, ResultStore, keep_report, load_seed, make_record, pass_rate, safe_model_name, save_seed,
     seed_path, turn_solved, usage_totals,
 )
-from agent.snippet import load_snippet_task
+from agent.rcb.snippet import load_snippet_task
 from agent.utils import DatasetManager
 from agent.workspace import make_workspace
 

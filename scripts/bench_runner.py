@@ -22,7 +22,7 @@ import time
 
 from agent.clean_test_runner import Layout, RunnerOptions, prepare, resolve_interpreter, run_candidate
 from agent.env_cache import resolve_python
-from agent.sandbox import SANDBOX_MODES
+from agent.runner.sandbox import SANDBOX_MODES
 from agent.utils import DatasetError, DatasetManager
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[1] / "work_dir" / "dataset"

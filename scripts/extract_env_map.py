@@ -21,7 +21,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.env_spec import (  # noqa: E402
+from agent.envs.spec import (  # noqa: E402
     EnvError,
     find_requirements_map,
     load_requirements_map,

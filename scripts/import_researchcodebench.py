@@ -23,11 +23,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import argparse
 import shutil
 
-from agent.rcb_annotations import AnnotationError
-from agent.rcb_dataset_writer import MAP_FILE, META_FILE, import_plans
-from agent.rcb_import import TaskPlan, plan_paper
-from agent.rcb_pset import PsetError, load_pset
-from agent.rcb_tasks import DEFAULT_ENV_NAME, DEFAULT_TIMEOUT
+from agent.rcb.annotations import AnnotationError
+from agent.rcb.writer import MAP_FILE, META_FILE, import_plans
+from agent.rcb.importer import TaskPlan, plan_paper
+from agent.rcb.pset import PsetError, load_pset
+from agent.rcb.tasks import DEFAULT_ENV_NAME, DEFAULT_TIMEOUT
 from agent.utils import DatasetError, DatasetManager
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.env_backends import BACKENDS, require_tool  # noqa: E402
+from agent.envs.backends import BACKENDS, require_tool  # noqa: E402
 from agent.env_cache import (  # noqa: E402
     EnvError,
     EnvSettings,

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from agent.clean_test_runner import RunnerOptions, run_candidate
-from agent.sandbox import SANDBOX_MODES
+from agent.runner.sandbox import SANDBOX_MODES
 from agent.utils import DatasetError, DatasetManager
 
 INIT_MAY_END = ("failed", "error")

@@ -43,8 +43,8 @@ from typing import Any
 
 import pytest
 
-from agent.model_types import ModelSpec
-from agent.providers import PROVIDER_ENV_VARS
+from agent.models.types import ModelSpec
+from agent.models.providers import PROVIDER_ENV_VARS
 
 PROTOCOLS = ("openai", "anthropic", "gemini")
 # A model name per protocol that the price table knows, so costs are checkable.

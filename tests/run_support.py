@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from agent.inference import PROVIDER_ENV_VARS, ModelSpec
-from agent.scripted_model import ScriptedModel
+from agent.models.scripted import ScriptedModel
 from agent.utils import DatasetManager
 from tests.fake_providers import FakeUsage, Reply, ReceivedRequest, openai_completion
 

@@ -25,7 +25,7 @@ from ablation.ablation_common import (
 from agent import agents
 from agent.utils import DatasetManager
 from agent.config import load_config
-from agent.scripted_model import ScriptedModel
+from agent.models.scripted import ScriptedModel
 from agent.workflow import Job, result_folder, run_task
 
 REPO = Path(__file__).resolve().parents[1]

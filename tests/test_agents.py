@@ -10,7 +10,7 @@ from agent.agents import CodeAgent, TaskBrief, merge_roles
 from agent.feedback import format_feedback, format_test_digest
 from agent.inference import Completion, Usage
 from agent.memory import MAX_SUMMARY_CHARS
-from agent.snippet import SnippetTask, build_prompt
+from agent.rcb.snippet import SnippetTask, build_prompt
 
 SUBMIT = "reflect: done\naction: SUBMIT"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.env_backends import (
+from agent.envs.backends import (
     PipSettings,
     build_plan,
     conda_plan,
@@ -17,7 +17,7 @@ from agent.env_backends import (
     uv_plan,
     venv_plan,
 )
-from agent.env_spec import EnvError
+from agent.envs.spec import EnvError
 from scripts.manage_envs import main as manage_main
 from tests.env_testlib import make_dataset
 

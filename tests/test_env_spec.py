@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from agent.env_cache import env_settings, plan_envs, spec_for_task
-from agent.env_spec import (
+from agent.envs.spec import (
     BUILTIN_DEFAULT,
     EnvError,
     canonical_name,

@@ -7,8 +7,8 @@ import traceback
 import pytest
 
 from agent.inference import InferenceError, ModelSpec, build_model
-from agent.provider_openai import is_reasoning_model, is_strict_schema
-from agent.providers import PROVIDERS
+from agent.models.openai import is_reasoning_model, is_strict_schema
+from agent.models.providers import PROVIDERS
 from tests.fake_providers import FakeProvider, model_spec, no_provider_env  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.usefixtures("no_provider_env")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from agent.inference import InferenceError, ModelSpec, build_model
-from agent.model_types import ChatRequest
-from agent.response_cache import ResponseCache, request_key
+from agent.models.types import ChatRequest
+from agent.models.cache import ResponseCache, request_key
 from tests.fake_providers import FakeProvider, model_spec, no_provider_env  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.usefixtures("no_provider_env")
@@ -82,8 +82,8 @@ def test_cache_uses_wal_mode(tmp_path: Path) -> None:
 
 WRITER = """
 import sys, time
-from agent.model_types import ChatRequest
-from agent.response_cache import ResponseCache
+from agent.models.types import ChatRequest
+from agent.models.cache import ResponseCache
 cache = ResponseCache(sys.argv[1])
 worker = int(sys.argv[2])
 time.sleep(max(0.0, float(sys.argv[3]) - time.time()))  # all writers start together

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from agent.inference import DEFAULT_PRICES_PATH, InferenceError, find_price, load_prices
-from agent.model_types import Tokens
-from agent.pricing import cost_usd
+from agent.models.types import Tokens
+from agent.models.pricing import cost_usd
 
 TABLE = {
     "gpt-5": {"input": 1.25, "cached_input": 0.125, "output": 10.0},

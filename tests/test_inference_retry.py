@@ -6,8 +6,8 @@ import email.utils
 import pytest
 
 from agent.inference import InferenceError, ModelSpec, build_model
-from agent.model_types import Answer, Tokens
-from agent.retry_policy import (
+from agent.models.types import Answer, Tokens
+from agent.models.retry import (
     BACKOFF_MAX_SEC,
     RETRY_AFTER_CAP_SEC,
     BadAnswer,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.rcb_annotations import (
+from agent.rcb.annotations import (
     AnnotationError, body_lines, count_code_lines, is_code_line, is_tag_like, mask_snippet, masked_line,
     parse_annotations, split_lines, strip_tag_lines, strip_tags,
 )

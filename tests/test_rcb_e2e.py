@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from agent.clean_test_runner import RunnerOptions, run_candidate
-from agent.rcb_import import plan_paper
-from agent.rcb_pset import load_pset
-from agent.snippet import complete_file, load_snippet_task
+from agent.rcb.importer import plan_paper
+from agent.rcb.pset import load_pset
+from agent.rcb.snippet import complete_file, load_snippet_task
 from agent.utils import DatasetManager
 from scripts.import_researchcodebench import main as import_main, report_weak
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.rcb_annotations import is_tag_like, split_lines
-from agent.rcb_tasks import adapt_test, collect_test_cases, reference_module_names
-from agent.snippet import load_snippet_task
+from agent.rcb.annotations import is_tag_like, split_lines
+from agent.rcb.tasks import adapt_test, collect_test_cases, reference_module_names
+from agent.rcb.snippet import load_snippet_task
 from agent.utils import DatasetError, DatasetManager
 from scripts.import_researchcodebench import main as import_main
 

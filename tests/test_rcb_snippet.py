@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.snippet import (
+from agent.rcb.snippet import (
     SnippetError, SnippetTask, build_prompt, complete_file, extract_last_python_block, insert_block,
 )
 

@@ -11,7 +11,7 @@ import pytest
 import agent.clean_test_runner as runner
 from agent.clean_test_runner import RunnerOptions, run_candidate
 from agent.env_cache import EnvError
-from agent.sandbox import bwrap_problem
+from agent.runner.sandbox import bwrap_problem
 from tests.runner_testlib import CANONICAL, TEST_CASES, TEST_PY, WRONG, make_task, tree_digest
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.candidate_lint import reference_access
-from agent.junit_verdict import GuardRecord, failed_run, judge, read_channel
-from agent.proc_control import CappedBuffer
-from agent.sandbox import bwrap_argv, drop_privileges, limits_prefix, scrubbed_env
+from agent.runner.lint import reference_access
+from agent.runner.verdict import GuardRecord, failed_run, judge, read_channel
+from agent.runner.processes import CappedBuffer
+from agent.runner.sandbox import bwrap_argv, drop_privileges, limits_prefix, scrubbed_env
 
 KEY = b"k" * 32
 REPORT = (b'<testsuites><testsuite name="pytest" tests="2" errors="0" failures="1" skipped="0">'

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from agent.model_types import (
+from agent.models.types import (
     Completion,
     InferenceError,
     ModelSpec,

@@ -13,7 +13,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from agent.rcb_annotations import SIZE_PATTERN, TODO_LINE, split_lines
+from agent.rcb.annotations import SIZE_PATTERN, TODO_LINE, split_lines
 from agent.utils import DatasetError, DatasetManager
 from agent.workspace import PathEscapeError, resolve_inside
 

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.env_spec import EnvError
+from agent.envs.spec import EnvError
 
 BACKENDS = ("conda", "uv", "venv", "current")
 CONDA_PYTHON = "3.10"  # the release's environments

@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 
-from agent.model_types import InferenceError, Tokens
+from agent.models.types import InferenceError, Tokens
 
-DEFAULT_PRICES_PATH = Path(__file__).resolve().parents[1] / "config" / "prices.yaml"
+DEFAULT_PRICES_PATH = Path(__file__).resolve().parents[2] / "config" / "prices.yaml"
 PRICE_FIELDS = ("input", "cached_input", "output")
 SNAPSHOT_SUFFIX = re.compile(r"[-@]\d")
 

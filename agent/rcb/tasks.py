@@ -12,7 +12,7 @@ import ast
 import re
 from pathlib import PurePosixPath
 
-from agent.rcb_annotations import SIZE_LINE, TODO_LINE
+from agent.rcb.annotations import SIZE_LINE, TODO_LINE
 
 PAPER_TEST_NAME = "paper2code_test.py"
 DEFAULT_ENV_NAME = "recode_rcb"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import tenacity
 
-from agent.model_types import Answer, InferenceError, Tokens
+from agent.models.types import Answer, InferenceError, Tokens
 
 log = logging.getLogger("agent.inference")
 

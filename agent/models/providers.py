@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from agent.model_types import Answer, ChatRequest, InferenceError, ModelSpec
-from agent.retry_policy import BadAnswer, TransientError, redact, status_failure
+from agent.models.types import Answer, ChatRequest, InferenceError, ModelSpec
+from agent.models.retry import BadAnswer, TransientError, redact, status_failure
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.atomic_file import atomic_write_text
-from agent.rcb_annotations import strip_tag_lines
-from agent.rcb_import import TaskPlan
-from agent.rcb_pset import LEGACY_FILE, PAPER_FILES, TEST_FILE
+from agent.rcb.annotations import strip_tag_lines
+from agent.rcb.importer import TaskPlan
+from agent.rcb.pset import LEGACY_FILE, PAPER_FILES, TEST_FILE
 from agent.utils import DatasetError, read_jsonl_lines
 
 META_FILE = "annotation_meta.jsonl"

@@ -13,9 +13,9 @@ from typing import Any
 
 import anthropic
 
-from agent.model_types import Answer, ChatRequest, ModelSpec, Tokens, add_counts
-from agent.providers import EMPTY_HINT, SdkErrors, count, guarded_call, http_error_parts
-from agent.retry_policy import BadAnswer
+from agent.models.types import Answer, ChatRequest, ModelSpec, Tokens, add_counts
+from agent.models.providers import EMPTY_HINT, SdkErrors, count, guarded_call, http_error_parts
+from agent.models.retry import BadAnswer
 
 DEFAULT_MAX_TOKENS = 16384  # the API requires a value; a whole research file fits in it
 TOOL_NAME = "respond"

@@ -17,7 +17,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from agent.model_types import ChatRequest, InferenceError
+from agent.models.types import ChatRequest, InferenceError
 
 KEY_VERSION = 1
 BUSY_TIMEOUT_SEC = 60.0

@@ -2,18 +2,18 @@
 
 Everything that can fail on bad input (index, annotations, test file) fails
 here, before the dataset folder is touched, so an import either writes all
-of its tasks or none. Writing is :mod:`agent.rcb_dataset_writer`'s job.
+of its tasks or none. Writing is :mod:`agent.rcb.writer`'s job.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from agent.rcb_annotations import (
+from agent.rcb.annotations import (
     body_lines, count_code_lines, mask_snippet, masked_line, parse_annotations, strip_tag_lines, strip_tags,
 )
-from agent.rcb_pset import PaperSpec, PsetError
-from agent.rcb_tasks import (
+from agent.rcb.pset import PaperSpec, PsetError
+from agent.rcb.tasks import (
     DEFAULT_ENV_NAME, DEFAULT_TIMEOUT, adapt_test, collect_test_cases, enclosing_scope, reference_module_names,
     render_instruction, render_test_sh,
 )

@@ -15,8 +15,8 @@ from typing import Any
 
 import openai
 
-from agent.model_types import Answer, ChatRequest, InferenceError, ModelSpec, Tokens
-from agent.providers import (
+from agent.models.types import Answer, ChatRequest, InferenceError, ModelSpec, Tokens
+from agent.models.providers import (
     EMPTY_HINT,
     PROVIDERS,
     SdkErrors,
@@ -24,7 +24,7 @@ from agent.providers import (
     guarded_call,
     http_error_parts,
 )
-from agent.retry_policy import BadAnswer
+from agent.models.retry import BadAnswer
 
 log = logging.getLogger("agent.inference")
 

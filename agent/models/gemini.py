@@ -11,9 +11,9 @@ from typing import Any
 from google import genai
 from google.genai import errors, types
 
-from agent.model_types import Answer, ChatRequest, ModelSpec, Tokens, add_counts
-from agent.providers import EMPTY_HINT, SdkErrors, count, guarded_call
-from agent.retry_policy import BadAnswer
+from agent.models.types import Answer, ChatRequest, ModelSpec, Tokens, add_counts
+from agent.models.providers import EMPTY_HINT, SdkErrors, count, guarded_call
+from agent.models.retry import BadAnswer
 
 ROLES = {"user": "user", "assistant": "model"}
 # Newer google-genai releases take a plain JSON schema; older ones only their OpenAPI-subset field.

@@ -1,7 +1,7 @@
 """Turn what a test run left behind into the runner's result dict.
 
 Evidence, and how much each is trusted:
-* the guard channel (see ``agent/pytest_guard``): ``hello`` proves the harness
+* the guard channel (see ``agent/runner/pytest_guard``): ``hello`` proves the harness
   started; any ``flag`` line means tampering; the ``seal`` is authenticated
   with a per-run key the candidate never had, and carries pytest's exit
   status, the sha256 of the JUnit file and the guard's own per-test outcomes;
