@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from agent.action import (
     ActionFormatError, Observation, RepoWorkspace, execute, extract_code_block, numbered, parse_answer,
 )
-from agent.clean_test_runner import RunnerOptions, run_candidate
+from agent.clean_test_runner import run_candidate
 from agent.constants import (
     AGENT_SYSTEM, BASELINE_SYSTEM, FORMAT_ERROR, MEMORY_DIGEST, MEMORY_FEEDBACK, MEMORY_RESULT, MEMORY_STEP,
     SECTION_BASELINE_ASK, SECTION_DIGEST, SECTION_FEEDBACK, SECTION_FILE, SECTION_FILE_EMPTY, SECTION_FILE_PLAIN,
@@ -32,6 +32,7 @@ from agent.constants import (
 from agent.feedback import FeedbackReply, FeedbackRequest, FeedbackSource, digest_brief, feedback_brief
 from agent.memory import SUMMARY_WORDS, answer_note, bounded_summary, invalid_note, observation_note, settle
 from agent.rcb.snippet import SnippetTask, build_prompt, complete_file, extract_last_python_block
+from agent.runner.options import RunnerOptions
 from agent.utils import DatasetManager
 
 if TYPE_CHECKING:

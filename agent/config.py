@@ -23,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
-from agent.clean_test_runner import RunnerOptions
+from agent.runner.options import RunnerOptions
 from agent.inference import DEFAULT_PRICES_PATH, InferenceError, ModelSpec, load_prices
 from agent.models.providers import OFFLINE_PROVIDERS, resolve_key
 from agent.models.providers import PROVIDERS as REMOTE_PROVIDERS
