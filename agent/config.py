@@ -80,6 +80,7 @@ DEFAULTS: dict[str, Any] = {
     "memory-mb": 8192,
     "max-processes": 512,
     "reindent-snippet": False,
+    "edit-action": False,
     "max-workers": 4,
     "parallel-mode": "processes",
     "ray-num-cpus": 1,
@@ -89,7 +90,7 @@ RUN_KEYS = (
     "guidance-level", "guidance-type", "max-guidance-level", "evaluation-setting", "max-turn", "max-steps",
     "memory-threshold", "memory-to-keep", "work-dir", "output-dir", "init_seed", "resume", "overwrite", "task-ids",
     "replay-feedback-level", "replay-run-feedback-level", "feedback-source", "feedback-file", "prices", "cache-path", "sandbox",
-    "test-timeout-sec", "memory-mb", "max-processes", "env-backend", "reindent-snippet", "max-workers",
+    "test-timeout-sec", "memory-mb", "max-processes", "env-backend", "reindent-snippet", "edit-action", "max-workers",
     "parallel-mode", "ray-address", "ray-num-cpus", "ray-num-gpus",
 )
 # Keys where an explicit null means "no limit" rather than "use the default".
@@ -133,6 +134,7 @@ class RunConfig:
     cache_path: Path | None
     prices: dict
     reindent_snippet: bool
+    edit_action: bool
     max_workers: int
     parallel_mode: str
     ray_address: str | None
@@ -527,6 +529,7 @@ def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
         cache_path=cache_path,
         prices=_prices(reader),
         reindent_snippet=reader.flag("reindent-snippet"),
+        edit_action=reader.flag("edit-action"),
         max_workers=reader.integer("max-workers", 1),
         parallel_mode=_parallel_mode(reader, feedback_source),
         ray_address=reader.text("ray-address"),

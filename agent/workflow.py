@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Callable
 
 from filelock import FileLock
 
-from agent.action import RepoWorkspace
+from agent.action import ACTIONS, RELEASE_ACTIONS, RepoWorkspace
 from agent.agents import CodeAgent, HumanAgent, TaskBrief, TurnResult
 from agent.feedback import (
     FeedbackReply, FeedbackSource, FileFeedback, InteractiveFeedback, LLMFeedback, ReplayFeedback,
@@ -156,7 +156,8 @@ class _Session:
         self.agent = CodeAgent(build_model(model, prices=cfg.prices, cache_path=cfg.cache_path), brief, self.ws,
                                setting=cfg.evaluation_setting, max_steps=cfg.max_steps,
                                memory_threshold=cfg.memory_threshold, memory_to_keep=cfg.memory_to_keep,
-                               snippet=snippet, reindent_snippet=cfg.reindent_snippet)
+                               snippet=snippet, reindent_snippet=cfg.reindent_snippet,
+                               actions=ACTIONS if cfg.edit_action else RELEASE_ACTIONS)
         self.human = HumanAgent(self.dataset, task_index, cfg.runner, source)
 
     def attempt(self, turn: int, digest: str, feedback: str, reports: Path) -> _Attempt:
