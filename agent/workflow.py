@@ -312,8 +312,12 @@ def _seed_feedback(cfg: RunConfig, task_index: int, seed: dict) -> dict:
 def ensure_seed(cfg: RunConfig, model: ModelSpec, task_index: int) -> bool:
     """Create the turn-0 seed of (model, task) once; True when this call computed it.
 
-    The release's replay starts from stored turns and needs no seed."""
+    Not needed by the release's replay (it starts from stored turns), nor when
+    every level of the run continues or keeps stored turns."""
     if cfg.replay_feedback_level is not None:
+        return False
+    if not cfg.overwrite and all(job_store(cfg, Job(model, level, task_index)).result_path.exists()
+                                 for level in cfg.guidance_levels):
         return False
     return _seed(cfg, model, task_index, _seed_needs_feedback(cfg))[1]
 
