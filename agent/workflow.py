@@ -259,7 +259,8 @@ def _seed_ready(seed: dict | None, need_feedback: bool) -> bool:
 
 def _seed_location(cfg: RunConfig, model: ModelSpec, task_index: int) -> tuple[Path, tuple[str, ...]]:
     """The seed file of (model, task) and the task's test cases (a release seed's digest is rebuilt with them)."""
-    return seed_path(cfg.init_seed_dir, model.model, task_index), DatasetManager(cfg.work_dir).get(task_index).test_cases
+    path = seed_path(cfg.init_seed_dir, model.model, task_index, cfg.evaluation_setting)
+    return path, DatasetManager(cfg.work_dir).get(task_index).test_cases
 
 
 def _seed(cfg: RunConfig, model: ModelSpec, task_index: int, need_feedback: bool) -> tuple[dict, bool]:
