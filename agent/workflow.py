@@ -28,7 +28,7 @@ from agent.feedback import (
 )
 from agent.inference import InferenceError, ModelSpec, build_model
 from agent.results import (
-    SEED_FORMAT, ResultStore, keep_report, load_seed, make_record, pass_rate, safe_model_name, save_seed,
+    SEED_FORMAT, ResultStore, load_seed, make_record, pass_rate, safe_model_name, save_seed,
     seed_path, turn_solved, usage_totals,
 )
 from agent.rcb.snippet import load_snippet_task
@@ -128,11 +128,10 @@ class _Session:
         started = time.monotonic()
         previous = self.ws.code
         result = self.agent.run_turn(turn, digest=digest, feedback=feedback)
-        execution = self.human.evaluate(result.code)
+        execution = self.human.evaluate(result.code, report_to=reports / f"task_{self.index}_turn_{turn}.xml")
         if execution.get("status") == "infra_error":
             why = ((execution.get("failure_messages") or [""])[0].strip().splitlines() or ["infra_error"])[0]
             raise InfraError(f"task {self.index} turn {turn}: the tests could not run ({why})")
-        execution = keep_report(execution, reports / f"task_{self.index}_turn_{turn}.xml")
         return _Attempt(turn, result, execution, format_test_digest(execution, self.meta.test_cases), previous, started)
 
     def feedback(self, attempt: _Attempt, level: int) -> FeedbackReply:

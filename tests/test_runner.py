@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -29,16 +30,20 @@ def dataset(tmp_path: Path):
     return make_task(tmp_path / "dataset")
 
 
-def test_canonical_passes_wrong_fails_and_dataset_is_untouched(dataset) -> None:
+def test_canonical_passes_wrong_fails_and_dataset_is_untouched(dataset, tmp_path: Path) -> None:
     before = tree_digest(dataset.root)
-    good = run_candidate(dataset, 1, CANONICAL, QUICK)
-    bad = run_candidate(dataset, 1, WRONG, QUICK)
+    report = tmp_path / "reports" / "turn_1.xml"
+    good = run_candidate(dataset, 1, CANONICAL, QUICK, report_to=report)
     assert (good["status"], good["tests"], good["failures"], good["errors"]) == ("passed", 2, 0, 0)
     assert good["test_summary"] == {"test_add": True, "test_scale": True} and good["exit_code"] == 0
-    assert "<testcase" in Path(good["report_path"]).read_text()
+    assert good["report_path"] == str(report) and "<testcase" in report.read_text()
+    assert good["interpreter"] == sys.executable
+    bad = run_candidate(dataset, 1, WRONG, QUICK)
     assert (bad["status"], bad["tests"], bad["failures"], bad["exit_code"]) == ("failed", 2, 2, 1)
-    assert bad["failure_messages"][0].startswith("test_add: assert")
+    assert bad["failure_messages"][0].startswith("test_add: assert") and bad["report_path"] is None
     assert tree_digest(dataset.root) == before
+    forged = run_candidate(dataset, 1, "import os\nos._exit(0)\n", QUICK, report_to=report)
+    assert forged["status"] == "error" and forged["report_path"] is None and not report.exists()
 
 
 def test_partial_credit_is_counted_per_test(dataset) -> None:
@@ -155,20 +160,52 @@ def test_sandbox_hides_dataset_harness_processes_network_and_root(dataset) -> No
     assert "DATASET False HARNESS False PIDS [1, 2] IFACES ['lo'] ROOT False HOME True" in output
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
+def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(REPO / "agent" / "clean_test_runner.py"), *args],
-                          capture_output=True, text=True, cwd=REPO)
+                          capture_output=True, text=True, cwd=REPO, env=env)
 
 
-def test_cli_gold_check_json_and_release_report(dataset) -> None:
-    before = tree_digest(dataset.root)
-    done = _cli("--work-dir", str(dataset.root), "--task-id", "1", "--json", "--timeout-sec", "30")
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["status"] == "passed"
+def test_cli_release_flags_on_disk_target_and_json(dataset, tmp_path: Path) -> None:
+    """The release's command line: --work-dir holds dataset/, the target file on disk is what is tested."""
+    work_dir = dataset.root.parent
     report = dataset.task_dir(1) / "pytest_report" / "report.xml"
-    assert str(report) in done.stderr and "test_scale" in report.read_text()
+    blank = _cli("--work-dir", str(work_dir), "--task-id", "1", "--timeout-sec", "30")
+    assert blank.returncode == 1 and blank.stdout.startswith("task 1: failed")
+    assert "cannot import name 'add'" in report.read_text()
+    dataset.target_path(1).write_text(CANONICAL)
+    before = {k: v for k, v in tree_digest(dataset.root).items() if "pytest_report" not in k}
+    done = _cli("--work-dir", str(work_dir), "--task-id", "1", "--json", "--timeout-sec", "30")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == "passed" and result["interpreter"] == sys.executable
+    assert result["report_path"] == str(report) and "test_scale" in report.read_text()
+    assert str(report) in done.stderr and "task 1: passed" in done.stderr
     after = {k: v for k, v in tree_digest(dataset.root).items() if "pytest_report" not in k}
     assert after == before
+
+
+def test_cli_canonical_and_dataset_folder_itself(dataset) -> None:
+    done = _cli("--dataset-dir", str(dataset.root), "--task-id", "1", "--canonical", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["status"] == "passed", done.stderr
+
+
+def test_cli_env_mode_flags_reach_the_environment_cache(dataset, tmp_path: Path, monkeypatch, capsys) -> None:
+    """--env-map-path names the environment, --python-version its Python; without --env-mode: this interpreter."""
+    asked = []
+
+    def resolve(dataset, index, backend, build=True, *, python_version=None, env_name=None):
+        asked.append((backend, python_version, env_name))
+        return sys.executable
+
+    monkeypatch.setattr("agent.env_cache.resolve_python", resolve)
+    env_map = tmp_path / "env_map.json"
+    env_map.write_text(json.dumps({"1": "test_common1"}))
+    common = ["--work-dir", str(dataset.root), "--task-id", "1", "--canonical", "--timeout-sec", "30"]
+    assert runner.main(common + ["--env-map-path", str(env_map), "--python-version", "3.10"]) == 0
+    assert runner.main(common) == 0
+    assert runner.main(common + ["--env-mode", "--env-backend", "uv"]) == 0
+    assert asked == [(None, "3.10", "test_common1"), ("current", None, None), ("uv", None, None)]
+    assert capsys.readouterr().out.count("task 1: passed") == 3
 
 
 def test_cli_candidate_file_failure_exit_code(dataset, tmp_path: Path) -> None:
@@ -187,6 +224,7 @@ def test_cli_candidate_file_failure_exit_code(dataset, tmp_path: Path) -> None:
     (["--work-dir", "/no/such/dataset", "--task-id", "1"], "dataset not found"),
     (["--task-id", "9"], "unknown task id 9"),
     (["--task-id", "1", "--candidate", "/no/such/file.py"], "candidate file not found"),
+    (["--task-id", "1", "--env-map-path", "/no/such/map.json"], "--env-map-path /no/such/map.json"),
 ])
 def test_cli_user_errors_are_one_line(dataset, args: list[str], message: str) -> None:
     if "--work-dir" not in args:
