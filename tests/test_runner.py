@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -232,3 +236,80 @@ def test_cli_user_errors_are_one_line(dataset, args: list[str], message: str) ->
     done = _cli(*args)
     assert done.returncode == 2 and message in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+SLEEPER = "import time\ntime.sleep(120)\n" + CANONICAL
+LOCKS_ITS_FILES = CANONICAL + '''
+import os
+os.makedirs("locked/inner", exist_ok=True)
+open("locked/inner/data.txt", "w").write("x")
+open(os.path.join(os.environ["TMPDIR"], "scratch.txt"), "w").write("x")
+os.chmod("locked/inner", 0)
+os.chmod("locked", 0)
+'''
+
+
+@pytest.fixture
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temp folder of this test alone, for the runner and any process it starts."""
+    folder = tmp_path / "tmpdir"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def test_nothing_is_left_in_the_temp_folder_after_a_batch(dataset, private_tmp: Path, monkeypatch) -> None:
+    """Success, failure, collection error, forged exit, refused candidate, locked files, timeout, Ctrl-C."""
+    batch = [CANONICAL, WRONG, HALF_RIGHT, "def add(:\n", "import os\nos._exit(0)\n", "import canonical\n",
+             LOCKS_ITS_FILES]
+    statuses = []
+    for sandbox in ("auto", "off"):
+        options = RunnerOptions(timeout_sec=30, sandbox=sandbox)
+        statuses += [run_candidate(dataset, 1, candidate, options)["status"] for candidate in batch]
+        statuses.append(run_candidate(dataset, 1, SLEEPER, RunnerOptions(timeout_sec=2, sandbox=sandbox))["status"])
+    assert statuses == ["passed", "failed", "failed", "failed", "error", "error", "passed", "timeout"] * 2
+
+    real_run = runner.run_process
+
+    def interrupted(*args, **kwargs):
+        real_run(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run_process", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_candidate(dataset, 1, CANONICAL, QUICK)
+    runner._cleaner.submit(int).result()  # deletions after normal runs happen off the caller's path
+    assert sorted(p.name for p in private_tmp.iterdir()) == []
+
+
+def test_ctrl_c_on_the_cli_leaves_nothing_behind(dataset, private_tmp: Path, tmp_path: Path) -> None:
+    candidate = tmp_path / "sleeper.py"
+    candidate.write_text(SLEEPER)
+    proc = subprocess.Popen([sys.executable, str(REPO / "agent" / "clean_test_runner.py"), "--work-dir",
+                             str(dataset.root), "--task-id", "1", "--candidate", str(candidate)],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not list(private_tmp.glob(f"{runner.RUN_PREFIX}*/ws")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # pytest is running the sleeping candidate now
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    assert list(private_tmp.iterdir()) == []
+
+
+@pytest.mark.skipif(bwrap_problem() is not None, reason="needs a working bubblewrap")
+def test_interpreter_in_a_venv_under_tmp_runs_sandboxed(dataset, tmp_path: Path, monkeypatch) -> None:
+    """The venv lives under /tmp (private in the sandbox) below a 0700 folder; an unreadable one is named."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    monkeypatch.setattr(runner, "resolve_interpreter", lambda *a: (str(venv / "bin" / "python"), None))
+    options = RunnerOptions(timeout_sec=30, sandbox="required")
+    result = run_candidate(dataset, 1, CANONICAL, options)
+    assert result["status"] == "passed" and result["interpreter"] == str(venv / "bin" / "python"), result
+    if os.geteuid() == 0 and shutil.which("setpriv"):  # tests then run as a fresh uid, which a 0700 venv excludes
+        venv.chmod(0o700)
+        result = run_candidate(dataset, 1, CANONICAL, options)
+        assert result["status"] == "infra_error"
+        assert f"{venv} cannot be made visible in the sandbox" in result["failure_messages"][0]
