@@ -33,7 +33,7 @@ from agent.env_cache import EnvError
 from agent.feedback import LLMFeedback
 from agent.inference import ChatModel, InferenceError, ModelSpec, build_model
 from agent.results import (
-    ResultError, ResultStore, keep_report, pass_rate, safe_model_name, turn_solved,
+    ResultError, ResultStore, pass_rate, safe_model_name, turn_solved,
     usage_totals,
 )
 from agent.text_table import fixed_width
@@ -313,13 +313,13 @@ def score(dataset: DatasetManager, index: int, execution: dict) -> dict:
 
 def run_tests(cfg: RunConfig, dataset: DatasetManager, index: int, code: str, report: Path, tally: Tally) -> dict:
     """The runner's result for ``code``, its JUnit report kept at ``report``; infra errors stop the unit."""
-    execution = HumanAgent(dataset, index, cfg.runner, None).evaluate(code)
+    execution = HumanAgent(dataset, index, cfg.runner, None).evaluate(code, report_to=report)
     tally.test_runs += 1
     if execution.get("status") == "infra_error":
         why = ((execution.get("failure_messages") or [""])[0].strip().splitlines() or ["infra_error"])[0]
         raise AblationError(f"task {index}: the tests could not run ({why}); "
                             "fix the environment and rerun (finished samples are kept)")
-    return keep_report(execution, report)
+    return execution
 
 
 def continue_turn(cfg: RunConfig, model: ChatModel, dataset: DatasetManager, record: dict, feedback: str,

@@ -18,6 +18,7 @@ is over each answer's rationale and code change and each observation's first lin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.action import (
@@ -253,9 +254,9 @@ class HumanAgent:
         self.runner = runner
         self.source = source
 
-    def evaluate(self, code: str) -> dict:
-        """The runner's execution result for ``code`` (full text of the target file)."""
-        return run_candidate(self.dataset, self.index, code, self.runner)
+    def evaluate(self, code: str, report_to: Path | None = None) -> dict:
+        """The runner's execution result for ``code`` (full text of the target file), its JUnit report at ``report_to``."""
+        return run_candidate(self.dataset, self.index, code, self.runner, report_to=report_to)
 
     def feedback(self, *, turn: int, level: int, code: str, previous_code: str, digest: str) -> FeedbackReply:
         if self.source is None:

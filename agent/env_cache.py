@@ -124,9 +124,12 @@ def _requirements_map(dataset: DatasetManager, settings: EnvSettings) -> Require
     return load_requirements_map(find_requirements_map(dataset.root, settings.requirements_map))
 
 
-def spec_for_task(dataset: DatasetManager, index: int, settings: EnvSettings) -> EnvSpec:
-    """The environment spec of one task (reads its test.sh and requirements; runs nothing)."""
-    env_name = dataset.test_sh(index).env_name
+def spec_for_task(dataset: DatasetManager, index: int, settings: EnvSettings, env_name: str | None = None) -> EnvSpec:
+    """The environment spec of one task (reads its test.sh and requirements; runs nothing).
+
+    ``env_name`` overrides the one test.sh activates (a release env map, task id -> env name).
+    """
+    env_name = env_name or dataset.test_sh(index).env_name
     return spec_for_env_name(
         env_name, dataset.root / "requirements", _requirements_map(dataset, settings), settings.backend, settings.python_version
     )
@@ -273,22 +276,23 @@ def _build(spec: EnvSpec, settings: EnvSettings, progress: Callable[[str], None]
 _MEMO: dict[tuple[Path, int, EnvSettings], tuple[str, Path]] = {}
 
 
-def resolve_python(dataset: DatasetManager, index: int, backend: str | None = None, build: bool = True) -> str:
-    """Absolute path of the interpreter of task ``index``'s environment.
+def resolve_python(dataset: DatasetManager, index: int, backend: str | None = None, build: bool = True, *,
+                   python_version: str | None = None, env_name: str | None = None) -> str:
+    """Absolute path of the interpreter of task ``index``'s environment (``env_name``: see ``spec_for_task``).
 
     A hit costs a memo lookup and two stats (no subprocess). A missing
     environment is built when ``build`` is true (under the file lock), else
     EnvError names the command that builds it.
     """
-    settings = env_settings(backend)
+    settings = env_settings(backend, python_version=python_version)
     if settings.backend == "current":
         dataset.get(index)
         return sys.executable
-    key = (dataset.root, index, settings)
+    key = (dataset.root, index, settings, env_name)
     memo = _MEMO.get(key)
     if memo and _is_ready(memo[1]):
         return memo[0]
-    spec = spec_for_task(dataset, index, settings)
+    spec = spec_for_task(dataset, index, settings, env_name)
     root = env_root(spec, settings)
     if not _is_ready(root):
         if not build:

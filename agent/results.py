@@ -41,7 +41,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -242,16 +241,6 @@ def make_record(**fields: Any) -> dict:
     record = {key: fields[key] for key in RECORD_KEYS}
     check_builtins(record, f"turn {fields['turn_number']}")
     return record
-
-
-def keep_report(execution: dict, dest: Path) -> dict:
-    """Move the runner's JUnit copy to ``dest`` (next to the results) and point the record at it."""
-    source = execution.get("report_path")
-    if not source or not Path(source).is_file():
-        return {**execution, "report_path": None}
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(source, dest)
-    return {**execution, "report_path": str(dest)}
 
 
 class ResultStore:

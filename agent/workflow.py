@@ -38,7 +38,7 @@ from agent.feedback import (
 )
 from agent.inference import InferenceError, ModelSpec, build_model
 from agent.results import (
-    ResultStore, keep_report, load_seed, make_record, pass_rate, record_token_totals, release_execution,
+    ResultStore, load_seed, make_record, pass_rate, record_token_totals, release_execution,
     release_feedback_history, safe_model_name, save_seed, seed_path, token_lists, turn_solved, upgrade_record,
     usage_totals,
 )
@@ -165,11 +165,10 @@ class _Session:
         started = time.monotonic()
         previous = self.ws.code
         result = self.agent.run_turn(turn, digest=digest, feedback=feedback)
-        execution = self.human.evaluate(result.code)
+        execution = self.human.evaluate(result.code, report_to=reports / f"task_{self.index}_turn_{turn}.xml")
         if execution.get("status") == "infra_error":
             why = ((execution.get("failure_messages") or [""])[0].strip().splitlines() or ["infra_error"])[0]
             raise InfraError(f"task {self.index} turn {turn}: the tests could not run ({why})")
-        execution = keep_report(execution, reports / f"task_{self.index}_turn_{turn}.xml")
         return _Attempt(turn, result, execution, format_test_digest(execution, self.meta.test_cases), previous, started)
 
     def feedback(self, attempt: _Attempt, level: int) -> FeedbackReply:

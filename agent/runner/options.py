@@ -20,6 +20,8 @@ class RunnerOptions:
     max_processes: int | None = 512
     output_limit_bytes: int = 65536
     env_backend: str | None = None
+    python_version: str | None = None  # of environments built on demand (default: the backend's)
+    visible: tuple[str, ...] = ()  # host folders the tests may read inside the sandbox (e.g. model weights)
 
     def __post_init__(self) -> None:
         if self.sandbox not in SANDBOX_MODES:
