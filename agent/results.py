@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.atomic_file import atomic_write_bytes
+from metrics.junit_outcome import case_pass_rate, runner_solved
 
 RELEASE_KEYS = (
     "task_index", "turn_number", "code_input_tokens", "code_output_tokens", "final_code", "agent_memory",
@@ -88,22 +89,13 @@ def usage_totals(usage: list[dict]) -> tuple[int, int, float | None]:
 
 
 def turn_solved(execution: dict) -> bool:
-    """SPEC §5 success: the run passed with no errors, failures or skips."""
-    return (execution.get("status") == "passed" and execution.get("tests", 0) > 0
-            and execution.get("errors", 0) == 0 and execution.get("failures", 0) == 0
-            and execution.get("skipped", 0) == 0)
-
-
-def passed_cases(execution: dict) -> int:
-    """Test cases passed in one turn, the release's way: 0 when anything errored."""
-    if execution.get("errors", 0):
-        return 0
-    return max(0, execution.get("tests", 0) - execution.get("skipped", 0) - execution.get("failures", 0))
+    """Whether the harness stops a job here: the published success test with a passing runner status."""
+    return runner_solved(execution)
 
 
 def pass_rate(execution: dict, n_cases: int) -> float:
     """Test-case pass rate of one turn; the denominator is len(test_cases) of the metadata."""
-    return min(1.0, passed_cases(execution) / n_cases) if n_cases else 0.0
+    return case_pass_rate(execution, n_cases)
 
 
 def make_record(**fields: Any) -> dict:

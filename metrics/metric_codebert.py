@@ -30,7 +30,7 @@ from metric_cli import Context, run_cli
 from metric_tables import Table
 from optional_extras import ExtraUnavailable, import_extra
 from reference_similarity import reference_scorer, reference_tables
-from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LEVELS, RunSelection
+from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_SETTING, LEVELS, RunSelection
 from task_meta import DEFAULT_DATASET_DIR
 
 DEFAULT_MODEL = "neulab/codebert-python"
@@ -139,7 +139,7 @@ def code_bert_f1(model_path: str | None = None, num_layers: int | None = None) -
 
 
 def get_model_code_bert(
-    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
     meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
     dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
     model_path: str | None = None, num_layers: int | None = None,
@@ -150,7 +150,7 @@ def get_model_code_bert(
 
 
 def get_init_model_code_bert(
-    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
     meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
     dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
     model_path: str | None = None, num_layers: int | None = None,

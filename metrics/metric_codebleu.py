@@ -18,7 +18,7 @@ from metric_cli import Context, run_cli
 from metric_tables import Table
 from optional_extras import ExtraUnavailable, import_extra
 from reference_similarity import reference_scorer, reference_tables
-from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LEVELS, RunSelection
+from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_SETTING, LEVELS, RunSelection
 from task_meta import DEFAULT_DATASET_DIR
 
 WEIGHTS = (0.25, 0.25, 0.25, 0.25)
@@ -53,7 +53,7 @@ def code_bleu(candidate: str, reference: str) -> float:
 
 
 def get_model_code_bleu(
-    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
     meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
     dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
 ) -> list[float | None]:
@@ -63,7 +63,7 @@ def get_model_code_bleu(
 
 
 def get_init_model_code_bleu(
-    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
     meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
     dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
 ) -> list[float | None]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from metric_aggregate import TaskScore, Unscored
 from metric_cli import Context, level_table
 from metric_tables import Table
-from task_meta import read_canonical
+from task_meta import canonical_text
 
 Similarity = Callable[[str, str], float]
 
@@ -23,7 +23,7 @@ def reference_scorer(dataset_dir: Path | str, turn_index: int, similarity: Simil
         turn = turns[turn_index]
         if "final_code" not in turn:
             raise Unscored("turn record has no final_code")
-        reference = read_canonical(dataset_dir, task_id)
+        reference = canonical_text(dataset_dir, task_id)
         if reference is None:
             raise Unscored(f"canonical.py not found under {dataset_dir}")
         candidate = turn["final_code"] or ""
