@@ -52,11 +52,12 @@ def outcome_cell(run: LevelRun, task_id: int, n_cases: int | None) -> Cell:
     if task_id in run.corrupt:
         return cell("corrupt", "warn", title=run.corrupt[task_id])
     turns = run.trajectories.get(task_id)
-    if turns is None:
-        return cell("missing", "none", title=run.errors.get(task_id))
     if task_id in run.incomplete:
         text = f"incomplete: {run.incomplete[task_id]}"
-        return cell(tag("a", text, href=page_href(run, task_id)), "warn", title="neither solved nor unsolved")
+        content = text if turns is None else tag("a", text, href=page_href(run, task_id))
+        return cell(content, "warn", title=run.errors.get(task_id) or "neither solved nor unsolved")
+    if turns is None:
+        return cell("missing", "none", title=run.errors.get(task_id))
     first = first_success(turns)
     partial = " (unfinished)" if task_id in run.unfinished else ""
     if first is not None:

@@ -170,7 +170,7 @@ def incomplete_reason(turns: list[dict], state: dict) -> str | None:
     job is neither solved nor unsolved. Release result files carry none of these
     keys, so every one of their tasks is complete.
     """
-    stop = state.get(STOP_KEY) if STOP_KEY in state else turns[-1].get(STOP_KEY)
+    stop = state.get(STOP_KEY) if STOP_KEY in state or not turns else turns[-1].get(STOP_KEY)
     if stop:
         return str(stop)
     error = state.get("error")
@@ -195,7 +195,7 @@ class LevelRun:
 
     @property
     def requested(self) -> int:
-        return len(self.trajectories) + len(self.missing) + len(self.corrupt)
+        return len(set(self.trajectories) | set(self.incomplete)) + len(self.missing) + len(self.corrupt)
 
     @property
     def infra_errors(self) -> list[int]:
@@ -221,7 +221,11 @@ def load_run(
             run.errors[task_id] = str(state["error"])
         path = result_path(run.folder, task_id)
         if not path.exists():
-            run.missing.append(task_id)
+            reason = incomplete_reason([], state)
+            if reason is None:
+                run.missing.append(task_id)
+            else:
+                run.incomplete[task_id] = reason  # stopped before its first turn was stored
             continue
         try:
             run.trajectories[task_id] = load_turns(path)

@@ -88,8 +88,9 @@ def test_infra_errors_come_from_turn_status_or_the_state_file(tmp_path: Path) ->
             json.dumps({"finished": False, "error": error}))
     run = load_run(MODEL, 0, range(1, 7), RunSelection(result_dir))
     assert run.infra_errors == [1, 2, 4, 5]
-    assert run.missing == [5, 6]
-    assert run.incomplete == {1: "infra_error", 2: "infra_error", 4: "infra_error"}
+    assert run.missing == []
+    assert run.incomplete == {1: "infra_error", 2: "infra_error", 4: "infra_error", 5: "infra_error",
+                              6: "stopped by an error"}
     assert run.unfinished == []
     assert sorted(run.errors) == [4, 5, 6]
 
