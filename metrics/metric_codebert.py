@@ -39,9 +39,13 @@ from metric_aggregate import level_values
 from metric_cli import Context, run_cli
 from metric_tables import Table
 from optional_extras import ExtraUnavailable, import_extra
-from reference_similarity import reference_scorer, reference_tables
+from metric_codebleu import calculate_codebleu
+from reference_similarity import get_empty_filal_code, reference_scorer, reference_tables, remove_codecomments
 from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_SETTING, LEVELS, RunSelection
-from task_meta import DEFAULT_DATASET_DIR
+from task_meta import DEFAULT_DATASET_DIR, read_canonical
+
+__all__ = ["calculate_codebert", "calculate_codebleu", "get_empty_filal_code", "get_init_model_code_bert",
+           "get_model_code_bert", "read_canonical", "remove_codecomments"]
 
 DEFAULT_MODEL = "neulab/codebert-python"
 DEFAULT_LAYERS = 11
@@ -179,6 +183,12 @@ def code_bert_f1(model_path: str | None = None, num_layers: int | None = None) -
     resolved = resolve_model(model_path, num_layers)
     load_scorer(*resolved)
     return partial(_pair_f1, *resolved)
+
+
+def calculate_codebert(generated: str, references: str, model_path: str | None = None,
+                       num_layers: int | None = None) -> float:
+    """CodeBERTScore F1 of one generated file against its reference."""
+    return code_bert_f1(model_path, num_layers)(generated, references)
 
 
 def get_model_code_bert(
