@@ -16,6 +16,7 @@ from agent.retrieval import SKIPPED_DIRS, FunctionIndex, collect_functions, rend
 from agent.workspace import PathEscapeError, resolve_inside, write_target
 
 ACTIONS = ("READ", "BROWSE", "RETRIEVE", "REPLACE", "EDIT", "SUBMIT")
+RELEASE_ACTIONS = tuple(name for name in ACTIONS if name != "EDIT")  # the release ships EDIT disabled
 CODE_ACTIONS = ("REPLACE", "EDIT")
 MAX_READ_CHARS = 40_000
 MAX_LISTED_FILES = 400
@@ -66,6 +67,13 @@ def _fenced_blocks(text: str) -> list[tuple[int, int, str, str]]:
     return blocks
 
 
+def python_blocks(text: str) -> str | None:
+    """Every closed python block of the answer, joined in order (any closed block when none is python)."""
+    blocks = _fenced_blocks(text)
+    chosen = [b for b in blocks if b[2] in ("python", "py", "python3")] or blocks
+    return "\n".join(b[3] for b in chosen) if chosen else None
+
+
 def extract_code_block(text: str, after: int = 0) -> str | None:
     """The code of the first fenced block starting at or after ``after`` (a python one preferred).
 
@@ -83,21 +91,36 @@ def _outside_code(text: str, matches: list[re.Match[str]]) -> list[re.Match[str]
     return [m for m in matches if not any(s <= m.start() < e for s, e in spans)]
 
 
-def parse_answer(text: str) -> Action:
-    """Turn a model answer into an Action or raise ActionFormatError saying what is wrong."""
+def _command(text: str, line: re.Match[str]) -> tuple[list[str], int]:
+    """The command's words and where its line ends: on the ``action:`` line, else the next non-empty line."""
+    words = line.group(1).strip().strip("`*").split(None, 1)
+    if words:
+        return words, line.end()
+    following = re.compile(r"^[ \t]*(\S.*)$", re.MULTILINE).search(text, line.end())
+    if following is None or _FENCE_OPEN.match(following.group(0)):
+        return [], line.end()
+    return following.group(1).strip().strip("`*").split(None, 1), following.end()
+
+
+def parse_answer(text: str, actions: tuple[str, ...] = ACTIONS) -> Action:
+    """Turn a model answer into an Action or raise ActionFormatError saying what is wrong.
+
+    The command may follow ``action:`` on the same line or, as the release's
+    prompt shows it, on the next line. ``actions`` are the ones this agent may use.
+    """
     if not text.strip():
         raise ActionFormatError("the answer is empty")
     lines = _outside_code(text, list(_ACTION_LINE.finditer(text)))
     if not lines:
         raise ActionFormatError("no `action:` line was found")
     line = lines[0]
-    words = line.group(1).strip().strip("`*").split(None, 1)
+    words, command_end = _command(text, line)
     if not words:
         raise ActionFormatError("the `action:` line names no action")
     name = words[0].strip("`*:").upper()
     argument = words[1].strip().strip("`*").strip() if len(words) > 1 else ""
-    if name not in ACTIONS:
-        raise ActionFormatError(f"unknown action '{words[0]}' (known: {', '.join(ACTIONS)})")
+    if name not in actions:
+        raise ActionFormatError(f"unknown action '{words[0]}' (known: {', '.join(actions)})")
     reflect_match = _REFLECT.search(text, 0, line.start())
     reflect = text[reflect_match.end():line.start()].strip() if reflect_match else ""
     if name in ("READ", "RETRIEVE") and not argument:
@@ -110,7 +133,7 @@ def parse_answer(text: str) -> Action:
         start, end = int(numbers.group(1)), int(numbers.group(2))
     code = None
     if name in CODE_ACTIONS:
-        code = extract_code_block(text, after=line.end())
+        code = extract_code_block(text, after=command_end)
         if code is None:
             code = extract_code_block(text)
         if code is None:

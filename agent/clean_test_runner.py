@@ -63,6 +63,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from agent.runner.lint import reference_access
+from agent.runner.options import RunnerOptions
 from agent.runner.verdict import failed_run, judge, read_channel, sealed_report
 from agent.runner.processes import PidsCgroup, run_process
 from agent.runner.sandbox import (
@@ -94,24 +95,6 @@ REPORTS_DIR = Path(tempfile.gettempdir()) / "recode_reports"
 _warned: set[str] = set()
 # Deleting a run folder costs tens of ms on some disks: done off the caller's path; the pool is joined at exit.
 _cleaner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recode-run-cleanup")
-
-
-@dataclass(frozen=True)
-class RunnerOptions:
-    """How a test run is contained (see the module docstring)."""
-
-    timeout_sec: float = 600
-    sandbox: str = "auto"
-    memory_mb: int | None = 8192
-    max_processes: int | None = 512
-    output_limit_bytes: int = 65536
-    env_backend: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.sandbox not in SANDBOX_MODES:
-            raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_MODES)}, got '{self.sandbox}'")
-        if self.timeout_sec <= 0:
-            raise ValueError(f"timeout_sec must be positive, got {self.timeout_sec}")
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
 """Run RECODE-H: every (model, guidance level, task) job of a config, in parallel, resumably.
 
-    python agent/research_code_generation.py --yaml-location config/offline.yaml
+    python agent/research_code_generation.py [--yaml-location config/default.yaml]
         [--max-workers N] [--parallel-mode processes|threads|none|ray]
 
 Prints a progress bar (jobs, dollars so far) and, at the end, a table per
-model x level. Ctrl-C stops cleanly: finished turns are on disk and the same
-command resumes. Mistakes a user can make end with one line and exit code 2.
+model x level. Ctrl-C stops cleanly: finished turns are on disk; with
+``resume: true`` the same command continues the interrupted tasks. Mistakes a user can make end with one line and exit code 2.
 """
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ EXIT_INTERRUPTED = 130
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--yaml-location", required=True, help="the run's YAML config (see config/default.yaml)")
+    parser.add_argument("--yaml-location", default="config/default.yaml",
+                        help="the run's YAML config (default: config/default.yaml, as in the release)")
     parser.add_argument("--max-workers", type=int, help="jobs at once (overrides max-workers)")
     parser.add_argument("--parallel-mode", choices=PARALLEL_MODES, help="overrides parallel-mode")
     return parser.parse_args(argv)
@@ -111,7 +112,7 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
         progress.bar.close()
         clean = executor.shutdown(cancel=True)
         write_metadata(meta_file, {**record, "status": "interrupted", "wall_time_sec": time.monotonic() - start})
-        print("interrupted: finished turns are saved; run the same command again to resume", file=sys.stderr)
+        print(f"interrupted: finished turns are saved; {_again(cfg)} to resume", file=sys.stderr)
         if not clean:  # worker threads cannot be stopped; their turns in flight are dropped like a killed process's
             sys.stderr.flush()
             os._exit(EXIT_INTERRUPTED)
@@ -129,10 +130,15 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
     print(format_table(rows, cfg.max_turn))
     print(f"results: {cfg.output_dir}  run record: {meta_file}")
     if failed:
-        print(f"{len(failed)} job(s) failed (listed in {meta_file}); run the same command again to retry them",
+        print(f"{len(failed)} job(s) failed (listed in {meta_file}); {_again(cfg)} to retry them",
               file=sys.stderr)
         return EXIT_JOBS_FAILED
     return 0
+
+
+def _again(cfg: RunConfig) -> str:
+    """How to continue stored partial tasks: resume: false (the release's default) skips them."""
+    return "run the same command again" if cfg.resume else "set resume: true and run the same command again"
 
 
 def _interrupt(signum: int, frame: object) -> None:

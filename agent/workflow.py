@@ -9,6 +9,16 @@ last turn, asks the feedback source for records; the turn is written
 atomically before the next begins, so a killed run resumes from its last
 complete turn (agent memory, file, feedback and dynamic level come back from
 the stored record). The dataset is only read.
+
+Stored work is never recomputed unless asked: a task with a result file is
+skipped (``resume: false``, the release's default) or continued from its last
+turn (``resume: true``); only ``overwrite: true`` starts it again, setting the
+old file aside. Result files and seeds the release wrote are upgraded on load.
+
+``replay-feedback-level: K`` is the release's replay: from each stored turn of
+the level-K run, one new turn with that turn's raw feedback formatted at the
+job's level (``replay_task``). Our whole-run replay, a full run whose feedback
+is level K's stored records, is ``replay-run-feedback-level: K``.
 """
 from __future__ import annotations
 
@@ -20,7 +30,7 @@ from typing import TYPE_CHECKING, Callable
 
 from filelock import FileLock
 
-from agent.action import RepoWorkspace
+from agent.action import ACTIONS, RELEASE_ACTIONS, RepoWorkspace
 from agent.agents import CodeAgent, HumanAgent, TaskBrief, TurnResult
 from agent.feedback import (
     FeedbackReply, FeedbackSource, FileFeedback, InteractiveFeedback, LLMFeedback, ReplayFeedback,
@@ -28,8 +38,9 @@ from agent.feedback import (
 )
 from agent.inference import InferenceError, ModelSpec, build_model
 from agent.results import (
-    SEED_FORMAT, ResultStore, keep_report, load_seed, make_record, pass_rate, safe_model_name, save_seed,
-    seed_path, turn_solved, usage_totals,
+    ResultStore, keep_report, load_seed, make_record, pass_rate, record_token_totals, release_execution,
+    release_feedback_history, safe_model_name, save_seed, seed_path, token_lists, turn_solved, upgrade_record,
+    usage_totals,
 )
 from agent.rcb.snippet import load_snippet_task
 from agent.utils import DatasetManager
@@ -56,22 +67,47 @@ def result_folder(cfg: RunConfig, model: ModelSpec, level: int) -> Path:
     """``<output_dir>/<setting>_<model>_feedback_<type>_guidance_<level>`` (the release's layout).
 
     Runs whose feedback does not come from the feedback model get a suffix
-    (``_replay<K>``, ``_source_file``, ``_source_interactive``) so they never mix
-    with, or get skipped as finished because of, the ordinary run of that level.
+    (``_replay<K>`` for ``replay-run-feedback-level``, ``_source_file``,
+    ``_source_interactive``) so they never mix with, or get skipped as finished
+    because of, the ordinary run of that level. The release's replay writes its
+    own file name into the ordinary folder (see ``replay_task``).
     """
     name = f"{cfg.evaluation_setting}_{safe_model_name(model.model)}_feedback_{cfg.guidance_type}_guidance_{level}"
-    if cfg.replay_feedback_level is not None:
-        name += f"_replay{cfg.replay_feedback_level}"
+    if cfg.replay_run_feedback_level is not None:
+        name += f"_replay{cfg.replay_run_feedback_level}"
     if cfg.feedback_source != "llm":
         name += f"_source_{cfg.feedback_source}"
     return Path(cfg.output_dir) / name
 
 
-def is_finished(cfg: RunConfig, job: Job) -> bool:
-    """True when resuming and this job's state file says it finished (and its result is there)."""
-    store = ResultStore(result_folder(cfg, job.model, job.level), job.task_index)
+def job_store(cfg: RunConfig, job: Job) -> ResultStore:
+    """Where the job's records go: the result file, or the release replay file of the folder."""
+    return ResultStore(result_folder(cfg, job.model, job.level), job.task_index,
+                       replay_level=cfg.replay_feedback_level)
+
+
+def _store_finished(store: ResultStore, max_turn: int) -> bool:
+    """Our state file decides; a release file (no state) is finished when solved or at the last turn."""
     state = store.state()
-    return bool(cfg.resume and state and state.get("finished") and store.result_path.exists())
+    if state is not None:
+        return bool(state.get("finished"))
+    turns = store.load()
+    return bool(turns) and (len(turns) >= max_turn or turn_solved(turns[-1].get("execution_result") or {}))
+
+
+def skip_reason(cfg: RunConfig, job: Job) -> str | None:
+    """Why the job is not run now: stored work is kept unless ``overwrite`` asks to recompute it."""
+    store = job_store(cfg, job)
+    if cfg.overwrite or not store.result_path.exists():
+        return None
+    if _store_finished(store, cfg.max_turn):
+        return "finished"
+    return None if cfg.resume else "partial (set resume: true to continue it)"
+
+
+def is_finished(cfg: RunConfig, job: Job) -> bool:
+    """True when the job will be skipped (its stored work stands)."""
+    return skip_reason(cfg, job) is not None
 
 
 def raise_level(level: int, rate: float, best_before: float, max_level: int) -> int:
@@ -120,7 +156,8 @@ class _Session:
         self.agent = CodeAgent(build_model(model, prices=cfg.prices, cache_path=cfg.cache_path), brief, self.ws,
                                setting=cfg.evaluation_setting, max_steps=cfg.max_steps,
                                memory_threshold=cfg.memory_threshold, memory_to_keep=cfg.memory_to_keep,
-                               snippet=snippet, reindent_snippet=cfg.reindent_snippet)
+                               snippet=snippet, reindent_snippet=cfg.reindent_snippet,
+                               actions=ACTIONS if cfg.edit_action else RELEASE_ACTIONS)
         self.human = HumanAgent(self.dataset, task_index, cfg.runner, source)
 
     def attempt(self, turn: int, digest: str, feedback: str, reports: Path) -> _Attempt:
@@ -139,35 +176,45 @@ class _Session:
         return self.human.feedback(turn=attempt.turn, level=level, code=attempt.result.code,
                                    previous_code=attempt.previous_code, digest=attempt.digest)
 
+    def upgraded(self, turns: list[dict], level: int | None) -> list[dict]:
+        """Stored turns with every key of ours (records written by the release lack them)."""
+        return [upgrade_record(turn, level=level, test_cases=self.meta.test_cases) for turn in turns]
+
     def restore(self, record: dict) -> None:
         """Continue after ``record``: its file, and its memory when memory spans turns."""
         self.ws.write_code(record["final_code"])
         self.agent.memory = list(record["agent_memory"]) if self.cfg.evaluation_setting == "memory_agent" else []
 
 
+def _feedback_fields(reply: FeedbackReply, level: int | None, text: str) -> dict:
+    """The feedback part of a turn record: release-typed keys and ours."""
+    fb_in, fb_out = token_lists(reply.usage)
+    return {"feedback_items": reply.records, "feedback_usage": reply.usage,
+            "feedback_interaction_history": release_feedback_history(reply.history, reply.records, reply.source),
+            "feedback_conversation": reply.history, "feedback_input_token": fb_in, "feedback_output_token": fb_out,
+            "feedback_cost_usd": usage_totals(reply.usage)[2], "feedback_source": reply.source,
+            "feedback_error": reply.error, "guidance_level": level, "feedback_text": text}
+
+
+def _finished_record(fields: dict) -> dict:
+    return make_record(**{**fields, "token_totals": record_token_totals(fields)})
+
+
 def _record(task_index: int, attempt: _Attempt, reply: FeedbackReply, level: int | None, text: str) -> dict:
-    code_in, code_out, code_cost = usage_totals(attempt.result.usage)
-    fb_in, fb_out, fb_cost = usage_totals(reply.usage)
-    return make_record(
-        task_index=task_index, turn_number=attempt.turn, code_input_tokens=code_in, code_output_tokens=code_out,
-        final_code=attempt.result.code, agent_memory=attempt.result.memory,
-        code_interaction_history=attempt.result.history, execution_result=attempt.execution,
-        feedback_input_token=fb_in, feedback_output_token=fb_out, feedback_interaction_history=reply.history,
-        status=attempt.execution.get("status"), guidance_level=level, feedback_items=reply.records,
-        feedback_text=text, test_digest=attempt.digest, wall_time_sec=round(time.monotonic() - attempt.started, 3),
-        code_usage=attempt.result.usage, feedback_usage=reply.usage, code_cost_usd=code_cost,
-        feedback_cost_usd=fb_cost, actions=attempt.result.actions, feedback_source=reply.source,
-        feedback_error=reply.error,
-    )
+    code_in, code_out = token_lists(attempt.result.usage)
+    return _finished_record({
+        "task_index": task_index, "turn_number": attempt.turn, "code_input_tokens": code_in,
+        "code_output_tokens": code_out, "final_code": attempt.result.code, "agent_memory": attempt.result.memory,
+        "code_interaction_history": attempt.result.history,
+        "execution_result": release_execution(attempt.execution), "status": attempt.execution.get("status"),
+        "test_digest": attempt.digest, "wall_time_sec": round(time.monotonic() - attempt.started, 3),
+        "code_usage": attempt.result.usage, "code_cost_usd": usage_totals(attempt.result.usage)[2],
+        "actions": attempt.result.actions, **_feedback_fields(reply, level, text),
+    })
 
 
 def _with_feedback(record: dict, reply: FeedbackReply, level: int | None, text: str) -> dict:
-    fb_in, fb_out, fb_cost = usage_totals(reply.usage)
-    return make_record(**{**record, "feedback_items": reply.records, "feedback_usage": reply.usage,
-                          "feedback_interaction_history": reply.history, "feedback_input_token": fb_in,
-                          "feedback_output_token": fb_out, "feedback_cost_usd": fb_cost,
-                          "feedback_source": reply.source, "feedback_error": reply.error,
-                          "guidance_level": level, "feedback_text": text})
+    return _finished_record({**record, **_feedback_fields(reply, level, text)})
 
 
 def _llm_source(cfg: RunConfig) -> LLMFeedback | None:
@@ -183,11 +230,13 @@ def _source(cfg: RunConfig, job: Job) -> FeedbackSource | None:
     if cfg.feedback_source == "interactive":
         return InteractiveFeedback()
     llm = _llm_source(cfg)
-    if cfg.replay_feedback_level is None:
+    level = cfg.replay_run_feedback_level
+    if level is None:
         return llm
-    replay_cfg = replace(cfg, replay_feedback_level=None)
-    turns = ResultStore(result_folder(replay_cfg, job.model, cfg.replay_feedback_level), job.task_index).load()
-    return ReplayFeedback({t["turn_number"]: t["feedback_items"] for t in turns}, cfg.replay_feedback_level,
+    replay_cfg = replace(cfg, replay_run_feedback_level=None)
+    turns = [upgrade_record(t, level=level) for t in
+             ResultStore(result_folder(replay_cfg, job.model, level), job.task_index).load()]
+    return ReplayFeedback({t["turn_number"]: t["feedback_items"] for t in turns}, level,
                           llm or _missing_feedback_model)
 
 
@@ -200,12 +249,18 @@ def _missing_feedback_model(request) -> FeedbackReply:
 
 def _seed_needs_feedback(cfg: RunConfig) -> bool:
     """Seed feedback is raw llm output, wanted when some level of the run shows feedback after turn 0."""
-    return (cfg.feedback_source == "llm" and cfg.replay_feedback_level is None and cfg.max_turn > 1
+    return (cfg.feedback_source == "llm" and cfg.replay_run_feedback_level is None and cfg.max_turn > 1
             and any(level > 0 for level in cfg.guidance_levels))
 
 
 def _seed_ready(seed: dict | None, need_feedback: bool) -> bool:
     return seed is not None and (not need_feedback or seed["record"]["feedback_items"] is not None)
+
+
+def _seed_location(cfg: RunConfig, model: ModelSpec, task_index: int) -> tuple[Path, tuple[str, ...]]:
+    """The seed file of (model, task) and the task's test cases (a release seed's digest is rebuilt with them)."""
+    path = seed_path(cfg.init_seed_dir, model.model, task_index, cfg.evaluation_setting)
+    return path, DatasetManager(cfg.work_dir).get(task_index).test_cases
 
 
 def _seed(cfg: RunConfig, model: ModelSpec, task_index: int, need_feedback: bool) -> tuple[dict, bool]:
@@ -215,13 +270,13 @@ def _seed(cfg: RunConfig, model: ModelSpec, task_index: int, need_feedback: bool
     The usage of its calls waits in ``unclaimed_usage`` for the first level job
     that uses the seed, so each call is counted in exactly one outcome.
     """
-    path = seed_path(cfg.init_seed_dir, cfg.evaluation_setting, model.model, task_index)
-    seed = load_seed(path)
+    path, cases = _seed_location(cfg, model, task_index)
+    seed = load_seed(path, cfg.evaluation_setting, cases)
     if _seed_ready(seed, need_feedback):
         return seed, False
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path.with_suffix(".lock"))):
-        seed = load_seed(path)
+        seed = load_seed(path, cfg.evaluation_setting, cases)
         if _seed_ready(seed, need_feedback):
             return seed, False
         if seed is None:
@@ -238,8 +293,8 @@ def _new_seed(cfg: RunConfig, model: ModelSpec, task_index: int, reports: Path) 
         attempt = _Session(cfg, model, task_index, Path(tmp), None).attempt(0, "", "", reports)
     record = {**_record(task_index, attempt, NO_FEEDBACK, None, ""), "feedback_items": None,
               "feedback_source": "pending"}
-    return {"format": SEED_FORMAT, "setting": cfg.evaluation_setting, "model": model.model,
-            "task_index": task_index, "feedback_model": None, "unclaimed_usage": attempt.result.usage, "record": record}
+    return {"setting": cfg.evaluation_setting, "feedback_model": None, "unclaimed_usage": attempt.result.usage,
+            "record": record}
 
 
 def _seed_feedback(cfg: RunConfig, task_index: int, seed: dict) -> dict:
@@ -256,15 +311,23 @@ def _seed_feedback(cfg: RunConfig, task_index: int, seed: dict) -> dict:
 
 
 def ensure_seed(cfg: RunConfig, model: ModelSpec, task_index: int) -> bool:
-    """Create the turn-0 seed of (setting, model, task) once; True when this call computed it."""
+    """Create the turn-0 seed of (model, task) once; True when this call computed it.
+
+    Not needed by the release's replay (it starts from stored turns), nor when
+    every level of the run continues or keeps stored turns."""
+    if cfg.replay_feedback_level is not None:
+        return False
+    if not cfg.overwrite and all(job_store(cfg, Job(model, level, task_index)).result_path.exists()
+                                 for level in cfg.guidance_levels):
+        return False
     return _seed(cfg, model, task_index, _seed_needs_feedback(cfg))[1]
 
 
 def _claim_seed_usage(cfg: RunConfig, model: ModelSpec, task_index: int, meter: _Meter) -> None:
     """Move the seed's not-yet-counted usage into this job's meter (once, under the seed's lock)."""
-    path = seed_path(cfg.init_seed_dir, cfg.evaluation_setting, model.model, task_index)
+    path, cases = _seed_location(cfg, model, task_index)
     with FileLock(str(path.with_suffix(".lock"))):
-        seed = load_seed(path)
+        seed = load_seed(path, cfg.evaluation_setting, cases)
         if seed is None or not seed["unclaimed_usage"]:
             return
         save_seed(path, {**seed, "unclaimed_usage": []})
@@ -284,16 +347,17 @@ def _done(cfg: RunConfig, turns: list[dict]) -> bool:
 
 def _first_turn(cfg: RunConfig, job: Job, session: _Session, meter: _Meter) -> dict:
     """Turn 0 from the shared seed, its raw records formatted at this job's level."""
-    from_seed = (cfg.feedback_source == "llm" and cfg.replay_feedback_level is None
+    from_seed = (cfg.feedback_source == "llm" and cfg.replay_run_feedback_level is None
                  and job.level > 0 and cfg.max_turn > 1)
     seed, _ = _seed(cfg, job.model, job.task_index, need_feedback=from_seed)
     _claim_seed_usage(cfg, job.model, job.task_index, meter)
     record = seed["record"]
     reply = NO_FEEDBACK
     if _gives_feedback(cfg, job.level, record["execution_result"], 0):
-        if from_seed and seed["feedback_model"] == cfg.feedback_model.model:
+        if from_seed and seed["feedback_model"] in (None, cfg.feedback_model.model):  # None: a release seed
             reply = FeedbackReply(record["feedback_items"], "seed", record["feedback_usage"],
-                                  record["feedback_interaction_history"], record["feedback_error"])
+                                  record["feedback_conversation"] or record["feedback_interaction_history"],
+                                  record["feedback_error"])
         else:  # file, interactive or replayed feedback, or a seed made with another feedback model
             reply = session.human.feedback(turn=0, level=job.level, code=record["final_code"], previous_code="",
                                            digest=record["test_digest"])
@@ -333,9 +397,19 @@ def _outcome(cfg: RunConfig, job: Job, turns: list[dict], meter: _Meter, state: 
     }
 
 
+def _stored_turns(cfg: RunConfig, store: ResultStore) -> list[dict]:
+    """What the job continues from: the stored turns when resuming, else nothing (overwrite sets them aside)."""
+    if cfg.overwrite:
+        store.set_aside()
+        return []
+    return store.load()
+
+
 def run_task(cfg: RunConfig, job: Job, *, progress: Callable[[dict], None] | None = None) -> dict:
     """Run, resume or skip one job; failures end as an "error" outcome (and state), never an exception."""
-    store = ResultStore(result_folder(cfg, job.model, job.level), job.task_index)
+    if cfg.replay_feedback_level is not None:
+        return replay_task(cfg, job, progress=progress)
+    store = job_store(cfg, job)
     meter = _Meter()
     turns: list[dict] = []
 
@@ -345,14 +419,11 @@ def run_task(cfg: RunConfig, job: Job, *, progress: Callable[[dict], None] | Non
             progress({"cost_usd": meter.cost_since_last(), "turn": turns[-1]["turn_number"]})
 
     try:
-        if is_finished(cfg, job):
-            return _outcome(cfg, job, store.load(), meter, "skipped")
-        if cfg.resume:
-            turns = store.load()
-        else:
-            store.set_aside()
+        if (why := skip_reason(cfg, job)) is not None:
+            return _outcome(cfg, job, store.load(), meter, "skipped", None if why == "finished" else why)
         with tempfile.TemporaryDirectory(prefix=f"recode_task_{job.task_index}_L{job.level}_") as tmp:
             session = _Session(cfg, job.model, job.task_index, Path(tmp), _source(cfg, job))
+            turns = session.upgraded(_stored_turns(cfg, store), job.level)
             if not turns:
                 turns.append(_first_turn(cfg, job, session, meter))
                 save()
@@ -362,8 +433,57 @@ def run_task(cfg: RunConfig, job: Job, *, progress: Callable[[dict], None] | Non
         store.mark(finished=True, error=None, turns=len(turns))
         return _outcome(cfg, job, turns, meter, "finished")
     except Exception as exc:  # a days-long sweep must outlive any one task; the state file keeps why
-        if isinstance(exc, InferenceError) and exc.usage is not None:
-            meter.add([exc.usage.to_dict()])
-        message = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
-        store.mark(finished=False, error=message, turns=len(turns))
-        return _outcome(cfg, job, turns, meter, "error", message)
+        return _failed(cfg, job, store, turns, meter, exc)
+
+
+def _failed(cfg: RunConfig, job: Job, store: ResultStore, turns: list[dict], meter: _Meter,
+            exc: Exception) -> dict:
+    if isinstance(exc, InferenceError) and exc.usage is not None:
+        meter.add([exc.usage.to_dict()])
+    message = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+    store.mark(finished=False, error=message, turns=len(turns))
+    return _outcome(cfg, job, turns, meter, "error", message)
+
+
+# ---------------------------------------------------------------------- the release's replay
+
+def _replay_turn(cfg: RunConfig, job: Job, session: _Session, stored: dict, reports: Path, meter: _Meter) -> dict:
+    """One new turn from ``stored``'s state, shown its raw feedback formatted at the job's level."""
+    session.restore(stored)
+    shown = format_feedback(stored["feedback_items"], job.level)
+    attempt = session.attempt(stored["turn_number"] + 1, stored["test_digest"], shown, reports)
+    meter.add(attempt.result.usage)
+    source = FeedbackReply([], f"replay:L{cfg.replay_feedback_level}")
+    return _record(job.task_index, attempt, source, job.level, "")
+
+
+def replay_task(cfg: RunConfig, job: Job, *, progress: Callable[[dict], None] | None = None) -> dict:
+    """``replay-feedback-level: K``: one new turn from each unsolved stored turn of the level-K run.
+
+    Record n of ``task_<id>_result_replay_level<K>.pkl`` (in this level's folder)
+    continues stored turn n; it is written after each turn, so a rerun resumes.
+    """
+    level = cfg.replay_feedback_level
+    store = job_store(cfg, job)
+    source = ResultStore(result_folder(replace(cfg, replay_feedback_level=None), job.model, level), job.task_index)
+    meter = _Meter()
+    records: list[dict] = []
+    try:
+        if (why := skip_reason(cfg, job)) is not None:
+            return _outcome(cfg, job, store.load(), meter, "skipped", None if why == "finished" else why)
+        with tempfile.TemporaryDirectory(prefix=f"recode_replay_{job.task_index}_L{job.level}_") as tmp:
+            session = _Session(cfg, job.model, job.task_index, Path(tmp), None)
+            stored = [t for t in session.upgraded(source.load(), level) if not turn_solved(t["execution_result"])]
+            if not stored:
+                raise FileNotFoundError(f"no unsolved turn of level {level} to replay in {source.result_path}; "
+                                        f"run guidance-level {level} first")
+            records = _stored_turns(cfg, store)
+            for turn in stored[len(records):]:
+                records.append(_replay_turn(cfg, job, session, turn, store.report_dir, meter))
+                store.save(records, finished=len(records) == len(stored))
+                if progress is not None:
+                    progress({"cost_usd": meter.cost_since_last(), "turn": records[-1]["turn_number"]})
+        store.mark(finished=True, error=None, turns=len(records))
+        return _outcome(cfg, job, records, meter, "finished")
+    except Exception as exc:  # as in run_task: the state file keeps why
+        return _failed(cfg, job, store, records, meter, exc)

@@ -21,7 +21,7 @@ from pathlib import Path
 from metric_aggregate import LevelSummary, coverage_notes
 from metric_cli import Context, run_cli
 from metric_tables import Table
-from result_files import (DEFAULT_GUIDANCE_TYPE, DEFAULT_SETTING, LEVELS, LevelRun, RunSelection,
+from result_files import (DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LEVELS, LevelRun, RunSelection,
                           load_runs)
 from task_meta import DEFAULT_DATASET_DIR
 
@@ -39,9 +39,9 @@ def _number(value: object) -> float:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 
-def token_count(value: object) -> float:
-    """A release token field: a list of per-call counts (the release's type) or one total (older records)."""
-    return sum(_number(item) for item in value) if isinstance(value, (list, tuple)) else _number(value)
+def _count(value: object) -> float:
+    """A release token field: a list of per-call counts (older results: one total)."""
+    return sum(_number(v) for v in value) if isinstance(value, list) else _number(value)
 
 
 def role_usage(turn: dict, role: str) -> dict:
@@ -53,7 +53,7 @@ def role_usage(turn: dict, role: str) -> dict:
         tokens = {kind: sum(_number(call.get(f"{kind}_tokens")) for call in calls) for kind in TOKEN_KINDS}
         prices = [call.get("cost_usd") for call in calls]
     else:
-        tokens = {"input": token_count(turn.get(input_key)), "output": token_count(turn.get(output_key)), "cached": 0}
+        tokens = {"input": _count(turn.get(input_key)), "output": _count(turn.get(output_key)), "cached": 0}
         prices = [None] if tokens["input"] or tokens["output"] else []
     if cost_key in turn:
         prices = [turn[cost_key]]
@@ -106,7 +106,7 @@ def model_cost(runs: list[LevelRun]) -> dict:
 
 
 def get_model_costs(
-    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
+    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
     meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
     dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
 ) -> list[dict]:
@@ -115,7 +115,7 @@ def get_model_costs(
 
 
 def get_model_total_cost(
-    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
+    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
     meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
     dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
 ) -> dict:

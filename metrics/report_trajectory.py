@@ -139,7 +139,8 @@ def feedback_block(turn: dict) -> Html:
     level = turn.get("guidance_level")
     if "feedback_text" not in turn:
         return join([tag("p", f"Formatted feedback: {NOT_RECORDED}.", class_="muted"),
-                     messages_block("Feedback model conversation", turn.get("feedback_interaction_history"))])
+                     messages_block("Feedback model conversation",
+                                    turn.get("feedback_conversation") or turn.get("feedback_interaction_history"))])
     parts: list[object] = []
     if turn["feedback_text"]:
         parts.append(pre(turn["feedback_text"]))

@@ -85,7 +85,7 @@ def test_sweep_of_two_models_and_five_levels(tmp_path: Path) -> None:
     assert folders == sorted(f"memory_agent_coder-{m}_feedback_fixed_guidance_{level}"
                              for m in "ab" for level in range(5))
     assert run_record(out)["seeds_computed"] == 2
-    assert len(list((out / "init_seed").glob("*/task_1_seed.pkl"))) == 2
+    assert len(list((out / "init_seed").glob("*_task1_init.pkl"))) == 2
     for model in "ab":  # every level starts from the one seed: the same turn-0 attempt
         turn0 = {pickle.loads(p.read_bytes())[0]["code_interaction_history"][-1]["content"]
                  for p in out.glob(f"*coder-{model}_*/task_1_result.pkl")}

@@ -28,7 +28,7 @@ import subprocess
 from pathlib import Path
 from typing import Mapping
 
-SANDBOX_MODES = ("auto", "off", "required")
+from agent.runner.options import SANDBOX_MODES  # noqa: F401 (re-exported for the runner)
 ENV_ALLOWLIST = (
     "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
