@@ -30,6 +30,7 @@ from typing import Callable, Protocol
 import yaml
 
 from agent.constants import FEEDBACK_REQUEST, FEEDBACK_RETRY, FEEDBACK_SYSTEM
+from metrics.junit_outcome import outcome_counts, summary_passed
 
 FIELDS = ("interface", "category", "description", "analysis", "actionable_feedback", "direct_code_feedback")
 CATEGORIES = ("T0", "T1", "T2", "T3", "T4")
@@ -146,10 +147,9 @@ def format_test_digest(execution: dict, test_cases: tuple[str, ...] | list[str] 
     and temp paths are masked, so the same attempt always yields the same digest.
     """
     summary: dict = execution.get("test_summary") or {}
-    passed = sum(1 for ok in summary.values() if ok)
-    head = (f"Status: {execution.get('status')}. Tests run: {execution.get('tests', 0)}, passed: {passed}, "
-            f"failures: {execution.get('failures', 0)}, errors: {execution.get('errors', 0)}, "
-            f"skipped: {execution.get('skipped', 0)}.")
+    tests, errors, failures, skipped = outcome_counts(execution)
+    head = (f"Status: {execution.get('status')}. Tests run: {tests}, passed: {summary_passed(execution)}, "
+            f"failures: {failures}, errors: {errors}, skipped: {skipped}.")
     lines = [head]
     if execution.get("status") == "timeout":
         lines.append(f"The test run was stopped after {execution.get('duration_sec', 0):.0f} s (time limit).")

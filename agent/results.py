@@ -47,6 +47,7 @@ from typing import Any
 
 from agent.atomic_file import atomic_write_bytes
 from agent.feedback import format_feedback, format_test_digest
+from metrics.junit_outcome import case_pass_rate, published_success, runner_solved
 
 RELEASE_KEYS = (
     "task_index", "turn_number", "code_input_tokens", "code_output_tokens", "final_code", "agent_memory",
@@ -120,22 +121,13 @@ def record_token_totals(record: dict) -> dict[str, int]:
 
 
 def turn_solved(execution: dict) -> bool:
-    """Success as the release scores it: no errors, failures or skips (and a passing runner status when known)."""
-    return (execution.get("status", "passed") == "passed" and execution.get("tests", 0) > 0
-            and execution.get("errors", 0) == 0 and execution.get("failures", 0) == 0
-            and execution.get("skipped", 0) == 0)
-
-
-def passed_cases(execution: dict) -> int:
-    """Test cases passed in one turn, the release's way: 0 when anything errored."""
-    if execution.get("errors", 0):
-        return 0
-    return max(0, execution.get("tests", 0) - execution.get("skipped", 0) - execution.get("failures", 0))
+    """Whether the harness stops a job here: the published success test with a passing runner status."""
+    return runner_solved(execution)
 
 
 def pass_rate(execution: dict, n_cases: int) -> float:
     """Test-case pass rate of one turn; the denominator is len(test_cases) of the metadata."""
-    return min(1.0, passed_cases(execution) / n_cases) if n_cases else 0.0
+    return case_pass_rate(execution, n_cases)
 
 
 def _release_message(message: str, outcomes: dict[str, str], missing: set[str]) -> str | None:
@@ -212,7 +204,7 @@ def upgrade_record(record: dict, *, level: int | None, test_cases: tuple[str, ..
                                               else release_feedback_history(history, items, source))
     execution = dict(record.get("execution_result") or {})
     if "status" not in execution:
-        execution["status"] = "passed" if turn_solved({**execution, "status": "passed"}) else "failed"
+        execution["status"] = "passed" if published_success(execution) else "failed"
     fields["execution_result"] = release_execution(execution)
     shown = record.get("guidance_level", level)
     defaults = {
