@@ -47,7 +47,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.atomic_file import atomic_write_bytes
-from agent.feedback import format_feedback, format_test_digest
+from agent.digest import format_test_digest
+from agent.feedback import format_feedback
 
 RELEASE_KEYS = (
     "task_index", "turn_number", "code_input_tokens", "code_output_tokens", "final_code", "agent_memory",
