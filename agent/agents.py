@@ -24,6 +24,7 @@ from agent.action import (
     CODE_ACTIONS, RELEASE_ACTIONS, ActionFormatError, Observation, execute, numbered, parse_answer, python_blocks,
 )
 from agent.clean_test_runner import run_candidate
+from agent.config import SETTINGS
 from agent.constants import (
     ACTION_HELP, AGENT_SYSTEM, BASELINE_SYSTEM, FORMAT_ERROR, MEMORY_DIGEST, MEMORY_FEEDBACK, MEMORY_RESULT, MEMORY_STEP,
     SECTION_BASELINE_ASK, SECTION_DIGEST, SECTION_FEEDBACK, SECTION_FILE, SECTION_FILE_EMPTY, SECTION_FILE_PLAIN,
@@ -40,8 +41,6 @@ from agent.workspace import RepoWorkspace
 
 if TYPE_CHECKING:
     from agent.inference import ChatModel
-
-SETTINGS = ("baseline", "agent", "memory_agent", "snippet")
 
 
 @dataclass(frozen=True)
