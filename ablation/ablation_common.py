@@ -295,7 +295,7 @@ def write_summary(folder: Path, title: str, headers: list[str], rows: list[list]
 # ---------------------------------------------------------------------- tests and one more turn
 
 def score(dataset: DatasetManager, index: int, execution: dict) -> dict:
-    """Solved flag and test-case pass rate of one execution result (SPEC §5)."""
+    """Solved flag and test-case pass rate of one execution result (the run's own rules, agent/results.py)."""
     return {"solved": turn_solved(execution), "pass_rate": pass_rate(execution, len(dataset.get(index).test_cases))}
 
 

@@ -1,4 +1,4 @@
-"""Feedback records (SPEC §3): schema, validation, level formatting, test digests and sources.
+"""Feedback records: schema, validation, level formatting and the sources that produce them.
 
 A feedback source turns one FeedbackRequest (what the researcher sees after a
 submission) into a FeedbackReply holding RAW records; the level decides later
@@ -6,16 +6,18 @@ how much of each record the CodeAgent is shown. Sources:
 
 * ``LLMFeedback``: the feedback model answers with structured output, which is
   validated; a bad answer is retried with the problem appended, a bounded
-  number of times, then recorded as a feedback error (the run goes on).
+  number of times, then the reply carries ``error``: the job stops at that turn
+  (agent/statuses.py) and the next run asks again.
 * ``FileFeedback``: human-written records keyed by task and turn (format below).
 * ``InteractiveFeedback``: a person at the terminal types the records.
 * ``ReplayFeedback``: the raw records another level's run received, turn by turn.
 
 Feedback file format (``feedback-source: file``), JSON Lines or YAML: a list of
 entries ``{"task_index": int, "turn_number": int, "feedback": [records]}`` where
-each record has the six string fields of SPEC §3 and category T0..T4. The entry
+each record has the six string fields of ``FIELDS`` and category T0..T4. The entry
 for (task, turn) is the feedback on the attempt of that turn; a (task, turn)
-without an entry gets no feedback and the record says so in ``feedback_error``.
+that needs feedback but has no entry stops the job there, saying so in
+``feedback_error``, until the file has it.
 """
 from __future__ import annotations
 

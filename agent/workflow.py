@@ -3,12 +3,17 @@
 Turn 0 is shared by every level of a (setting, model, task): ``ensure_seed``
 computes it once under a cross-process lock (code, test result and the RAW
 feedback records) and each level formats those records at its own level.
-Later turns: the CodeAgent writes a submission on a private repository copy,
-the HumanAgent tests it and, unless it is solved, the level is 0 or it is the
-last turn, asks the feedback source for records; the turn is written
-atomically before the next begins, so a killed run resumes from its last
-complete turn (agent memory, file, feedback and dynamic level come back from
-the stored record). The dataset is only read.
+Later turns: the Session's CodeAgent writes a submission on a private
+repository copy, its HumanAgent tests it and, where agent/feedback_policy.py
+says the turn gets feedback, asks the feedback source for records; the turn is
+written atomically before the next begins, so a killed run resumes from its
+last complete turn (agent memory, file, feedback and dynamic level come back
+from the stored record). The dataset is only read.
+
+A job stops early at a turn boundary, keeping its turns, when the feedback a
+turn needs cannot be produced (outcome ``error``) or a spending cap is reached
+(outcome ``budget``, agent/budget.py); agent/statuses.py names how that is
+recorded. The next run continues it: the missing feedback is asked again.
 
 Stored work is never recomputed unless asked: a task with a result file is
 skipped (``resume: false``, the release's default) or continued from its last
