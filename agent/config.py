@@ -403,7 +403,7 @@ def _dataset_dir(reader: _Reader) -> Path:
     work_dir = reader.path("work-dir")
     for folder in (work_dir / "dataset", work_dir):
         if (folder / "annotation_meta.jsonl").is_file():
-            return folder
+            return folder.resolve()
     raise reader.fail(f"dataset not found: 'work-dir' {reader.shown('work-dir')} holds neither "
                       f"dataset/annotation_meta.jsonl nor annotation_meta.jsonl; {DOWNLOAD_HINT}")
 

@@ -318,9 +318,27 @@ def safe_model_name(name: str) -> str:
     return name.replace("/", "_")
 
 
-def seed_path(init_seed_dir: Path, model_name: str, task_index: int) -> Path:
-    """``<init_seed_dir>/<model>_task<id>_init.pkl``: the release's turn-0 seed of (model, task)."""
-    return Path(init_seed_dir) / f"{safe_model_name(model_name)}_task{task_index}_init.pkl"
+def seed_path(init_seed_dir: Path, model_name: str, task_index: int, setting: str | None = None) -> Path:
+    """``<init_seed_dir>/<model>_task<id>_init.pkl``: the release's turn-0 seed of (model, task).
+
+    The release's name has no evaluation setting. When that file is ours and of
+    another setting than ``setting``, this setting's seed is
+    ``<model>_task<id>_<setting>_init.pkl`` beside it, so two settings sharing an
+    output folder never reuse each other's turn 0. A seed the release wrote
+    (no meta file) is taken as the current setting's, as the release takes it.
+    """
+    stem = f"{safe_model_name(model_name)}_task{task_index}"
+    release = Path(init_seed_dir) / f"{stem}_init.pkl"
+    if setting is None or _seed_setting(release) in (None, setting):
+        return release
+    return release.with_name(f"{stem}_{setting}_init.pkl")
+
+
+def _seed_setting(path: Path) -> str | None:
+    try:
+        return json.loads(_seed_meta_path(path).read_text(encoding="utf-8")).get("setting")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _seed_meta_path(path: Path) -> Path:

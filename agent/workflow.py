@@ -202,7 +202,8 @@ def _seed_ready(seed: dict | None, need_feedback: bool, retry_failed: bool) -> b
 
 def _seed_location(cfg: RunConfig, model: ModelSpec, task_index: int) -> tuple[Path, tuple[str, ...]]:
     """The seed file of (model, task) and the task's test cases (a release seed's digest is rebuilt with them)."""
-    return seed_path(cfg.init_seed_dir, model.model, task_index), DatasetManager(cfg.work_dir).get(task_index).test_cases
+    path = seed_path(cfg.init_seed_dir, model.model, task_index, cfg.evaluation_setting)
+    return path, DatasetManager(cfg.work_dir).get(task_index).test_cases
 
 
 def _seed(cfg: RunConfig, model: ModelSpec, task_index: int, need_feedback: bool,
@@ -289,10 +290,21 @@ def _seed_feedback(cfg: RunConfig, task_index: int, seed: dict) -> dict:
 def ensure_seed(cfg: RunConfig, model: ModelSpec, task_index: int) -> bool:
     """Create the turn-0 seed of (model, task) once; True when this call computed it.
 
-    The release's replay starts from stored turns and needs no seed."""
+    Not needed by the release's replay (it starts from stored turns), nor when
+    every level of the run continues or keeps stored turns (unless one stopped
+    at turn 0 for want of the seed's feedback: this is where it is asked again),
+    nor once the run's budget is spent."""
     if cfg.replay_feedback_level is not None or run_over_budget(cfg) is not None:
         return False
+    stores = [job_store(cfg, Job(model, level, task_index)) for level in cfg.guidance_levels]
+    if not cfg.overwrite and all(store.result_path.exists() and not _stopped_at_turn_zero(store) for store in stores):
+        return False
     return _seed(cfg, model, task_index, FeedbackPolicy.of(cfg).seed_needs_feedback(), retry_failed=True)[1]
+
+
+def _stopped_at_turn_zero(store: ResultStore) -> bool:
+    state = store.state() or {}
+    return state.get(STOP_KEY) == FEEDBACK_MISSING and state.get("turns") == 1
 
 
 def _claim_seed_usage(cfg: RunConfig, model: ModelSpec, task_index: int, meter: _Meter) -> None:

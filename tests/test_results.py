@@ -120,6 +120,8 @@ def test_seed_layout_and_validation(tmp_path: Path) -> None:
     assert loaded["record"]["feedback_items"] is None and loaded["unclaimed_usage"] == [{"input_tokens": 5}]
     with pytest.raises(ResultError, match="evaluation-setting 'memory_agent', not 'baseline'"):
         load_seed(path, "baseline")
+    assert seed_path(tmp_path, "org/model-x", 5, "memory_agent") == path
+    assert seed_path(tmp_path, "org/model-x", 5, "baseline") == tmp_path / "org_model-x_task5_baseline_init.pkl"
     path.write_bytes(pickle.dumps({"format": 99}))
     with pytest.raises(ResultError, match="not a turn-0 seed"):
         load_seed(path, "memory_agent")
