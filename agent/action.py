@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cached_property
-from pathlib import Path
-
-from agent.retrieval import SKIPPED_DIRS, FunctionIndex, collect_functions, render_hits
-from agent.workspace import PathEscapeError, resolve_inside, write_target
+from agent.retrieval import SKIPPED_DIRS, render_hits
+from agent.workspace import PathEscapeError, RepoWorkspace, resolve_inside
 
 ACTIONS = ("READ", "BROWSE", "RETRIEVE", "REPLACE", "EDIT", "SUBMIT")
 RELEASE_ACTIONS = tuple(name for name in ACTIONS if name != "EDIT")  # the release ships EDIT disabled
@@ -146,41 +143,6 @@ def numbered(code: str) -> str:
     lines = code.splitlines()
     width = len(str(len(lines)))
     return "\n".join(f"{i:>{width}} | {line}" for i, line in enumerate(lines, start=1))
-
-
-class RepoWorkspace:
-    """The agent's view of its private repository copy: the target file plus read-only browsing."""
-
-    def __init__(self, repo: Path, target: str) -> None:
-        self.repo = repo.resolve()
-        self.target = target
-        self.target_path = resolve_inside(self.repo, target)
-
-    @property
-    def code(self) -> str:
-        return self.target_path.read_text(encoding="utf-8") if self.target_path.exists() else ""
-
-    def write_code(self, content: str) -> None:
-        write_target(self.repo, self.target, content)
-
-    def files(self) -> list[str]:
-        """Repository files, relative and sorted; caches and symlinks that leave the repo are hidden."""
-        listed = []
-        for path in sorted(self.repo.rglob("*")):
-            rel = path.relative_to(self.repo)
-            if SKIPPED_DIRS.intersection(rel.parts) or not path.is_file():
-                continue
-            try:
-                resolve_inside(self.repo, rel.as_posix())
-            except PathEscapeError:
-                continue
-            listed.append(rel.as_posix())
-        return listed
-
-    @cached_property
-    def index(self) -> FunctionIndex:
-        """Functions of the repository except the target (the agent already sees that file)."""
-        return FunctionIndex(collect_functions(self.repo, exclude={Path(self.target).as_posix()}))
 
 
 def _read(action: Action, ws: RepoWorkspace) -> Observation:

@@ -22,26 +22,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.action import (
-    CODE_ACTIONS, RELEASE_ACTIONS, ActionFormatError, Observation, RepoWorkspace, execute, numbered, parse_answer,
-    python_blocks,
+    CODE_ACTIONS, RELEASE_ACTIONS, ActionFormatError, Observation, execute, numbered, parse_answer, python_blocks,
 )
 from agent.clean_test_runner import run_candidate
+from agent.config import SETTINGS
 from agent.constants import (
     ACTION_HELP, AGENT_SYSTEM, BASELINE_SYSTEM, FORMAT_ERROR, MEMORY_DIGEST, MEMORY_FEEDBACK, MEMORY_RESULT, MEMORY_STEP,
     SECTION_BASELINE_ASK, SECTION_DIGEST, SECTION_FEEDBACK, SECTION_FILE, SECTION_FILE_EMPTY, SECTION_FILE_PLAIN,
     SECTION_LAST_ACTION, SECTION_PAPER, SECTION_SNIPPET_PREVIOUS, SECTION_STEP, SECTION_TASK, SUMMARY_MEMORY,
     SUMMARY_REQUEST, SUMMARY_SYSTEM,
 )
-from agent.feedback import FeedbackReply, FeedbackRequest, FeedbackSource, digest_brief, feedback_brief
+from agent.digest import digest_brief
+from agent.feedback import FeedbackReply, FeedbackRequest, FeedbackSource, feedback_brief
 from agent.memory import SUMMARY_WORDS, answer_note, bounded_summary, invalid_note, observation_note, settle
 from agent.rcb.snippet import SnippetTask, build_prompt, complete_file, extract_last_python_block
 from agent.runner.options import RunnerOptions
 from agent.utils import DatasetManager
+from agent.workspace import RepoWorkspace
 
 if TYPE_CHECKING:
     from agent.inference import ChatModel
-
-SETTINGS = ("baseline", "agent", "memory_agent", "snippet")
 
 
 @dataclass(frozen=True)

@@ -29,20 +29,20 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
-from agent.runner.options import RunnerOptions
+from agent.envs.backends import BACKENDS
+from agent.executor import PARALLEL_MODES
+from agent.feedback_policy import FeedbackPolicy
 from agent.inference import DEFAULT_PRICES_PATH, InferenceError, ModelSpec, load_prices
 from agent.models.providers import OFFLINE_PROVIDERS, resolve_key
 from agent.models.providers import PROVIDERS as REMOTE_PROVIDERS
 from agent.results import safe_model_name
+from agent.runner.options import SANDBOX_MODES, RunnerOptions
 from agent.utils import DOWNLOAD_HINT
 
 PROVIDERS = (*REMOTE_PROVIDERS, *OFFLINE_PROVIDERS)
 SETTINGS = ("baseline", "agent", "memory_agent", "snippet")
 GUIDANCE_TYPES = ("fixed", "dynamic")
 FEEDBACK_SOURCES = ("llm", "file", "interactive")
-PARALLEL_MODES = ("processes", "threads", "none", "ray")
-SANDBOX_MODES = ("auto", "off", "required")
-ENV_BACKENDS = ("conda", "uv", "venv", "current")
 
 # Keys describing one code model: allowed at the top level (shared by a sweep) and in `models` entries.
 MODEL_KEYS = (
@@ -91,7 +91,7 @@ RUN_KEYS = (
     "memory-threshold", "memory-to-keep", "work-dir", "output-dir", "init_seed", "resume", "overwrite", "task-ids",
     "replay-feedback-level", "replay-run-feedback-level", "feedback-source", "feedback-file", "prices", "cache-path", "sandbox",
     "test-timeout-sec", "memory-mb", "max-processes", "env-backend", "reindent-snippet", "edit-action", "max-workers",
-    "parallel-mode", "ray-address", "ray-num-cpus", "ray-num-gpus",
+    "parallel-mode", "ray-address", "ray-num-cpus", "ray-num-gpus", "max-cost-usd", "max-task-cost-usd",
 )
 # Keys where an explicit null means "no limit" rather than "use the default".
 NULLABLE_KEYS = frozenset({"memory-mb", "max-processes"})
@@ -140,6 +140,8 @@ class RunConfig:
     ray_address: str | None
     ray_num_cpus: float
     ray_num_gpus: float
+    max_cost_usd: float | None = None
+    max_task_cost_usd: float | None = None
 
     def public_dict(self) -> dict:
         """The configuration as builtins with every secret removed (for run metadata and logs)."""
@@ -377,11 +379,6 @@ def _guidance_levels(reader: _Reader) -> tuple[int, ...]:
     return tuple(dict.fromkeys(levels))
 
 
-def _needs_feedback_model(levels: tuple[int, ...], guidance_type: str, source: str, max_turn: int) -> bool:
-    """Feedback is generated only by the llm source, after a non-final turn, at a level above 0."""
-    return source == "llm" and max_turn > 1 and (guidance_type == "dynamic" or any(levels))
-
-
 def _feedback_model(reader: _Reader, needed: bool) -> ModelSpec | None:
     values = {**FEEDBACK_MODEL_DEFAULTS,
               **{code_key: reader.raw[human_key] for human_key, code_key in HUMAN_KEYS.items() if human_key in reader.raw}}
@@ -456,7 +453,7 @@ def _runner_options(reader: _Reader) -> RunnerOptions:
         sandbox=reader.choice("sandbox", SANDBOX_MODES),
         memory_mb=reader.integer("memory-mb", 64),
         max_processes=reader.integer("max-processes", 1),
-        env_backend=reader.choice("env-backend", ENV_BACKENDS),
+        env_backend=reader.choice("env-backend", BACKENDS),
     )
 
 
@@ -476,6 +473,12 @@ def _unset_empty(raw: dict[str, Any]) -> dict[str, Any]:
     if isinstance(clean.get("models"), list):
         clean["models"] = [_unset_empty(entry) if isinstance(entry, dict) else entry for entry in clean["models"]]
     return clean
+
+
+def _cap(reader: _Reader, key: str) -> float | None:
+    """A spending cap in US dollars (agent/budget.py); unset means no cap."""
+    value = reader.typed(key, lambda v: _is_number(v) and v > 0, "a number of US dollars > 0")
+    return None if value is None else float(value)
 
 
 def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
@@ -499,7 +502,9 @@ def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
     resume, overwrite = _resume_mode(reader)
     replay_level, replay_run_level = _replay_levels(reader)
     models = _code_models(reader)
-    feedback_model = _feedback_model(reader, _needs_feedback_model(levels, guidance_type, feedback_source, max_turn))
+    max_guidance_level = reader.integer("max-guidance-level", 0, 4)
+    policy = FeedbackPolicy(levels, guidance_type, max_guidance_level, max_turn, feedback_source)
+    feedback_model = _feedback_model(reader, policy.needs_feedback_model())
     cache_path = reader.path("cache-path")
     if cache_path is None and "replay" in {m.provider for m in (*models, feedback_model) if m is not None}:
         raise reader.fail("provider 'replay' answers from the response cache: set 'cache-path'")
@@ -508,7 +513,7 @@ def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
         feedback_model=feedback_model,
         guidance_levels=levels,
         guidance_type=guidance_type,
-        max_guidance_level=reader.integer("max-guidance-level", 0, 4),
+        max_guidance_level=max_guidance_level,
         evaluation_setting=reader.choice("evaluation-setting", SETTINGS),
         max_turn=max_turn,
         max_steps=reader.integer("max-steps", 1),
@@ -535,4 +540,6 @@ def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
         ray_address=reader.text("ray-address"),
         ray_num_cpus=reader.number("ray-num-cpus"),
         ray_num_gpus=reader.number("ray-num-gpus"),
+        max_cost_usd=_cap(reader, "max-cost-usd"),
+        max_task_cost_usd=_cap(reader, "max-task-cost-usd"),
     )

@@ -76,6 +76,27 @@ reflect: <your reasoning>
 action: {usage}
 {code_actions} must be followed by a fenced python block (```python ... ```) holding the new code."""
 
+# ---------------------------------------------------------------- snippet setting (ResearchCodeBench)
+
+SNIPPET_PROMPT = """\
+You are given a research paper and part of the code repository that implements it. One block of code \
+has been removed from a file of that repository; your job is to write it.
+
+## Paper
+{paper}
+{context}
+## File `{file_path}` with the missing block
+```python
+{masked_file}
+```
+
+## Task
+Write the code of the block "{block}": the lines that replace the placeholder comment \
+`{todo}` and the line after it. The rest of the file stays as it is. Answer with the block's code only, \
+in a single ```python fenced code block, indented exactly as it must appear in the file."""
+
+SNIPPET_CONTEXT_FILE = "### `{path}`\n```python\n{text}\n```\n"
+
 # ---------------------------------------------------------------- memory notes and summaries
 
 # Memory keeps past steps as notes (agent/memory.py); these label them.

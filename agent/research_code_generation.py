@@ -6,6 +6,8 @@
 Prints a progress bar (jobs, dollars so far) and, at the end, a table per
 model x level. Ctrl-C stops cleanly: finished turns are on disk; with
 ``resume: true`` the same command continues the interrupted tasks. Mistakes a user can make end with one line and exit code 2.
+Exit codes: 0 all jobs done, 1 some job failed (feedback that could not be
+produced included: the summary says so), 3 the budget stopped jobs, 130 interrupted.
 """
 from __future__ import annotations
 
@@ -20,18 +22,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tqdm import tqdm  # noqa: E402
 
-from agent.config import PARALLEL_MODES, ConfigError, RunConfig, load_config  # noqa: E402
+from agent.budget import BudgetError, check_prices  # noqa: E402
+from agent.config import ConfigError, RunConfig, load_config  # noqa: E402
 from agent.env_cache import EnvError  # noqa: E402
-from agent.executor import ExecutorError, make_executor  # noqa: E402
+from agent.executor import PARALLEL_MODES, ExecutorError, make_executor  # noqa: E402
 from agent.inference import InferenceError, build_model  # noqa: E402
 from agent.run_metadata import build_metadata, metadata_path, write_metadata  # noqa: E402
-from agent.run_summary import format_table, summarize  # noqa: E402
+from agent.run_summary import format_table, stop_notes, summarize  # noqa: E402
 from agent.scheduler import plan_run, run_plan  # noqa: E402
+from agent.workflow import start_ledger  # noqa: E402
 from agent.utils import DatasetError, DatasetManager  # noqa: E402
 
-USER_ERRORS = (ConfigError, DatasetError, InferenceError, EnvError, ExecutorError)
+USER_ERRORS = (BudgetError, ConfigError, DatasetError, InferenceError, EnvError, ExecutorError)
 EXIT_USER_ERROR = 2
 EXIT_JOBS_FAILED = 1
+EXIT_BUDGET = 3
 EXIT_INTERRUPTED = 130
 
 
@@ -94,6 +99,7 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
     """Everything after validation: metadata, the jobs, the table. Returns the exit code."""
     tasks = select_tasks(cfg)
     check_models(cfg)
+    check_prices(cfg)
     meta_file = metadata_path(cfg)
     record = build_metadata(cfg, argv)
     try:
@@ -102,6 +108,7 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
         raise ConfigError(f"cannot write to output-dir {cfg.output_dir} ({exc.strerror}); "
                           "choose a writable folder") from None
     plan = plan_run(cfg, tasks)
+    start_ledger(cfg, plan.jobs)
     executor = make_executor(cfg.parallel_mode, cfg.max_workers, ray_address=cfg.ray_address,
                              ray_num_cpus=cfg.ray_num_cpus, ray_num_gpus=cfg.ray_num_gpus)
     progress = Progress(len(plan.jobs))
@@ -127,12 +134,16 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
         "summary": [row.__dict__ for row in rows],
         "errors": [{k: o.get(k) for k in ("model", "level", "task_index", "error", "traceback")} for o in failed],
     })
-    print(format_table(rows, cfg.max_turn))
+    print("\n".join([format_table(rows, cfg.max_turn), *stop_notes(outcomes)]))
     print(f"results: {cfg.output_dir}  run record: {meta_file}")
     if failed:
         print(f"{len(failed)} job(s) failed (listed in {meta_file}); {_again(cfg)} to retry them",
               file=sys.stderr)
         return EXIT_JOBS_FAILED
+    if any(o["state"] == "budget" for o in outcomes):
+        print("the budget stopped the run: raise max-cost-usd / max-task-cost-usd and run the same command "
+              "again to continue", file=sys.stderr)
+        return EXIT_BUDGET
     return 0
 
 

@@ -23,8 +23,9 @@ or summary), ``code_cost_usd``/``feedback_cost_usd`` (None when a price is
 unknown), ``actions``, ``feedback_source`` (llm, seed, file, interactive,
 replay:L<K>, release, a note when a replay had to generate, or none),
 ``feedback_error`` (why no valid records came, else None), ``token_totals``
-(sums of the four token lists) and ``feedback_conversation`` (the feedback
-model's whole exchange, system prompt and retries included).
+(sums of the four token lists), ``feedback_conversation`` (the feedback
+model's whole exchange, system prompt and retries included) and ``stop_reason``
+(set on the last turn of a job that stopped early; agent/statuses.py).
 
 A record the release wrote lacks our keys: ``upgrade_record`` rebuilds them
 from the release keys, so release result files and seeds load, resume and score.
@@ -46,7 +47,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.atomic_file import atomic_write_bytes
-from agent.feedback import format_feedback, format_test_digest
+from agent.digest import format_test_digest
+from agent.feedback import format_feedback
+from agent.statuses import STOP_KEY
 from metrics.junit_outcome import case_pass_rate, published_success, runner_solved
 
 RELEASE_KEYS = (
@@ -57,7 +60,7 @@ RELEASE_KEYS = (
 OUR_KEYS = (
     "status", "guidance_level", "feedback_items", "feedback_text", "test_digest", "wall_time_sec",
     "code_usage", "feedback_usage", "code_cost_usd", "feedback_cost_usd", "actions",
-    "feedback_source", "feedback_error", "token_totals", "feedback_conversation",
+    "feedback_source", "feedback_error", "token_totals", "feedback_conversation", STOP_KEY,
 )
 RECORD_KEYS = RELEASE_KEYS + OUR_KEYS
 SEED_FORMAT = 2
@@ -277,8 +280,9 @@ class ResultStore:
         atomic_write_bytes(self.result_path, pickle.dumps(turns, protocol=4))
         self.mark(finished=finished, error=None, turns=len(turns))
 
-    def mark(self, *, finished: bool, error: str | None, turns: int | None = None) -> None:
-        state = {"finished": finished, "error": error, "turns": turns,
+    def mark(self, *, finished: bool, error: str | None, turns: int | None = None,
+             stop_reason: str | None = None) -> None:
+        state = {"finished": finished, "error": error, "turns": turns, STOP_KEY: stop_reason,
                  "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         atomic_write_bytes(self.state_path, (json.dumps(state, indent=1) + "\n").encode())
 
