@@ -1,4 +1,4 @@
-"""Mean reciprocal rank of the first successful turn: 1/(i+1) for 0-based turn i, else 0 (SPEC §5).
+"""Mean reciprocal rank of the first successful turn: 1/(i+1) for 0-based turn i, else 0 (docs/ARCHITECTURE.md, "Metrics").
 
 Usage: python metrics/metric_MRR.py --result-dir DIR --models m1,m2
 """

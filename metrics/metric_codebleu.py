@@ -1,4 +1,4 @@
-"""CodeBLEU of a turn's file against canonical.py, equal weights 0.25 each (SPEC §5).
+"""CodeBLEU of a turn's file against canonical.py, equal weights 0.25 each (docs/ARCHITECTURE.md, "Metrics").
 
 Optional extra: codebleu==0.7.0 with tree-sitter==0.22.3 and tree-sitter-python==0.21.0
 (newer grammar packages fail inside codebleu). Scores are per task, then macro-averaged.

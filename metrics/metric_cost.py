@@ -7,7 +7,7 @@ falls back to the release's ``code_input_tokens``, ``code_output_tokens``,
 Tasks whose tests hit an infrastructure error (``status == "infra_error"``)
 are counted apart: they are not the model's failures and should be rerun.
 
-Turn 0 is computed once per task and shared by every level (SPEC §2), so a
+Turn 0 is computed once per task and shared by every level (docs/ARCHITECTURE.md, "Protocol"), so a
 level's row includes it, and the model's "all" row counts it once per task.
 
 Usage: python scripts/cost_report.py --result-dir DIR --models m1,m2

@@ -2,7 +2,7 @@
 
 The release's file of this name computes the complexity statistics (lines,
 functions, classes, a cyclomatic count from the AST). The feedback part reads
-the ``feedback_items`` (raw records, SPEC §3) and ``feedback_text`` (what the
+the ``feedback_items`` (raw records, docs/ARCHITECTURE.md, "Feedback records") and ``feedback_text`` (what the
 agent was shown) of each turn; release results lack both and show "-".
 
 Usage: python metrics/metric_huamfeedback.py --result-dir DIR --models m1,m2 [--dataset-dir D]

@@ -1,4 +1,4 @@
-"""Test-case pass rate, the primary metric (SPEC §5).
+"""Test-case pass rate, the primary metric (docs/ARCHITECTURE.md, "Metrics").
 
 Per turn ``0 if errors else tests - skipped - failures`` over len(test_cases)
 of the meta file, clamped to [0, 1]; per task the best turn; macro-averaged.

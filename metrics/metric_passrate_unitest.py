@@ -1,4 +1,4 @@
-"""Unit-test pass rate (Recall@n): the share of tasks solved by a turn among the first n (SPEC §5).
+"""Unit-test pass rate (Recall@n): the share of tasks solved by a turn among the first n (docs/ARCHITECTURE.md, "Metrics").
 
 Usage: python metrics/metric_passrate_unitest.py --result-dir DIR --models m1,m2 [--per-turn]
 """

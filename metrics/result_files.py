@@ -6,7 +6,7 @@ file and an unfinished task are counted the same way everywhere.
 Result pickles are loaded with :class:`BuiltinsUnpickler`: a pickle may name
 any importable callable (``os.system`` for instance) and ``pickle.load`` calls
 it while loading, so a result file shared by someone else could run code on
-the reader's machine. Our results hold builtins only (SPEC §4), so anything
+the reader's machine. Our results hold builtins only (docs/ARCHITECTURE.md, "Result files"), so anything
 that asks for another global is refused and the file counts as corrupt.
 """
 from __future__ import annotations
@@ -62,7 +62,7 @@ def safe_load_pickle(data: bytes) -> object:
 
 @dataclass(frozen=True)
 class RunSelection:
-    """Which runs to read: the folder naming of SPEC §4 minus the model name."""
+    """Which runs to read: the folder naming of docs/ARCHITECTURE.md "Result files" minus the model name."""
 
     result_dir: Path | str | None = DEFAULT_RESULT_DIR
     setting: str = DEFAULT_SETTING

@@ -62,7 +62,7 @@ def load_task_ids_from_jsonl(jsonl_path: Path | str | None = None) -> list[int]:
 
 
 def count_test_cases(path: Path | str) -> dict[int, int]:
-    """len(test_cases) per task: the denominator of the test-case pass rate (SPEC §5)."""
+    """len(test_cases) per task: the denominator of the test-case pass rate (docs/ARCHITECTURE.md, "Metrics")."""
     return {index: len(row.get("test_cases") or []) for index, row in read_meta_rows(path).items()}
 
 

@@ -1,6 +1,6 @@
 """Write ResearchCodeBench task plans into a dataset folder, replacing an earlier import of the same papers.
 
-Layout written (SPEC §1 plus two optional files):
+Layout written (the dataset layout of README.md, "The full dataset", plus two optional files):
 ``annotations/annotation_<id>/{instruction.txt, latex.txt, canonical.py, test.py, test.sh, <paper id>/...}``,
 rows appended to ``annotation_meta.jsonl`` (the rows of other tasks are kept
 byte for byte) and ``researchcodebench_map.jsonl`` beside it (index, paper,
