@@ -70,11 +70,11 @@ def classify(reference: dict, start: dict, stubs: dict[str, str] | None = None) 
             return Verdict(WEAK, "the placeholder passes too: the tests cannot tell it from the answer")
         if start["status"] in INIT_MAY_END:
             return Verdict(EXPECTED, "")
-        return Verdict(BROKEN, f"starting file ended '{start['status']}': {first_message(start)}")
+        return Verdict(BROKEN, f"init_content ended '{start['status']}' (expected a failure): {first_message(start)}")
     reason = offline_reason(reference, stubs or {})
     if reason:
         return Verdict(UNRUNNABLE, reason)
-    return Verdict(BROKEN, f"reference {reference['status']}: {first_message(reference)}")
+    return Verdict(BROKEN, f"canonical {reference['status']}: {first_message(reference)}")
 
 
 @dataclass(frozen=True)
