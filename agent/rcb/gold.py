@@ -40,7 +40,7 @@ def _messages(result: dict) -> str:
 def _first_line_with(text: str, pattern: re.Pattern | str) -> str:
     for line in text.splitlines():
         if (pattern.search(line) if isinstance(pattern, re.Pattern) else pattern in line):
-            return line.strip()[:200]
+            return line.strip()[:400]
     return ""
 
 

@@ -62,10 +62,12 @@ def distribution_of(module: str) -> str:
 
 def requirement_name(line: str) -> str | None:
     """Canonical distribution name of a requirement line (None for options, URLs without a name, blanks)."""
+    egg = re.search(r"#egg=([A-Za-z0-9._-]+)", line)
+    if egg:
+        return canonical(egg[1])
     line = line.split("#", 1)[0].strip()
-    if not line or line.startswith("-"):
-        match = re.search(r"#egg=([A-Za-z0-9._-]+)", line) if line.startswith("-e") else None
-        return canonical(match[1]) if match else None
+    if not line or line.startswith("-") or re.match(r"^[a-z+]+://", line):
+        return None
     match = _NAME.match(line)
     return canonical(match[1]) if match else None
 
