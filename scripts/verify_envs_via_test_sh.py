@@ -1,5 +1,8 @@
 """Gold check of a dataset: canonical.py must pass every task's tests and init_content must fail them.
 
+    python scripts/verify_envs_via_test_sh.py [--dataset-dir work_dir/dataset] [--task-ids 1,2]
+        [--max-workers 1] [--timeout-sec 600] [--keep-modified [--keep-dir DIR]] [--backend NAME]
+
 Runs both through the real test runner (private copies, sandbox, the task's
 environment, built on first use). A progress bar (elapsed / remaining) runs
 on stderr; each task's row is printed as soon as it finishes; a summary by
@@ -7,7 +10,9 @@ paper (ResearchCodeBench tasks) or for the whole dataset closes the output.
 Each task is one of: as expected; weak test (init_content passes too: the
 tests cannot tell it from the answer); unrunnable (the canonical run failed
 on something this machine cannot provide offline, e.g. a stubbed import or
-the network, with the evidence); BROKEN (anything else). Exit status: 0 when
+the network, with the evidence); BROKEN (anything else). The dataset is never
+modified: ``--keep-modified`` keeps, per task, a copy of its repository in the
+state the canonical check ran under ``--keep-dir``. Exit status: 0 when
 no task is broken, 1 otherwise, 2 for a broken dataset or bad arguments (one
 line, no traceback).
 """
@@ -19,12 +24,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import argparse
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from tqdm import tqdm
 
-from agent.clean_test_runner import RunnerOptions
+from agent.clean_test_runner import RunnerOptions, prepare
+from agent.envs.cli import add_backend_argument, add_dataset_arguments, add_task_ids_argument, dataset_dir, parse_task_ids
 from agent.rcb.gold import BROKEN, EXPECTED, KINDS, UNRUNNABLE, WEAK, TaskCheck, check_task
 from agent.runner.sandbox import SANDBOX_MODES
 from agent.text_table import fixed_width
@@ -33,13 +40,9 @@ from agent.utils import DatasetError, DatasetManager
 ROW_COLUMNS = ("task", "paper", "canonical", "init_content", "seconds", "stubs", "verdict")
 
 
-def parse_ids(text: str | None) -> list[int] | None:
-    if not text:
-        return None
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise DatasetError(f"--task-ids must be comma-separated integers, got '{text}'") from None
+def keep_modified(dataset: DatasetManager, index: int, keep_dir: Path) -> Path:
+    """A copy of task ``index``'s repository as the canonical check ran it; returns its working folder."""
+    return Path(prepare(dataset, index, dataset.canonical(index), keep_dir / f"annotation_{index}").workdir)
 
 
 def _cell(result: dict, expected: tuple[str, ...]) -> str:
@@ -89,28 +92,42 @@ def run_checks(dataset: DatasetManager, task_ids: list[int], options: RunnerOpti
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset-dir", required=True)
-    parser.add_argument("--task-ids", help="comma-separated ids (default: every runnable task)")
-    parser.add_argument("--max-workers", type=int, default=2)
-    parser.add_argument("--timeout-sec", type=float, default=RunnerOptions.timeout_sec)
-    parser.add_argument("--env-backend", default=None, help="conda, uv, venv or current (default: auto)")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_dataset_arguments(parser)
+    add_task_ids_argument(parser)
+    parser.add_argument("--max-workers", type=int, default=1, help="tasks checked at once (default: 1)")
+    parser.add_argument("--timeout-sec", type=float, default=600, help="per test run (default: 600)")
+    parser.add_argument("--keep-modified", action="store_true",
+                        help="keep each task's repository copy as the canonical check ran it (under --keep-dir)")
+    parser.add_argument("--keep-dir", help="where --keep-modified puts the copies (default: a new temporary folder)")
+    add_backend_argument(parser)
     parser.add_argument("--sandbox", choices=SANDBOX_MODES, default="auto")
     args = parser.parse_args(argv)
+    if args.max_workers < 1:
+        parser.error(f"--max-workers must be at least 1, got {args.max_workers}")
     started = time.monotonic()
     try:
-        dataset = DatasetManager(args.dataset_dir)
-        tasks = dataset.select(parse_ids(args.task_ids))
+        dataset = DatasetManager(dataset_dir(args))
+        tasks = dataset.select(parse_task_ids(args.task_ids))
         if not tasks:
             raise DatasetError(f"no runnable task in {dataset.meta_path}")
         for meta in tasks:
             dataset.check_task(meta.index)
             dataset.test_sh(meta.index)
-        options = RunnerOptions(timeout_sec=args.timeout_sec, sandbox=args.sandbox, env_backend=args.env_backend)
+        keep_dir = None
+        if args.keep_modified:
+            keep_dir = Path(args.keep_dir).resolve() if args.keep_dir else Path(tempfile.mkdtemp(prefix="recode-verify-"))
+            taken = [str(keep_dir / f"annotation_{meta.index}") for meta in tasks if (keep_dir / f"annotation_{meta.index}").exists()]
+            if taken:
+                raise DatasetError(f"{taken[0]} already exists; choose another --keep-dir")
+        options = RunnerOptions(timeout_sec=args.timeout_sec, sandbox=args.sandbox, env_backend=args.backend)
         checks = run_checks(dataset, [meta.index for meta in tasks], options, args.max_workers)
     except (DatasetError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if keep_dir is not None:
+        for check in checks:
+            print(f"task {check.index}: modified copy kept in {keep_modified(dataset, check.index, keep_dir)}")
     print()
     print(summary(checks))
     counts = {kind: [c.index for c in checks if c.verdict.kind == kind] for kind in KINDS}
