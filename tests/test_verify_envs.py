@@ -24,7 +24,7 @@ def test_broken_canonical_is_unexpected(tmp_path: Path, capsys) -> None:
     dataset = make_task(tmp_path / "dataset", canonical=BROKEN)
     assert verify.main(["--dataset-dir", str(dataset.root), "--task-ids", "1", "--timeout-sec", "30"]) == 1
     out = capsys.readouterr().out
-    assert "UNEXPECTED: canonical failed" in out and "unexpected: 1" in out
+    assert "BROKEN: task 1: canonical failed" in out and "1 broken" in out
 
 
 @pytest.mark.parametrize("args, message", [

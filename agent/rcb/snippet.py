@@ -78,7 +78,8 @@ def extract_last_python_block(answer: str) -> str | None:
     return found
 
 
-def _placeholder_at(lines: list[str], block: str) -> int:
+def placeholder_at(lines: list[str], block: str) -> int:
+    """Index of the block's TODO line in ``lines`` (its size line follows); SnippetError if absent."""
     todo = TODO_LINE.format(name=block)
     for i, line in enumerate(lines[:-1]):
         if line.strip() == todo and SIZE_PATTERN.match(lines[i + 1].rstrip("\n")):
@@ -92,7 +93,7 @@ def insert_block(masked_file: str, block: str, code: str, *, reindent: bool = Fa
     Verbatim by default; ``reindent`` dedents ``code`` and indents it to the placeholder's indentation.
     """
     lines = split_lines(masked_file)
-    at = _placeholder_at(lines, block)
+    at = placeholder_at(lines, block)
     if reindent:
         indent = lines[at][: len(lines[at]) - len(lines[at].lstrip(" \t"))]
         code = textwrap.indent(textwrap.dedent(code), indent)

@@ -86,7 +86,8 @@ def meta_row(index: int, plan: TaskPlan) -> dict:
         "index": index, "repo_dir_name": plan.paper, "target_file_path": plan.file, "if_test": True,
         "init_content": plan.init_content, "test_cases": list(plan.test_cases), "benchmark": BENCHMARK,
         "paper": plan.paper, "file": plan.file, "snippet": plan.snippet, "line": plan.line,
-        "context_files": list(plan.context_files), "reference_in_repo": plan.reference_in_repo,
+        "context_files": list(plan.context_files), "environment": plan.env_name, "stubs": dict(plan.stubs),
+        "hidden_references": list(plan.drop),
     }
 
 
