@@ -143,10 +143,11 @@ def test_cache_hit_spawns_no_subprocess(built: dict, monkeypatch: pytest.MonkeyP
 
 def test_uv_install_of_pinned_torch_takes_the_local_cpu_wheel(built: dict, tmp_path: Path) -> None:
     """The uv command honours pip's find-links/indexes: torch==2.13.0 must not resolve to a CUDA build."""
-    local = [w for link in read_pip_settings().find_links for w in Path(link).glob("torch-2.13.0+cpu-*.whl")]
-    if not local:
-        pytest.skip("pip's find-links hold no local torch 2.13.0 CPU wheel on this machine")
     tiny = spec_for_task(built["dataset"], 1, env_settings("uv", built["envs"]))
+    tag = "cp" + tiny.python_version.replace(".", "")
+    local = [w for link in read_pip_settings().find_links for w in Path(link).glob(f"torch-2.13.0+cpu-{tag}-*.whl")]
+    if not local:
+        pytest.skip(f"pip's find-links hold no local torch 2.13.0 CPU wheel for {tag} on this machine")
     requirements = tmp_path / "torch.txt"
     requirements.write_text("torch==2.13.0\n")
     prefix = env_root(tiny, env_settings("uv", built["envs"])) / "prefix"
@@ -164,14 +165,18 @@ def test_unbuilt_env_without_build_names_the_command(built: dict, monkeypatch: p
 
 
 def fake_plan_factory(counter: Path, delay: float):
-    """A build_plan stand-in whose single command counts builds and links this interpreter as the env's."""
+    """A build_plan stand-in whose single command counts builds and makes this interpreter the env's.
+
+    A wrapper script, not a symlink: a symlinked venv interpreter would lose its venv (and pytest).
+    """
     def fake_plan(backend: str, prefix: Path, requirements: Path, python_version: str, indexes: tuple = ()) -> BuildPlan:
         script = (
             "import os, sys, time\n"
             f"open({str(counter)!r}, 'a').write('build\\n')\n"
             f"time.sleep({delay})\n"
             f"os.makedirs({str(prefix / 'bin')!r})\n"
-            f"os.symlink(sys.executable, {str(prefix / 'bin' / 'python')!r})\n"
+            f"open({str(prefix / 'bin' / 'python')!r}, 'w').write('#!/bin/sh\\nexec {sys.executable} \"$@\"\\n')\n"
+            f"os.chmod({str(prefix / 'bin' / 'python')!r}, 0o755)\n"
         )
         return BuildPlan(commands=((sys.executable, "-c", script),))
     return fake_plan

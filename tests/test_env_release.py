@@ -186,8 +186,9 @@ def test_uv_and_venv_commands_for_test_981_cpu(replica: tuple, tmp_path: Path, m
     monkeypatch.delenv("RECODE_TORCH_INDEX_URL", raising=False)
     task = next(t for t, env in assignment.items() if env == "test_981")
     base = ["--dataset-dir", str(dataset.root), "--task-ids", f"{task},", "--env-dir", str(tmp_path / "envs"), "--cpu"]
-    uv = dry_run(capsys, *base, "--backend", "uv", "--python-version", "3.11")
-    venv = dry_run(capsys, *base, "--env-backend", "venv", "--python", "3.11")
+    here = "%d.%d" % sys.version_info[:2]  # the venv backend then builds from this very interpreter
+    uv = dry_run(capsys, *base, "--backend", "uv", "--python-version", here)
+    venv = dry_run(capsys, *base, "--env-backend", "venv", "--python", here)
     cpu_index = "--extra-index-url https://download.pytorch.org/whl/cpu"
     assert cpu_index in uv[2] and "--index-strategy unsafe-best-match" in uv[2] and " pip install --python " in uv[2]
     assert uv[1].split()[1:3] == ["venv", "--python"]

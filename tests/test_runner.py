@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import tempfile
@@ -303,7 +304,9 @@ def test_ctrl_c_on_the_cli_leaves_nothing_behind(dataset, private_tmp: Path, tmp
 def test_interpreter_in_a_venv_under_tmp_runs_sandboxed(dataset, tmp_path: Path, monkeypatch) -> None:
     """The venv lives under /tmp (private in the sandbox) below a 0700 folder; an unreadable one is named."""
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site_packages = next(venv.glob("lib/python*/site-packages"))
+    (site_packages / "suite.pth").write_text("\n".join(site.getsitepackages()) + "\n")  # pytest, even when the suite runs in a venv
     monkeypatch.setattr(runner, "resolve_interpreter", lambda *a: (str(venv / "bin" / "python"), None))
     options = RunnerOptions(timeout_sec=30, sandbox="required")
     result = run_candidate(dataset, 1, CANONICAL, options)
