@@ -172,8 +172,11 @@ CAPPED_STORM = ("import subprocess, sys\nfor count in range(10000):\n    try:\n"
 def test_process_storm_hits_the_cap(sandbox: str, tmp_path: Path) -> None:
     dataset = make_task(tmp_path / "dataset")
     marker = f"recode-storm-{uuid.uuid4().hex}"
-    options = RunnerOptions(sandbox=sandbox, **FAST)
+    # The cap is reached well within a second on a quiet machine; the longer timeout keeps a loaded one
+    # (48 interpreters starting on 2 cores) from ending the run before the cap, which would prove nothing.
+    options = RunnerOptions(sandbox=sandbox, **{**FAST, "timeout_sec": 60})
     result = run_candidate(dataset, 1, CAPPED_STORM.format(marker=marker), options)
+    assert result["status"] != "timeout", result["output"][-2000:]
     spawned = int(re.search(r"contained after (\d+) processes", result["output"]).group(1))
     assert 0 < spawned < options.max_processes and result["status"] == "failed"
     assert_all_gone(marker)
