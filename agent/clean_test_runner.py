@@ -63,7 +63,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from agent.runner.lint import reference_access
-from agent.runner.verdict import failed_run, judge, read_channel, sealed_report
+from agent.runner.verdict import REFERENCE_ACCESS, access_verdict, failed_run, judge, read_channel, sealed_report
 from agent.runner.processes import PidsCgroup, run_process
 from agent.runner.sandbox import (
     SANDBOX_MODES,
@@ -279,7 +279,7 @@ def run_candidate(dataset: DatasetManager, index: int, candidate: str,
     expected = meta.test_cases
     findings = reference_access(candidate)
     if findings:
-        return failed_run(expected, "error", "candidate reaches for the hidden reference: " + "; ".join(findings))
+        return failed_run(expected, REFERENCE_ACCESS, "reference access: " + "; ".join(findings))
     python, problem = resolve_interpreter(dataset, index, options.env_backend)
     if python is None:
         return failed_run(expected, "infra_error", f"no environment for task {index}: {problem}")
@@ -330,11 +330,12 @@ def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[s
     finally:
         if cgroup is not None:
             cgroup.remove()
+    record = read_channel(done.channel, key)
     if done.timed_out:
-        return failed_run(expected, "timeout",
+        used = access_verdict(expected, record, duration=done.duration_sec, output=done.output)
+        return used or failed_run(expected, "timeout",
                           f"timed out after {options.timeout_sec:g} s; every process of the run was killed",
                           duration=done.duration_sec, output=done.output)
-    record = read_channel(done.channel, key)
     if not record.hello:
         reason = f"pytest did not start with the guard plugin (interpreter {python}, exit code {done.exit_code})"
         return failed_run(expected, "infra_error", reason, exit_code=done.exit_code, duration=done.duration_sec,
