@@ -159,12 +159,12 @@ def _is_source(value: object) -> bool:
 
 def _rule_open(args: tuple) -> tuple | None:
     path, mode, flags = (tuple(args) + (None, None, None))[:3]
-    label = _protected_label(path)
-    if label:
-        kind = "access" if _REAL(_path(path)) in _REFERENCES else "flag"
-        return (f"opens {label}", "stack", _REAL(_path(path)), kind)
     writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
         mode is None and isinstance(flags, int) and flags & _WRITE_FLAGS)
+    label = _protected_label(path)
+    if label:
+        kind = "access" if _REAL(_path(path)) in _REFERENCES and not writing else "flag"
+        return (f"opens {label}" + (" for writing" if writing else ""), "stack", _REAL(_path(path)), kind)
     if writing and _is_source(path):
         return (f"writes Python source or bytecode {os.path.basename(_path(path))}", "stack", None, "flag")
     return None

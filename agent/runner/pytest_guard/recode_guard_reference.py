@@ -293,7 +293,9 @@ def _receiver(frame: types.FrameType) -> object:
         method = inspect.getattr_static(owner, code.co_name)
     except AttributeError:
         return None
-    return value if _code_of(method) is code or _code_of(getattr(method, "fget", None)) is code else None
+    if isinstance(method, property):
+        method = method.fget
+    return value if _code_of(method) is code else None
 
 
 def _boundary_frames(candidate: types.FrameType) -> list[types.FrameType]:
@@ -339,6 +341,15 @@ def _given(frames: list[types.FrameType]) -> tuple[dict[int, object], set[int]]:
     return nodes, trusted
 
 
+def _own_attribute(value: object, name: str) -> object:
+    """``value.__dict__[name]`` without running any code of ``value``'s class."""
+    try:
+        attributes = object.__getattribute__(value, "__dict__")
+    except (AttributeError, TypeError):
+        return None
+    return attributes.get(name) if isinstance(attributes, dict) else None
+
+
 def _children(value: object) -> list:
     if isinstance(value, (list, tuple, set, frozenset)):
         return list(value)
@@ -370,7 +381,7 @@ def _code_of(value: object) -> object:
         elif isinstance(value, (staticmethod, classmethod)):
             value = value.__func__
         else:
-            wrapped = getattr(value, "__wrapped__", None) if not isinstance(value, type) else None
+            wrapped = _own_attribute(value, "__wrapped__") if not isinstance(value, type) else None
             if wrapped is None:
                 return None
             value = wrapped
