@@ -27,17 +27,20 @@ Guaranteed, with the bubblewrap sandbox (default when available):
   read by the plugin before any candidate code exists; exiting early,
   crashing, faking or rewriting the report, printing PASSED, monkeypatching
   pytest, placing candidate functions into the test's, the reference's or
-  their libraries' namespaces, and importing or opening canonical.py are all
-  detected (see ``agent/runner/verdict.py`` and ``agent/runner/pytest_guard``);
-* candidates that import canonical are refused before running
-  (``agent/runner/lint.py``).
+  their libraries' namespaces are all detected (see ``agent/runner/verdict.py``
+  and ``agent/runner/pytest_guard``);
+* reference use ends as ``reference_access`` with one line of evidence:
+  reference code started from candidate code (however the candidate got hold
+  of it), reference objects handed out by the candidate's module, copies,
+  compiles or reads of the reference; plain imports are refused before
+  running (``agent/runner/lint.py``).
 
 Not guaranteed: the candidate runs inside the pytest process, so code written
 specifically against this harness (digging the per-run key out of the guard's
-memory, obfuscated calls into the already-imported reference module,
-replacing library functions by other library functions, patching the
-repository's own modules (they may legitimately re-export the target),
-patching pytest and undoing it between two guard checkpoints, or an
+memory, library callbacks the candidate registers with raw reference
+functions, a child interpreter importing the reference, replacing library
+functions by other library functions, patching the repository's own
+modules (they may legitimately re-export the target), patching pytest and undoing it between two guard checkpoints, or an
 obfuscated child process rewriting repository sources before the reference
 imports them) is not provably excluded. Without bubblewrap (``--sandbox off`` or ``auto``
 on a machine without it) there is no file-system or network confinement: the

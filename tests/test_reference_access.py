@@ -1,12 +1,17 @@
 """Reference use is caught by what the candidate does, however it spells it; honest candidates stay green."""
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 from pathlib import Path
 
 import pytest
 
 from agent.clean_test_runner import RunnerOptions, run_candidate
 from agent.results import turn_solved
+from agent.runner.sandbox import bwrap_problem
+from agent.runner.verdict import judge, read_channel
 from tests.runner_testlib import CANONICAL, TEST_CASES, WRONG, make_task
 
 OPTIONS = RunnerOptions(sandbox="off", timeout_sec=20, memory_mb=1024, max_processes=64)
@@ -229,3 +234,32 @@ def test_wrong_candidate_fails_normally(tmp_path: Path) -> None:
 def test_reference_objects_given_by_the_test_are_fine(tmp_path: Path) -> None:
     result = _run(tmp_path, HONEST_CLASS, test_py=CLASS_TEST, canonical=CLASS_CANONICAL, cases=CLASS_CASES)
     assert result["status"] == "passed", (result["failure_messages"][:1], result["output"][-2000:])
+
+
+def test_access_then_hang_is_still_reference_access(tmp_path: Path) -> None:
+    """The evidence is on the channel the moment it happens: a run that then times out still shows it."""
+    candidate = HOSTILE["caller_globals"].replace("    return sys._getframe(1).f_globals['canon' + 'ical'].add(a, b)",
+                                                  "    sys._getframe(1).f_globals['canon' + 'ical'].add(a, b)\n"
+                                                  "    while True:\n        pass")
+    dataset = make_task(tmp_path / "dataset", test_py=ATTRIBUTE_TEST)
+    result = run_candidate(dataset, 1, candidate, RunnerOptions(sandbox="off", timeout_sec=6))
+    _assert_caught(result)
+
+
+@pytest.mark.skipif(bwrap_problem() is not None, reason=f"no working bubblewrap: {bwrap_problem()}")
+@pytest.mark.parametrize("name", ["sys_modules_wrap", "caller_globals", "module_getattr"])
+def test_issue_candidates_in_the_sandbox(name: str, tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "dataset", test_py=ATTRIBUTE_TEST)
+    _assert_caught(run_candidate(dataset, 1, HOSTILE[name], RunnerOptions(sandbox="required", timeout_sec=20)))
+
+
+def test_channel_access_lines_and_sealed_access_are_read() -> None:
+    key = b"k" * 32
+    body = json.dumps({"access": ["sealed evidence"], "exitstatus": 0, "flags": [], "junit_sha256": None,
+                       "tests": []}, sort_keys=True)
+    seal = hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
+    record = read_channel(f"hello\naccess live evidence\nseal {body} {seal}\n".encode(), key)
+    assert record.access == ("live evidence", "sealed evidence")
+    result = judge(expected=TEST_CASES, exit_code=0, junit=None, record=record, duration=0.1, output="")
+    assert result["status"] == "reference_access"
+    assert result["failure_messages"] == ["session: reference access: live evidence"]

@@ -511,36 +511,34 @@ def audit(event: str, args: tuple) -> None:
     if getattr(_tls, "busy", False):
         return  # this module compiling the reference
     direct = sys._getframe(2)  # the frame that called exec, compile...: audit hooks run from C
-    caller = candidate_on_stack(direct)
-    if caller is None:
-        return
     code = args[0] if args else None
     if event in ("exec", "function.__new__") and isinstance(code, types.CodeType) and id(code) not in _ref_ids:
-        if caller is direct:
+        if is_candidate_code(direct.f_code):
             _taint(code)  # the candidate's own generated code, whatever file name it claims
         return
     if event == "compile":
         source, filename = (tuple(args) + (None, None))[:2]
-        if caller is direct and isinstance(filename, str) and not filename.startswith("<"):
+        if isinstance(filename, str) and not filename.startswith("<") and is_candidate_code(direct.f_code):
             _tainted_files.add(filename)  # "<string>" and the like are left to the code objects' taint
             _file_is_candidate.pop(filename, None)
         if is_reference_file(filename):
-            _report(f"{_where(caller)} compiles the reference's source")
-            return
-        block = _copied_block(source)
-        if block:
-            _report(f"{_where(caller)} compiles the reference's source of {block}")
-    elif event == "function.__new__":
-        if isinstance(code, types.CodeType):
-            _report(f"{_where(caller)} builds a function from the reference's code {_name(code)}")
-    elif event == "marshal.dumps":
-        value = args[0] if args else None
-        if isinstance(value, types.CodeType) and id(value) in _ref_ids:
-            _report(f"{_where(caller)} serialises the reference's code {_name(value)}")
+            evidence = "compiles the reference's source"
+        else:
+            block = _copied_block(source)
+            evidence = f"compiles the reference's source of {block}" if block else None
+    elif event in ("function.__new__", "marshal.dumps"):
+        verb = "builds a function from" if event == "function.__new__" else "serialises"
+        evidence = f"{verb} the reference's code {_name(code)}" if (
+            isinstance(code, types.CodeType) and id(code) in _ref_ids) else None
     elif event == "code.__new__":
         bytecode, filename = (tuple(args) + (None, None))[:2]
-        if is_reference_file(filename) or bytecode in _ref_bytecode:
-            _report(f"{_where(caller)} builds a code object from the reference's code")
+        evidence = "builds a code object from the reference's code" if (
+            is_reference_file(filename) or bytecode in _ref_bytecode) else None
+    else:
+        evidence = None
+    caller = candidate_on_stack(direct) if evidence else None  # the stack is walked only for a finding
+    if caller is not None:
+        _report(f"{_where(caller)} {evidence}")
 
 
 AUDIT_EVENTS = ("exec", "compile", "function.__new__", "marshal.dumps", "code.__new__")
