@@ -21,6 +21,7 @@ from typing import Any, Callable
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TERMINATE_GRACE_SEC = 3.0  # for a worker to kill its test run and clean up after SIGTERM
 RAY_HINT = "pip install -r requirements-extras.txt (or pip install ray)"
+PARALLEL_MODES = ("processes", "threads", "none", "ray")
 
 
 class ExecutorError(Exception):
@@ -254,4 +255,4 @@ def make_executor(mode: str, max_workers: int, *, ray_address: str | None = None
         return ProcessExecutor(max_workers)
     if mode == "ray":
         return RayExecutor(max_workers, ray_address, ray_num_cpus, ray_num_gpus)
-    raise ExecutorError(f"unknown parallel mode '{mode}'; choose processes, threads, none or ray")
+    raise ExecutorError(f"unknown parallel mode '{mode}'; choose one of {', '.join(PARALLEL_MODES)}")
