@@ -534,8 +534,25 @@ def pytest_sessionstart(session) -> None:
         _state["bindings"] = _import_bindings(handle.read())
 
 
+_REFERENCE_NAME = re.compile(r"(^|_)(ref|reference)\.py$", re.IGNORECASE)
+
+
+def _adopt_embedded_references() -> None:
+    """Reference modules the test ran from sources of its own (a ``*_ref.py`` path in the working copy that
+    the import system did not compile from a file) are instrumented now, before any test runs."""
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if not (isinstance(file, str) and _REFERENCE_NAME.search(os.path.basename(file))
+                and _REAL(file).startswith(_REPO)) or reference.is_reference_file(file):
+            continue
+        source = getattr(getattr(module, "__loader__", None), "source", None)
+        if isinstance(source, str):
+            reference.adopt(module, source)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session) -> None:
+    _adopt_embedded_references()
     _check_test_functions(session.items)
     _scan_namespaces()
     _check_pytest_intact(session.config)

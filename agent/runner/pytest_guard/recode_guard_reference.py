@@ -173,6 +173,57 @@ def compile_reference(source: bytes, path: str) -> types.CodeType:
     return _bind(code)
 
 
+def adopt(module: types.ModuleType, source: str) -> None:
+    """Instrument a reference module some other loader already ran (ResearchCodeBench tests execute
+    reference copies embedded in the test file): its functions get the instrumented code in place, so every
+    holder of them, candidate included, runs the watched version from now on."""
+    path = os.path.realpath(module.__file__)
+    _config["references"] = _config["references"] | {path}
+    _config["names"] = _config["names"] | {os.path.basename(path)}
+    _file_is_reference.clear()
+    _config["blocks"] += _blocks_of(source)
+    _tls.busy = True
+    try:
+        watched = compile_reference(source.encode("utf-8"), module.__file__)
+    finally:
+        _tls.busy = False
+    by_place = {}
+    stack = [watched]
+    while stack:
+        code = stack.pop()
+        by_place[(code.co_name, code.co_firstlineno)] = code
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    for function in _functions_of(module):
+        new = by_place.get((function.__code__.co_name, function.__code__.co_firstlineno))
+        if new is not None and new.co_freevars == function.__code__.co_freevars:
+            function.__code__ = new
+
+
+def _functions_of(module: types.ModuleType) -> list[types.FunctionType]:
+    """Functions defined by ``module``: module level, in its classes (methods, properties), under decorators."""
+    found: dict[int, types.FunctionType] = {}
+    pending = list(vars(module).values())
+    seen: set[int] = set()
+    while pending:
+        value = pending.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, type) and value.__dict__.get("__module__") == module.__name__:
+            pending.extend(vars(value).values())
+        elif isinstance(value, (staticmethod, classmethod)):
+            pending.append(value.__func__)
+        elif isinstance(value, property):
+            pending.extend(f for f in (value.fget, value.fset, value.fdel) if f is not None)
+        elif isinstance(value, types.FunctionType):
+            if value.__globals__ is vars(module):
+                found[id(value)] = value
+            wrapped = _own_attribute(value, "__wrapped__")
+            if wrapped is not None:
+                pending.append(wrapped)
+    return list(found.values())
+
+
 def _patch_loader() -> None:
     """Reference files are compiled here (never from a .pyc), wherever the import comes from."""
     original = importlib.machinery.SourceFileLoader.get_code
@@ -461,15 +512,23 @@ def _reference_blocks(references) -> list[tuple[str, str, str]]:
     for path in references:
         try:
             with open(path, "rb") as handle:
-                source = handle.read().decode("utf-8", "replace")
-            tree = ast.parse(source)
-        except (OSError, SyntaxError, ValueError):
+                blocks += _blocks_of(handle.read().decode("utf-8", "replace"))
+        except OSError:
             continue
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                text = _normalise(ast.get_source_segment(source, node) or "")
-                if text.count("\n") >= 1:
-                    blocks.append((node.name, text.split("\n", 1)[0], text))
+    return blocks
+
+
+def _blocks_of(source: str) -> list[tuple[str, str, str]]:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    blocks = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            text = _normalise(ast.get_source_segment(source, node) or "")
+            if text.count("\n") >= 1:
+                blocks.append((node.name, text.split("\n", 1)[0], text))
     return blocks
 
 
