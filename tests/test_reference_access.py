@@ -263,3 +263,35 @@ def test_channel_access_lines_and_sealed_access_are_read() -> None:
     result = judge(expected=TEST_CASES, exit_code=0, junit=None, record=record, duration=0.1, output="")
     assert result["status"] == "reference_access"
     assert result["failure_messages"] == ["session: reference access: live evidence"]
+
+
+RCB_PSET = Path(__file__).resolve().parent / "fixtures" / "rcb" / "pset"
+RCB_HOSTILE = '''\
+import importlib
+
+_reference = importlib.import_module(__name__ + "_ref")
+
+
+def __getattr__(name):
+    return getattr(_reference, name)
+'''
+
+
+def test_researchcodebench_references_are_watched(tmp_path: Path) -> None:
+    """Papers whose tests import ``<stem>_ref`` copies (served from canonical.py or embedded in the test):
+    gold stays green, a candidate forwarding to the copy is caught."""
+    from scripts.import_researchcodebench import main as import_main
+    from agent.utils import DatasetManager
+
+    assert import_main(["--pset", str(RCB_PSET), "--out", str(tmp_path / "rcb")]) == 0
+    dataset = DatasetManager(tmp_path / "rcb")
+    options = RunnerOptions(sandbox="off", timeout_sec=60, env_backend="current")
+    papers = {}
+    for line in (tmp_path / "rcb" / "researchcodebench_map.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        papers.setdefault(row["paper"], row["index"])
+    assert len(papers) == 2
+    for index in papers.values():
+        gold = run_candidate(dataset, index, dataset.canonical(index), options)
+        assert gold["status"] == "passed", (index, gold["failure_messages"][:1])
+        _assert_caught(run_candidate(dataset, index, RCB_HOSTILE, options))
