@@ -27,17 +27,20 @@ Guaranteed, with the bubblewrap sandbox (default when available):
   read by the plugin before any candidate code exists; exiting early,
   crashing, faking or rewriting the report, printing PASSED, monkeypatching
   pytest, placing candidate functions into the test's, the reference's or
-  their libraries' namespaces, and importing or opening canonical.py are all
-  detected (see ``agent/runner/verdict.py`` and ``agent/runner/pytest_guard``);
-* candidates that import canonical are refused before running
-  (``agent/runner/lint.py``).
+  their libraries' namespaces are all detected (see ``agent/runner/verdict.py``
+  and ``agent/runner/pytest_guard``);
+* reference use ends as ``reference_access`` with one line of evidence:
+  reference code started from candidate code (however the candidate got hold
+  of it), reference objects handed out by the candidate's module, copies,
+  compiles or reads of the reference; plain imports are refused before
+  running (``agent/runner/lint.py``).
 
 Not guaranteed: the candidate runs inside the pytest process, so code written
 specifically against this harness (digging the per-run key out of the guard's
-memory, obfuscated calls into the already-imported reference module,
-replacing library functions by other library functions, patching the
-repository's own modules (they may legitimately re-export the target),
-patching pytest and undoing it between two guard checkpoints, or an
+memory, library callbacks the candidate registers with raw reference
+functions, a child interpreter importing the reference, replacing library
+functions by other library functions, patching the repository's own
+modules (they may legitimately re-export the target), patching pytest and undoing it between two guard checkpoints, or an
 obfuscated child process rewriting repository sources before the reference
 imports them) is not provably excluded. Without bubblewrap (``--sandbox off`` or ``auto``
 on a machine without it) there is no file-system or network confinement: the
@@ -64,7 +67,7 @@ from dataclasses import dataclass
 
 from agent.runner.lint import reference_access
 from agent.runner.options import RunnerOptions
-from agent.runner.verdict import failed_run, judge, read_channel, sealed_report
+from agent.runner.verdict import REFERENCE_ACCESS, access_verdict, failed_run, judge, read_channel, sealed_report
 from agent.runner.processes import PidsCgroup, run_process
 from agent.runner.sandbox import (
     SANDBOX_MODES,
@@ -309,7 +312,7 @@ def run_candidate(dataset: DatasetManager, index: int, candidate: str,
     findings = reference_access(candidate)
     if findings:
         python, junit = None, None
-        result = failed_run(expected, "error", "candidate reaches for the hidden reference: " + "; ".join(findings))
+        result = failed_run(expected, REFERENCE_ACCESS, "reference access: " + "; ".join(findings))
     else:
         python, result, junit = _run_in_private_folder(dataset, index, candidate, options, env_name, expected)
     result["interpreter"] = python
@@ -382,11 +385,12 @@ def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[s
                        cwd=layout.workdir, timeout_sec=options.timeout_sec, output_limit=options.output_limit_bytes,
                        channel_fd=channel_read, pass_fds=(key_read, channel_write), cgroup=cgroup,
                        pid_namespace=bool(prefix), preexec=preexec)
-    if done.timed_out:
-        return failed_run(expected, "timeout",
-                          f"timed out after {options.timeout_sec:g} s; every process of the run was killed",
-                          duration=done.duration_sec, output=done.output), None
     record = read_channel(done.channel, key)
+    if done.timed_out:
+        used = access_verdict(expected, record, duration=done.duration_sec, output=done.output)
+        return used or failed_run(expected, "timeout",
+                                  f"timed out after {options.timeout_sec:g} s; every process of the run was killed",
+                                  duration=done.duration_sec, output=done.output), None
     if not record.hello:
         setup = bwrap_failure(done.output) if prefix else None
         reason = (f"the sandbox could not be set up ({setup})" if setup else

@@ -34,15 +34,15 @@ HOSTILE = {
                       "            act(path)\n        except OSError:\n            pass\n"
                       "shutil.rmtree('{dataset}', ignore_errors=True)\n" + CANONICAL, {"error"}),
     "overwrite_reference": ("open('canon' + 'ical.py', 'w').write(open(__file__).read())\n" + WRONG, {"error"}),
-    "import_canonical": ("from canonical import *\n", {"error"}),
+    "import_canonical": ("from canonical import *\n", {"reference_access"}),
     "obfuscated_import": ("import importlib\n_m = importlib.import_module('canon' + 'ical')\n"
-                          "add, scale = _m.add, _m.scale\n", {"error"}),
-    "read_canonical_source": ("exec(open('canon' + 'ical.py').read())\n", {"error"}),
+                          "add, scale = _m.add, _m.scale\n", {"reference_access"}),
+    "read_canonical_source": ("exec(open('canon' + 'ical.py').read())\n", {"reference_access"}),
     "read_test_file": ("SOURCE = open('test.py').read()\n" + CANONICAL, {"error"}),
     "patch_reference_module": ("import builtins\n_orig = builtins.__import__\n" + WRONG +
                                "def _imp(name, *a, **k):\n    m = _orig(name, *a, **k)\n"
                                "    if name == 'canon' + 'ical':\n        m.add, m.scale = add, scale\n    return m\n"
-                               "builtins.__import__ = _imp\n", {"error"}),
+                               "builtins.__import__ = _imp\n", {"error", "reference_access"}),
     "env_keys": ("import os\nseen = repr(dict(os.environ))\nfor p in ('/proc/self/environ', '/proc/1/environ', "
                  "f'/proc/{{os.getppid()}}/environ'):\n    try:\n        seen += open(p, 'rb').read().decode('latin-1')\n"
                  "    except OSError:\n        pass\nprint(seen)\nif 'OPENAI_API_KEY' in seen:\n" + "\n".join(

@@ -64,5 +64,5 @@ def test_report_weak_flags_the_untested_snippet(dataset, capsys):
 def test_candidate_importing_the_reference_module_does_not_pass(dataset):
     cheat = "from softmax_ref import tempered_softmax  # noqa: F401\n"
     result = run_candidate(dataset, STABLE_EXP, cheat, OPTIONS)
-    assert result["status"] == "error"
-    assert "canonical.py" in result["failure_messages"][0].splitlines()[0]  # the reference IS canonical.py, guarded
+    assert result["status"] == "reference_access"
+    assert "loads the reference module softmax_ref" in result["failure_messages"][0].splitlines()[0]

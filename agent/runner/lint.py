@@ -6,10 +6,11 @@ Before anything runs, the candidate's syntax tree is searched for what an
 honest file never needs: importing ``canonical`` (an import statement, or
 ``__import__`` / ``import_module`` / ``find_spec`` with a literal name) and
 string literals naming a ``canonical.py`` file. A plain word "canonical" in
-code (an option value, say) is fine. The guard plugin backs this up at run
-time (imports, file opens, re-exported objects); deliberately obfuscated
-access to the already-loaded reference is what remains undetected. A file
-that does not parse is left to pytest, which reports the SyntaxError.
+code (an option value, say) is fine. This only saves a run on the plain
+forms: the guard plugin detects reference use by behaviour at run time,
+however it is spelled (``agent/runner/pytest_guard/recode_guard_reference.py``).
+Both end as ``reference_access``. A file that does not parse is left to
+pytest, which reports the SyntaxError.
 """
 from __future__ import annotations
 

@@ -8,6 +8,11 @@ Evidence, and how much each is trusted:
 * the JUnit XML, believed only when its hash matches the seal;
 * the process exit code, which must equal the sealed exit status.
 
+Any ``access`` line (or access sealed by the guard) means the candidate used
+the hidden reference: the run is ``reference_access`` with that line as its
+evidence, whatever else happened, because no part of such a result measures
+the candidate.
+
 ``passed`` needs all of it to agree: hello, a valid seal, no flag, the same
 exit code, the sealed report, every expected test case present and passed in
 the report AND by the guard's own observation, and no error, failure or skip.
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 SESSION = "session"
+REFERENCE_ACCESS = "reference_access"
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,7 @@ class GuardRecord:
 
     hello: bool
     flags: tuple[str, ...]
+    access: tuple[str, ...]
     seal: dict | None
     problem: str | None
 
@@ -52,6 +59,7 @@ def read_channel(data: bytes, key: bytes) -> GuardRecord:
     """Parse the guard's lines; only a seal whose HMAC verifies under ``key`` counts."""
     hello = False
     flags: list[str] = []
+    access: list[str] = []
     seals: list[dict] = []
     forged = 0
     for raw in data.decode("utf-8", "replace").splitlines():
@@ -60,6 +68,8 @@ def read_channel(data: bytes, key: bytes) -> GuardRecord:
             hello = True
         elif kind == "flag" and rest:
             flags.append(rest)
+        elif kind == "access" and rest:
+            access.append(rest)
         elif kind == "seal":
             body, _, mac = rest.rpartition(" ")
             expected = hmac.new(key, body.encode("utf-8"), hashlib.sha256).hexdigest()
@@ -72,8 +82,9 @@ def read_channel(data: bytes, key: bytes) -> GuardRecord:
         problem = f"{forged} forged seal line(s) on the guard channel"
     elif len(seals) > 1:
         problem = "the guard channel holds more than one seal"
-    return GuardRecord(hello=hello, flags=tuple(flags), seal=seals[0] if len(seals) == 1 else None,
-                       problem=problem)
+    seal = seals[0] if len(seals) == 1 else None
+    access += [line for line in (seal or {}).get("access", []) if line not in access]
+    return GuardRecord(hello=hello, flags=tuple(flags), access=tuple(access), seal=seal, problem=problem)
 
 
 def parse_junit(xml: bytes) -> list[CaseResult]:
@@ -140,9 +151,21 @@ def _guard_disagrees(cases: list[CaseResult], seal: dict) -> str | None:
     return None
 
 
+def access_verdict(expected: tuple[str, ...], record: GuardRecord, *, exit_code: int | None = None,
+                     duration: float = 0.0, output: str = "") -> dict | None:
+    """The result of a run in which the guard saw the reference used, or None when it saw no such thing."""
+    if not record.access:
+        return None
+    return failed_run(expected, REFERENCE_ACCESS, "reference access: " + record.access[0], exit_code=exit_code,
+                      duration=duration, output=output)
+
+
 def judge(*, expected: tuple[str, ...], exit_code: int | None, junit: bytes | None, record: GuardRecord,
           duration: float, output: str) -> dict:
     """Result dict of a run that finished (not timed out) and whose guard started."""
+    used = access_verdict(expected, record, exit_code=exit_code, duration=duration, output=output)
+    if used is not None:
+        return used
     reason = _distrust(record, exit_code, junit)
     if reason is None:
         cases = parse_junit(junit)

@@ -9,15 +9,21 @@ findings to. What it writes, line by line:
 
 * ``hello`` when loaded: proof the harness started (its absence is an infra error);
 * ``flag <reason>`` the moment it sees the candidate tamper with the run;
+* ``access <evidence>`` the moment it sees the candidate use the hidden
+  reference (``recode_guard_reference`` watches the reference's code run);
 * ``seal <json> <hmac>`` at the very end of the session: the exit status, the
   sha256 of the JUnit report pytest wrote, the outcome of every test as
-  observed by this plugin's own hook wrappers, and every flag, authenticated
-  with the secret key so that a candidate cannot forge it.
+  observed by this plugin's own hook wrappers, every flag and every access,
+  authenticated with the secret key so that a candidate cannot forge it.
+
+Reference access (each becomes an ``access`` line): importing, loading or
+opening a reference file; reference code started from candidate code without
+having been handed to it (see ``recode_guard_reference``); reference objects
+held by the candidate's module or returned by its ``__getattr__``.
 
 Tampering it detects (each becomes a flag):
-* candidate code on the stack while opening, copying, renaming or linking
-  canonical.py, the test file or the JUnit report, importing ``canonical``,
-  writing Python source/bytecode into the task repository, or running a command naming them;
+* candidate code on the stack while copying, renaming or linking
+  canonical.py, the test file or the JUnit report, opening the test file or the report, writing Python source/bytecode into the task repository, or running a command naming them;
 * swapping a function's ``__code__``, re-classing a module or class;
 * replacing pytest/pluggy module functions or class methods, or registering
   hook implementations from outside pytest and conftest.py files;
@@ -48,6 +54,8 @@ import types
 
 import pytest
 
+import recode_guard_reference as reference
+
 _CONFIG = json.loads(os.environ["RECODE_GUARD"])
 _OUT_FD = int(_CONFIG["out_fd"])
 _REAL = os.path.realpath
@@ -56,7 +64,13 @@ _CANONICAL = _REAL(_CONFIG["canonical"])
 _TEST = _REAL(_CONFIG["test"])
 _JUNIT = _REAL(_CONFIG["junit"])
 _REPO = _REAL(_CONFIG["repo"]) + os.sep
-_PROTECTED = {_CANONICAL: "canonical.py", _TEST: "the test file", _JUNIT: "the JUnit report"}
+_TARGET_REF = os.path.join(os.path.dirname(_CANDIDATE),
+                           os.path.splitext(os.path.basename(_CANDIDATE))[0] + "_ref.py")
+# canonical.py, the ResearchCodeBench ``<stem>_ref.py`` copy beside the target, and any the runner names
+_REFERENCES = tuple(sorted({_CANONICAL, *(_REAL(p) for p in _CONFIG.get("references", ())),
+                            *([_REAL(_TARGET_REF)] if os.path.isfile(_TARGET_REF) else [])}))
+_PROTECTED = {**{path: os.path.basename(path) for path in _REFERENCES},
+              _TEST: "the test file", _JUNIT: "the JUnit report"}
 _PROTECTED_NAMES = frozenset(os.path.basename(p) for p in _PROTECTED)
 _COMMAND_WORDS = ("canonical", os.path.basename(_TEST), os.path.basename(_JUNIT))
 _SOURCE_FILE = re.compile(r"\.(py|pyc|pyo|pth|so)(\.|$)|(^|/)__pycache__(/|$)")
@@ -69,6 +83,7 @@ _VERDICT_MODULES = ("_pytest.main", "_pytest.runner", "_pytest.reports", "_pytes
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 _flags: list[str] = []
+_access: list[str] = []
 _outcomes: dict[str, dict] = {}
 _test_codes: dict[str, object] = {}
 _state: dict[str, object] = {}
@@ -92,6 +107,16 @@ def _flag(reason: str) -> None:
             pass  # channel closed by the candidate: the missing seal already fails the run
 
 
+def _report_access(evidence: str) -> None:
+    """Record reference use at once, like a flag."""
+    if evidence not in _access:
+        _access.append(evidence)
+        try:
+            _write_line("access " + evidence)
+        except OSError:
+            pass
+
+
 def _read_key() -> "hmac.HMAC":
     fd = int(_CONFIG["key_fd"])
     key = os.read(fd, 64)
@@ -101,6 +126,8 @@ def _read_key() -> "hmac.HMAC":
 
 _MAC = _read_key()
 _write_line("hello")
+reference.configure(candidate=_CANDIDATE, references=_REFERENCES, report=_report_access,
+                    note=lambda text: _write_line("note " + text))
 
 
 # ---------------------------------------------------------------- audit hook
@@ -132,13 +159,14 @@ def _is_source(value: object) -> bool:
 
 def _rule_open(args: tuple) -> tuple | None:
     path, mode, flags = (tuple(args) + (None, None, None))[:3]
-    label = _protected_label(path)
-    if label:
-        return (f"opens {label}", "stack", _REAL(_path(path)))
     writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
         mode is None and isinstance(flags, int) and flags & _WRITE_FLAGS)
+    label = _protected_label(path)
+    if label:
+        kind = "access" if _REAL(_path(path)) in _REFERENCES and not writing else "flag"
+        return (f"opens {label}" + (" for writing" if writing else ""), "stack", _REAL(_path(path)), kind)
     if writing and _is_source(path):
-        return (f"writes Python source or bytecode {os.path.basename(_path(path))}", "stack", None)
+        return (f"writes Python source or bytecode {os.path.basename(_path(path))}", "stack", None, "flag")
     return None
 
 
@@ -149,17 +177,17 @@ def _rule_paths(event: str):
         for value in paths:
             label = _protected_label(value)
             if label:
-                return (f"touches {label} ({event})", "stack", None)
+                return (f"touches {label} ({event})", "stack", None, "flag")
         if any(_is_source(value) for value in paths):
-            return (f"modifies Python source or bytecode ({event})", "stack", None)
+            return (f"modifies Python source or bytecode ({event})", "stack", None, "flag")
         return None
     return rule
 
 
 def _rule_import(args: tuple) -> tuple | None:
     module = args[0] if args else ""
-    if isinstance(module, str) and module.split(".")[0] == "canonical":
-        return ("imports the reference module canonical", "stack", None)
+    if isinstance(module, str) and "canonical" in module.split("."):
+        return (f"imports the reference module {module}", "stack", None, "access")
     return None
 
 
@@ -167,22 +195,22 @@ def _rule_setattr(args: tuple) -> tuple | None:
     """Only special attributes are audited: code swaps, and re-classing modules or classes."""
     target, name = args[0], args[1]
     if name == "__code__":
-        return ("replaces a function's __code__", "stack", None)
+        return ("replaces a function's __code__", "stack", None, "flag")
     if name == "__class__" and isinstance(target, (types.ModuleType, type)):
         path = getattr(target, "__file__", None)
         if not (isinstance(path, str) and _REAL(path) == _CANDIDATE):
-            return (f"changes the class of {getattr(target, '__name__', '?')}", "direct", None)
+            return (f"changes the class of {getattr(target, '__name__', '?')}", "direct", None, "flag")
     return None
 
 
 def _rule_gc(args: tuple) -> tuple | None:
-    return ("inspects the interpreter's object graph", "stack", None)
+    return ("inspects the interpreter's object graph", "stack", None, "flag")
 
 
 def _rule_command(args: tuple) -> tuple | None:
     text = " ".join(str(a) for a in args if isinstance(a, (str, bytes, list, tuple)))
     word = next((w for w in _COMMAND_WORDS if w in text), None)
-    return (f"runs a command naming {word}", "stack", None) if word else None
+    return (f"runs a command naming {word}", "stack", None, "flag") if word else None
 
 
 _RULES = {
@@ -204,48 +232,46 @@ for _event in ("os.rename", "os.remove", "os.rmdir", "os.truncate", "os.symlink"
     _RULES[_event] = _rule_paths(_event)
 
 
-def _stack_files():
-    """co_filename of every frame above the audited call, innermost first, skipping our own frames."""
+def _stack_codes():
+    """Code object of every frame above the audited call, innermost first, skipping our own frames."""
     frame = sys._getframe(1)
     while frame is not None:
-        name = frame.f_code.co_filename
-        if name != __file__:
-            yield name
+        if frame.f_code.co_filename != __file__:
+            yield frame.f_code
         frame = frame.f_back
 
 
-def _is_candidate_file(name: str) -> bool:
-    if name == _CANDIDATE:
-        return True
-    return os.path.basename(name) == os.path.basename(_CANDIDATE) and _REAL(name) == _CANDIDATE
+_is_candidate_file = reference.is_candidate_file
 
 
 def _judge(finding: tuple) -> None:
-    """Flag the finding if candidate code caused it: directly, or anywhere up the stack."""
-    reason, scope, exempt_if_active = finding
-    files = _stack_files()
-    innermost = next(files, None)
+    """Report the finding if candidate code caused it: directly, or anywhere up the stack."""
+    reason, scope, exempt_if_active, kind = finding
+    codes = _stack_codes()
+    innermost = next(codes, None)
     if innermost is None:
         return
-    if scope == "direct":
-        guilty = _is_candidate_file(innermost)
-    else:
-        rest = list(files)
-        guilty = _is_candidate_file(innermost) or any(_is_candidate_file(name) for name in rest)
-        if guilty and exempt_if_active and os.path.basename(innermost) in _SOURCE_READERS:
+    guilty = reference.is_candidate_code(innermost)
+    if scope != "direct":
+        rest = list(codes)
+        guilty = guilty or any(reference.is_candidate_code(code) for code in rest)
+        if guilty and exempt_if_active and os.path.basename(innermost.co_filename) in _SOURCE_READERS:
             # traceback/warning machinery reading the source of a frame that is running
-            guilty = not any(_REAL(name) == exempt_if_active for name in rest)
+            guilty = not any(_REAL(code.co_filename) == exempt_if_active for code in rest)
     if guilty:
-        _flag(reason)
+        (_report_access if kind == "access" else _flag)(reason)
 
 
 def _audit(event: str, args: tuple) -> None:
     rule = _RULES.get(event)
-    if rule is None or getattr(_tls, "busy", False):
+    watched = event in _REFERENCE_EVENTS
+    if (rule is None and not watched) or getattr(_tls, "busy", False):
         return
     _tls.busy = True
     try:
-        finding = rule(args)
+        if watched:
+            reference.audit(event, args)
+        finding = rule(args) if rule else None
         if finding:
             _judge(finding)
     except Exception as exc:  # an exception here would break the audited call of an honest test
@@ -254,6 +280,7 @@ def _audit(event: str, args: tuple) -> None:
         _tls.busy = False
 
 
+_REFERENCE_EVENTS = frozenset(reference.AUDIT_EVENTS)
 sys.addaudithook(_audit)
 
 
@@ -320,6 +347,9 @@ def _check_pytest_intact(config) -> None:
                 if not _same(_class_members(c), members)]
     if changed:
         _flag("replaced pytest internals: " + ", ".join(sorted(changed)[:5]))
+    undone = reference.undone_patches()
+    if undone:
+        _flag("undid the guard's watch on " + ", ".join(undone))
     before = _state["hooks"]
     now = _hook_functions(config)
     if before - now:
@@ -332,24 +362,38 @@ def _check_pytest_intact(config) -> None:
 
 # ------------------------------------------------------- namespace inspection
 
-def _import_bindings(source: str) -> tuple[set[str], set[str], bool]:
-    """Names test.py binds by importing: (from other modules, from canonical, has a star import)."""
-    other: set[str] = set()
-    reference: set[str] = set()
+def _import_bindings(source: str) -> tuple[list[tuple[str, str, str | None]], bool, dict[str, set[str]]]:
+    """What test.py binds by importing: (bound name, module, imported attribute or None) per name,
+    whether it has a star import, and the attributes it reads on each imported name."""
+    bindings: list[tuple[str, str, str | None]] = []
     star = False
-    for node in ast.parse(source).body:
+    tree = ast.parse(source)
+    for node in tree.body:
         if isinstance(node, ast.Import):
             for alias in node.names:
-                bound = alias.asname or alias.name.split(".")[0]
-                (reference if alias.name.split(".")[0] == "canonical" else other).add(bound)
+                bindings.append((alias.asname or alias.name.split(".")[0],
+                                 alias.name if alias.asname else alias.name.split(".")[0], None))
         elif isinstance(node, ast.ImportFrom):
-            from_reference = (node.module or "").split(".")[0] == "canonical"
             for alias in node.names:
                 if alias.name == "*":
-                    star = star or not from_reference
+                    star = star or "canonical" not in (node.module or "").split(".")
                 else:
-                    (reference if from_reference else other).add(alias.asname or alias.name)
-    return other, reference, star
+                    bindings.append((alias.asname or alias.name, node.module or "", alias.name))
+    bound = {name for name, _, _ in bindings}
+    attributes: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound:
+            attributes.setdefault(node.value.id, set()).add(node.attr)
+    return bindings, star, attributes
+
+
+def _from_reference(module: str, attribute: str | None) -> bool:
+    """An import of the reference: named canonical, or resolving to a loaded reference module."""
+    dotted = f"{module}.{attribute}" if attribute else module
+    if "canonical" in dotted.split("."):
+        return True
+    return any(reference.is_reference_file(getattr(sys.modules.get(name), "__file__", None))
+               for name in (module, dotted))
 
 
 def _modules_by_file(paths: tuple[str, ...]) -> dict[str, list[types.ModuleType]]:
@@ -404,25 +448,51 @@ def _in_repo(module: types.ModuleType) -> bool:
 
 
 def _scan_namespaces() -> None:
-    by_file = _modules_by_file((_CANDIDATE, _TEST, _CANONICAL))
-    candidates, tests, references = by_file[_CANDIDATE], by_file[_TEST], by_file[_CANONICAL]
+    by_file = _modules_by_file((_CANDIDATE, _TEST) + _REFERENCES)
+    candidates, tests = by_file[_CANDIDATE], by_file[_TEST]
+    references = [m for path in _REFERENCES for m in by_file[path]]
     candidate_names = {m.__name__ for m in candidates}
-    allowed, reference_names, star = _state["bindings"]
+    bindings, star, attributes = _state["bindings"]
+    from_reference = {name for name, module, attribute in bindings if _from_reference(module, attribute)}
+    allowed = {name for name, _, _ in bindings} - from_reference
     for test_module in tests:
-        for name in reference_names:
-            value = vars(test_module).get(name)
+        names = vars(test_module)
+        for name in from_reference:
+            value = names.get(name)
             if isinstance(value, types.ModuleType) and value not in references:
-                _flag(f"the test's reference module '{name}' is not canonical.py")
+                _flag(f"the test's reference module '{name}' is not a reference file")
+        for name, module, attribute in bindings:
+            if name in allowed:
+                reference.check_value(names.get(name), f"the test's {name} (imported from {module or '.'})")
+    for module in candidates:
+        reference.guard_module_getattr(module)
+        reference.scan_module(module, module.__name__)
+    _probe_attributes(tests, candidates, attributes)
     skip = {id(m) for m in candidates} | {id(sys.modules[__name__])}
     for module in _reachable_modules(tests + references, skip):
         is_test = module in tests
         if not is_test and module not in references and _in_repo(module):
             continue  # the repository's own modules may re-export the target (package __init__ files)
         for name, value in list(vars(module).items()):
-            if is_test and (name in allowed or (star and name not in reference_names)):
+            if is_test and (name in allowed or (star and name not in from_reference)):
                 continue
             if _defined_by_candidate(value, candidate_names):
                 _flag(f"candidate code placed at {module.__name__}.{name}")
+
+
+def _probe_attributes(tests: list, candidates: list, attributes: dict[str, set[str]]) -> None:
+    """Names the test reads on the candidate's module that only its ``__getattr__`` provides: resolve them
+    now (through the checking wrapper), so what the test will receive is known."""
+    for test_module in tests:
+        for name, used in attributes.items():
+            module = vars(test_module).get(name)
+            if module not in candidates:
+                continue
+            for attribute in sorted(used - set(vars(module))):
+                try:
+                    getattr(module, attribute)
+                except Exception:  # the candidate's own failure, which the test will meet too
+                    continue
 
 
 def _check_test_functions(items: list) -> None:
@@ -432,6 +502,7 @@ def _check_test_functions(items: list) -> None:
         if code is None:
             continue
         _test_codes[item.nodeid] = code
+        reference.remember_test_code([function])
         if _is_candidate_file(code.co_filename):
             _flag(f"test {item.name} runs candidate code as its body")
         elif not os.path.isfile(code.co_filename):
@@ -463,8 +534,25 @@ def pytest_sessionstart(session) -> None:
         _state["bindings"] = _import_bindings(handle.read())
 
 
+_REFERENCE_NAME = re.compile(r"(^|_)(ref|reference)\.py$", re.IGNORECASE)
+
+
+def _adopt_embedded_references() -> None:
+    """Reference modules the test ran from sources of its own (a ``*_ref.py`` path in the working copy that
+    the import system did not compile from a file) are instrumented now, before any test runs."""
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if not (isinstance(file, str) and _REFERENCE_NAME.search(os.path.basename(file))
+                and _REAL(file).startswith(_REPO)) or reference.is_reference_file(file):
+            continue
+        source = getattr(getattr(module, "__loader__", None), "source", None)
+        if isinstance(source, str):
+            reference.adopt(module, source)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session) -> None:
+    _adopt_embedded_references()
     _check_test_functions(session.items)
     _scan_namespaces()
     _check_pytest_intact(session.config)
@@ -509,7 +597,7 @@ def pytest_sessionfinish(session, exitstatus) -> None:
         junit_sha = None
     tests = [list(junit_address(nodeid)) + [_passed(entry)] for nodeid, entry in _outcomes.items()]
     body = json.dumps({"exitstatus": int(exitstatus), "junit_sha256": junit_sha, "tests": tests,
-                       "flags": list(_flags)}, sort_keys=True)
+                       "flags": list(_flags), "access": list(_access)}, sort_keys=True)
     mac = _MAC.copy()
     mac.update(body.encode("utf-8"))
     _write_line(f"seal {body} {mac.hexdigest()}")
