@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 from agent.action import (
     ActionFormatError, Observation, RepoWorkspace, execute, extract_code_block, numbered, parse_answer,
 )
-from agent.clean_test_runner import RunnerOptions, run_candidate
+from agent.clean_test_runner import RunnerOptions
+from agent.executor import run_tests
 from agent.constants import (
     AGENT_SYSTEM, BASELINE_SYSTEM, FORMAT_ERROR, MEMORY_DIGEST, MEMORY_FEEDBACK, MEMORY_RESULT, MEMORY_STEP,
     SECTION_BASELINE_ASK, SECTION_DIGEST, SECTION_FEEDBACK, SECTION_FILE, SECTION_FILE_EMPTY, SECTION_FILE_PLAIN,
@@ -246,7 +247,7 @@ class HumanAgent:
 
     def evaluate(self, code: str) -> dict:
         """The runner's execution result for ``code`` (full text of the target file)."""
-        return run_candidate(self.dataset, self.index, code, self.runner)
+        return run_tests(self.dataset, self.index, code, self.runner)
 
     def feedback(self, *, turn: int, level: int, code: str, previous_code: str, digest: str) -> FeedbackReply:
         if self.source is None:

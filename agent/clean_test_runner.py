@@ -106,6 +106,7 @@ class RunnerOptions:
     max_processes: int | None = 512
     output_limit_bytes: int = 65536
     env_backend: str | None = None
+    cuda_devices: str | None = None  # the run's CUDA_VISIBLE_DEVICES ("" = no GPU, device nodes hidden); None = inherit
 
     def __post_init__(self) -> None:
         if self.sandbox not in SANDBOX_MODES:
@@ -218,7 +219,7 @@ def sandbox_prefix(options: RunnerOptions, dataset: DatasetManager, python: str,
     return bwrap_argv(shutil.which("bwrap"), run_dir=layout.run_dir, workdir=layout.workdir,
                       hidden=hidden_paths(str(dataset.root), str(REPO_ROOT), os.environ), visible=visible,
                       readonly_files=[layout.test, layout.canonical], tmp_size_mb=options.memory_mb,
-                      drop_caps=drop_caps, devices=gpu_devices())
+                      drop_caps=drop_caps, devices=[] if options.cuda_devices == "" else gpu_devices())
 
 
 @dataclass(frozen=True)
@@ -313,6 +314,8 @@ def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[s
     base = user_base()
     if base:
         extra["PYTHONUSERBASE"] = base
+    if options.cuda_devices is not None:  # ids in nvidia-smi's order, not CUDA's fastest-first default
+        extra.update(CUDA_VISIBLE_DEVICES=options.cuda_devices, CUDA_DEVICE_ORDER="PCI_BUS_ID")
     if plan.uid is not None:
         extra.update(USER=TEST_USER, LOGNAME=TEST_USER)  # getpass.getuser() has no passwd entry to find
     env = scrubbed_env(os.environ, home=layout.home, tmpdir="/tmp" if prefix else layout.tmp,

@@ -28,6 +28,7 @@ from agent.inference import DEFAULT_PRICES_PATH, InferenceError, ModelSpec, load
 from agent.models.providers import OFFLINE_PROVIDERS, resolve_key
 from agent.models.providers import PROVIDERS as REMOTE_PROVIDERS
 from agent.results import safe_model_name
+from agent.slots import SlotConfig, cpu_count
 from agent.utils import DOWNLOAD_HINT
 
 PROVIDERS = (*REMOTE_PROVIDERS, *OFFLINE_PROVIDERS)
@@ -80,6 +81,7 @@ RUN_KEYS = (
     "replay-feedback-level", "feedback-source", "feedback-file", "prices", "cache-path", "sandbox",
     "test-timeout-sec", "memory-mb", "max-processes", "env-backend", "reindent-snippet", "max-workers",
     "parallel-mode", "ray-address", "ray-num-cpus", "ray-num-gpus",
+    "test-slots", "gpu-slots", "gpus", "jobs-per-gpu",
 )
 # Keys where an explicit null means "no limit" rather than "use the default".
 NULLABLE_KEYS = frozenset({"memory-mb", "max-processes"})
@@ -124,6 +126,7 @@ class RunConfig:
     ray_address: str | None
     ray_num_cpus: float
     ray_num_gpus: float
+    slots: SlotConfig
 
     def public_dict(self) -> dict:
         """The configuration as builtins with every secret removed (for run metadata and logs)."""
@@ -419,6 +422,24 @@ def _parallel_mode(reader: _Reader, feedback_source: str) -> str:
     return mode
 
 
+def _slots(reader: _Reader) -> SlotConfig:
+    """Test runs at once: ``test-slots`` on CPUs (default: one per CPU), ``jobs-per-gpu`` on each of ``gpus``."""
+    gpus = reader.get("gpus") or []
+    if not isinstance(gpus, list) or not all(_is_int(g) or isinstance(g, str) and g for g in gpus):
+        raise reader.fail(f"'gpus' must be a list of CUDA device ids like [0, 1], got {gpus!r}")
+    if len(set(map(str, gpus))) < len(gpus):
+        raise reader.fail(f"'gpus' lists a device twice: {gpus!r}")
+    if gpus and reader.get("parallel-mode") == "ray":
+        raise reader.fail("'gpus' is for the local parallel modes; under ray set 'ray-num-gpus' per job")
+    config = SlotConfig(test_slots=reader.integer("test-slots", 1) or cpu_count(), gpus=tuple(map(str, gpus)),
+                        jobs_per_gpu=reader.integer("jobs-per-gpu", 1) or 1,
+                        gpu_slots=reader.integer("gpu-slots", 1))
+    if config.gpu_slots is not None and config.gpu_slots > len(gpus) * config.jobs_per_gpu:
+        raise reader.fail(f"'gpu-slots' ({config.gpu_slots}) exceeds gpus x jobs-per-gpu "
+                          f"({len(gpus)} x {config.jobs_per_gpu}); list more 'gpus' or raise 'jobs-per-gpu'")
+    return config
+
+
 def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
     """Read and validate a YAML config; ``overrides`` (same hyphenated keys) win over the file."""
     path = Path(path)
@@ -471,4 +492,5 @@ def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
         ray_address=reader.text("ray-address"),
         ray_num_cpus=reader.number("ray-num-cpus"),
         ray_num_gpus=reader.number("ray-num-gpus"),
+        slots=_slots(reader),
     )
