@@ -180,3 +180,28 @@ def test_a_run_under_slot_limits_writes_what_a_sequential_run_writes(tmp_path: P
                          for path in sorted(cfg.output_dir.glob("*/task_*_result.pkl"))}
     assert len(written["none"]) == 4
     assert written["threads"] == written["none"] and written["processes"] == written["none"]
+
+
+def test_slot_keys_in_the_config(tmp_path: Path) -> None:
+    assert make_config(tmp_path).slots == SlotConfig(test_slots=len(os.sched_getaffinity(0)))
+    cfg = make_config(tmp_path, test_slots=3, gpus=[0, 1, "MIG-4f2a"], jobs_per_gpu=2, gpu_slots=5)
+    assert cfg.slots == SlotConfig(test_slots=3, gpus=("0", "1", "MIG-4f2a"), jobs_per_gpu=2, gpu_slots=5)
+    assert cfg.slots.gpu_capacity == 5
+    assert cfg.public_dict()["slots"]["gpus"] == ["0", "1", "MIG-4f2a"]
+
+
+@pytest.mark.parametrize("keys, message", [
+    ({"test_slots": 0}, "'test-slots' must be an integer >= 1, got 0"),
+    ({"gpus": "0,1"}, "'gpus' must be a list of CUDA device ids like [0, 1], got '0,1'"),
+    ({"gpus": [0, 0]}, "'gpus' lists a device twice"),
+    ({"gpus": [0], "jobs_per_gpu": 0}, "'jobs-per-gpu' must be an integer >= 1, got 0"),
+    ({"gpus": [0, 1], "gpu_slots": 3}, "'gpu-slots' (3) exceeds gpus x jobs-per-gpu (2 x 1)"),
+    ({"gpu_slots": 1}, "'gpu-slots' (1) exceeds gpus x jobs-per-gpu (0 x 1)"),
+    ({"gpus": [0], "parallel_mode": "ray"}, "under ray set 'ray-num-gpus' per job"),
+])
+def test_slot_key_mistakes_are_one_line(tmp_path: Path, keys: dict, message: str) -> None:
+    from agent.config import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        make_config(tmp_path, **keys)
+    assert message in str(info.value) and "\n" not in str(info.value)
