@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -178,10 +179,20 @@ def _calls(usage: list[dict]) -> int:
     return sum(1 for u in usage if not u.get("from_cache"))
 
 
-def chains_and_runs(cfg: RunConfig, tasks: list[int]) -> tuple[int, dict[int, int]]:
-    """The longest chain of model calls one job waited for (its seed's, then its own turns'), and the
-    test runs made per task (one per seed, one per later turn), read back from what the run wrote."""
-    longest, runs = 0, dict.fromkeys(tasks, 0)
+@dataclass(frozen=True)
+class Chain:
+    """The job that waited longest: its model calls and its test runs (its seed's, then its own turns')."""
+
+    calls: int
+    tests: int
+    task: int
+
+
+def chains_and_runs(cfg: RunConfig, tasks: list[int], latency: float,
+                    solo: dict[int, float]) -> tuple[Chain, dict[int, int]]:
+    """The longest job chain at solo test speed, and the test runs made per task (one per seed, one per
+    later turn), read back from what the run wrote."""
+    chains, runs = [], dict.fromkeys(tasks, 0)
     for model in cfg.models:
         for task in tasks:
             seed = load_seed(seed_path(cfg.init_seed_dir, cfg.evaluation_setting, model.model, task))["record"]
@@ -190,20 +201,23 @@ def chains_and_runs(cfg: RunConfig, tasks: list[int]) -> tuple[int, dict[int, in
                 path = result_folder(cfg, model, level) / f"task_{task}_result.pkl"
                 later = pickle.loads(path.read_bytes())[1:]
                 runs[task] += len(later)
-                own = sum(_calls(t["code_usage"]) + _calls(t["feedback_usage"]) for t in later)
-                longest = max(longest, _calls(seed["code_usage"]) + _calls(seed["feedback_usage"]) + own)
-    return longest, runs
+                calls = sum(_calls(t["code_usage"]) + _calls(t["feedback_usage"]) for t in [seed, *later])
+                chains.append(Chain(calls, 1 + len(later), task))
+    return max(chains, key=lambda c: c.calls * latency + c.tests * solo[c.task]), runs
 
 
 def bench_slots(scripts: tuple[Path, Path], tasks: list[int], mode: str, jobs: list[int], latency: float,
                 max_turn: int) -> Iterator[tuple[str, ...]]:
-    """One row per job count: jobs, seeds, test runs, the bounds, wall time, efficiencies, peak MB.
+    """One row per job count: jobs, seeds, test runs, test run seconds, the bounds, wall time, efficiency,
+    peak MB.
 
-    The test-bound is given twice: from each task's solo test time measured
-    before the runs, and from the test runs' own durations in the run (their
-    slot time over the slots). On a machine shared with other work the solo
-    figure is taken at another load than the run; the in-run one is what the
-    slots really had to serve, so efficiency against it shows time lost to
+    The ideal is max(chain-bound, test-bound): the job that waits longest
+    waits for its model calls and, in turn, for its own test runs; all test
+    runs share the slots. Test seconds are given twice: each task's solo time
+    measured before the runs (solo), and the runs' own mean duration in the
+    run (in run). On a machine shared with other work the solo time is taken
+    at another load than the run; the in-run figures are what the slots
+    really had to serve, so efficiency against them shows time lost to
     scheduling alone.
     """
     levels = [0, 2]
@@ -217,15 +231,16 @@ def bench_slots(scripts: tuple[Path, Path], tasks: list[int], mode: str, jobs: l
             solo = solo or solo_test_sec(cfg, tasks)
             with PeakMemory() as memory:
                 wall, outcomes, seeds, busy = timed_run(cfg, tasks, mode, cfg.max_workers)
-            longest, runs = chains_and_runs(cfg, tasks)
-        slots = cfg.slots.test_slots
-        model_bound = longest * latency
-        solo_bound = sum(runs[t] * solo[t] for t in tasks) / slots
-        run_bound = busy / slots
-        yield (str(len(outcomes)), str(seeds), str(sum(runs.values())), f"{model_bound:.1f} s",
-               f"{solo_bound:.1f} s", f"{run_bound:.1f} s", f"{wall:.1f} s",
-               f"{max(model_bound, solo_bound) / wall:.2f}", f"{max(model_bound, run_bound) / wall:.2f}",
-               f"{memory.peak / 2**20:.0f} MB")
+            chain, runs = chains_and_runs(cfg, tasks, latency, solo)
+        slots, total = cfg.slots.test_slots, sum(runs.values())
+        in_run = busy / total
+        model_bound = chain.calls * latency
+        chain_solo, chain_run = model_bound + chain.tests * solo[chain.task], model_bound + chain.tests * in_run
+        tests_solo, tests_run = sum(runs[t] * solo[t] for t in tasks) / slots, busy / slots
+        ideal_solo, ideal_run = max(chain_solo, tests_solo), max(chain_run, tests_run)
+        yield (str(len(outcomes)), str(seeds), str(total), f"{statistics.mean(solo.values()):.2f} / {in_run:.2f}",
+               f"{model_bound:.0f}", f"{chain_solo:.0f} / {chain_run:.0f}", f"{tests_solo:.0f} / {tests_run:.0f}",
+               f"{wall:.0f}", f"{ideal_solo / wall:.2f} / {ideal_run / wall:.2f}", f"{memory.peak / 2**20:.0f} MB")
 
 
 def bench_prompt_growth(scripts: tuple[Path, Path], task: int, turns: int) -> tuple[list[int], int]:
@@ -277,8 +292,9 @@ def main() -> None:
             for row in bench_slots(slow, tasks, args.mode, args.jobs, args.latency, args.max_turn):
                 rows.append(row)
                 print(f"    {row[0]} jobs done, load average {os.getloadavg()[0]:.1f}", flush=True)
-            header = ("jobs", "seeds", "test runs", "model-bound", "test-bound solo", "test-bound in run", "wall",
-                      "efficiency (solo)", "efficiency (in run)", "peak RSS (tree)")
+            print("    seconds; 'a / b' = with solo / in-run test durations; ideal = max(chain-bound, test-bound)")
+            header = ("jobs", "seeds", "test runs", "test run", "model-bound", "chain-bound", "test-bound", "wall",
+                      "efficiency", "peak RSS (tree)")
             print("\n".join("    " + line for line in fixed_width(header, rows)))
         if "memory" in parts:
             per_turn, opening = bench_prompt_growth(fast, tasks[0], args.turns)
