@@ -25,28 +25,24 @@ from typing import Callable, Iterable, TypeVar
 
 from tqdm import tqdm
 
-from agent.action import RepoWorkspace
-from agent.agents import SETTINGS, CodeAgent, HumanAgent, TaskBrief
+from agent.agents import HumanAgent
 from agent.atomic_file import atomic_write_bytes
-from agent.config import ConfigError, RunConfig, load_config
+from agent.config import GUIDANCE_TYPES, SETTINGS, ConfigError, RunConfig, load_config
 from agent.env_cache import EnvError
 from agent.feedback import LLMFeedback
 from agent.inference import ChatModel, InferenceError, ModelSpec, build_model
-from agent.results import (
-    ResultError, ResultStore, keep_report, pass_rate, safe_model_name, turn_solved,
-    usage_totals,
-)
+from agent.results import ResultError, ResultStore, pass_rate, safe_model_name, turn_solved, usage_totals
+from agent.session import InfraError, Session, evaluate_submission
 from agent.text_table import fixed_width
 from agent.utils import DatasetError, DatasetManager
 from agent.workflow import result_folder
-from agent.workspace import make_workspace
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 DEFAULT_SAMPLES = 20
 _RESULT_FILE = re.compile(r"task_(\d+)_result\.pkl")
 # <setting>_<model>_feedback_<type>_guidance_<level>[_suffix]: the run folder layout of agent/workflow.py.
-_RUN_FOLDER = re.compile(r"(?:baseline|agent|memory_agent|snippet)_(.+)_feedback_(?:fixed|dynamic)_guidance_\d(?:_.+)?")
+_RUN_FOLDER = re.compile(f"(?:{'|'.join(SETTINGS)})_(.+)_feedback_(?:{'|'.join(GUIDANCE_TYPES)})_guidance_\\d(?:_.+)?")
 T = TypeVar("T")
 
 
@@ -54,7 +50,7 @@ class AblationError(Exception):
     """A mistake the user can fix (no such run, nothing to sample...); one line naming the fix."""
 
 
-USER_ERRORS = (AblationError, ConfigError, DatasetError, ResultError, InferenceError, EnvError)
+USER_ERRORS = (AblationError, ConfigError, DatasetError, ResultError, InferenceError, EnvError, InfraError)
 
 
 # ---------------------------------------------------------------------- command line
@@ -117,14 +113,6 @@ def run_main(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace
 
 
 # ---------------------------------------------------------------------- config and models
-
-def load_run_config(path: str | Path) -> RunConfig:
-    cfg = load_config(path)
-    if cfg.evaluation_setting not in SETTINGS:
-        raise AblationError(f"{path}: evaluation-setting '{cfg.evaluation_setting}' is not supported by the "
-                            f"ablations; use one of {', '.join(SETTINGS)}")
-    return cfg
-
 
 def pick_model(cfg: RunConfig, name: str | None) -> ModelSpec:
     """The code model named ``name`` (default: the config's first)."""
@@ -307,40 +295,31 @@ def write_summary(folder: Path, title: str, headers: list[str], rows: list[list]
 # ---------------------------------------------------------------------- tests and one more turn
 
 def score(dataset: DatasetManager, index: int, execution: dict) -> dict:
-    """Solved flag and test-case pass rate of one execution result (SPEC §5)."""
+    """Solved flag and test-case pass rate of one execution result (the run's own rules, agent/results.py)."""
     return {"solved": turn_solved(execution), "pass_rate": pass_rate(execution, len(dataset.get(index).test_cases))}
 
 
 def run_tests(cfg: RunConfig, dataset: DatasetManager, index: int, code: str, report: Path, tally: Tally) -> dict:
-    """The runner's result for ``code``, its JUnit report kept at ``report``; infra errors stop the unit."""
-    execution = HumanAgent(dataset, index, cfg.runner, None).evaluate(code)
+    """The runner's result for ``code``, its JUnit report kept at ``report``; an infra error stops the unit
+    (finished samples are kept)."""
     tally.test_runs += 1
-    if execution.get("status") == "infra_error":
-        why = ((execution.get("failure_messages") or [""])[0].strip().splitlines() or ["infra_error"])[0]
-        raise AblationError(f"task {index}: the tests could not run ({why}); "
-                            "fix the environment and rerun (finished samples are kept)")
-    return keep_report(execution, report)
+    return evaluate_submission(HumanAgent(dataset, index, cfg.runner, None), code, f"task {index}", report)
 
 
 def continue_turn(cfg: RunConfig, model: ChatModel, dataset: DatasetManager, record: dict, feedback: str,
                   report: Path, tally: Tally) -> dict:
     """One CodeAgent turn from the state after ``record`` (its file, digest and, for memory_agent,
-    memory) with ``feedback`` as the researcher's text, then the tests on the submission."""
+    memory) with ``feedback`` as the researcher's text, then the tests on the submission: the
+    workflow's Session, so every setting continues as it runs."""
     index = record["task_index"]
-    meta = dataset.get(index)
     with tempfile.TemporaryDirectory(prefix=f"recode_ablation_{index}_") as tmp:
-        repo = make_workspace(dataset, index, Path(tmp) / "repo", content=record["final_code"])
-        agent = CodeAgent(model, TaskBrief(dataset.latex(index), dataset.instruction(index), meta.target_file_path),
-                          RepoWorkspace(repo, meta.target_file_path), setting=cfg.evaluation_setting,
-                          max_steps=cfg.max_steps, memory_threshold=cfg.memory_threshold,
-                          memory_to_keep=cfg.memory_to_keep)
-        if cfg.evaluation_setting == "memory_agent":
-            agent.memory = [dict(m) for m in record["agent_memory"]]
-        result = agent.run_turn(record["turn_number"] + 1, digest=record["test_digest"], feedback=feedback)
-    execution = run_tests(cfg, dataset, index, result.code, report, tally)
+        session = Session(cfg, model, index, Path(tmp), None)
+        session.restore(record)
+        tally.test_runs += 1
+        attempt = session.attempt(record["turn_number"] + 1, record["test_digest"], feedback, report)
     return {"task_index": index, "from_turn": record["turn_number"], "feedback_text": feedback,
-            "code": result.code, "actions": result.actions, "usage": result.usage, "execution": execution,
-            **score(dataset, index, execution)}
+            "code": attempt.result.code, "actions": attempt.result.actions, "usage": attempt.result.usage,
+            "execution": attempt.execution, **score(dataset, index, attempt.execution)}
 
 
 @dataclass(frozen=True)
@@ -401,7 +380,7 @@ class Continuation:
 
 def prepare_continuation(args: argparse.Namespace) -> Continuation:
     """Config, code model and the source run named by the options of :func:`add_continuation_args`."""
-    cfg = load_run_config(args.yaml_location)
+    cfg = load_config(args.yaml_location)
     model = pick_model(cfg, args.model)
     source = Path(args.source_run) if args.source_run else default_source(cfg, model)
     return Continuation(cfg, DatasetManager(cfg.work_dir), model, source, load_run(source))

@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ablation.ablation_common import (  # noqa: E402
     AblationError, Tally, Trajectory, UnitStore, ablation_folder, base_parser, human_model, load_run,
-    load_run_config, mean, progress, run_main, run_model_name, sample, spec_params, unit_name, write_summary,
+    mean, progress, run_main, run_model_name, sample, spec_params, unit_name, write_summary,
 )
-from agent.config import RunConfig  # noqa: E402
+from agent.config import RunConfig, load_config  # noqa: E402
 from agent.feedback import CATEGORIES  # noqa: E402
 from agent.inference import ChatModel  # noqa: E402
 from agent.utils import DatasetManager  # noqa: E402
@@ -182,7 +182,7 @@ def rate_rows(units: list[dict]) -> tuple[list[str], list[list], list[str]]:
 
 
 def run(args: argparse.Namespace) -> str:
-    cfg = load_run_config(args.yaml_location)
+    cfg = load_config(args.yaml_location)
     judge_model = human_model(args.judge_yaml or args.yaml_location, "judge")
     judge_spec = judge_model.spec
     folders = source_runs(cfg, args.source_run)

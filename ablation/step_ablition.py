@@ -31,9 +31,9 @@ from ablation.ablation_common import (  # noqa: E402
     prepare_continuation, progress, run_main, run_tests, sample, score, unit_name, write_summary,
 )
 from agent.action import (  # noqa: E402
-    CODE_ACTIONS, Action, ActionFormatError, RepoWorkspace, execute, extract_code_block, parse_answer,
+    CODE_ACTIONS, Action, ActionFormatError, execute, extract_code_block, parse_answer,
 )
-from agent.workspace import make_workspace  # noqa: E402
+from agent.workspace import RepoWorkspace, make_workspace  # noqa: E402
 
 
 def parse_args() -> argparse.ArgumentParser:

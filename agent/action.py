@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cached_property
-from pathlib import Path
-
-from agent.retrieval import SKIPPED_DIRS, FunctionIndex, collect_functions, render_hits
-from agent.workspace import PathEscapeError, resolve_inside, write_target
+from agent.retrieval import SKIPPED_DIRS, render_hits
+from agent.workspace import PathEscapeError, RepoWorkspace, resolve_inside
 
 ACTIONS = ("READ", "BROWSE", "RETRIEVE", "REPLACE", "EDIT", "SUBMIT")
+RELEASE_ACTIONS = tuple(name for name in ACTIONS if name != "EDIT")  # the release ships EDIT disabled
 CODE_ACTIONS = ("REPLACE", "EDIT")
 MAX_READ_CHARS = 40_000
 MAX_LISTED_FILES = 400
@@ -66,6 +64,13 @@ def _fenced_blocks(text: str) -> list[tuple[int, int, str, str]]:
     return blocks
 
 
+def python_blocks(text: str) -> str | None:
+    """Every closed python block of the answer, joined in order (any closed block when none is python)."""
+    blocks = _fenced_blocks(text)
+    chosen = [b for b in blocks if b[2] in ("python", "py", "python3")] or blocks
+    return "\n".join(b[3] for b in chosen) if chosen else None
+
+
 def extract_code_block(text: str, after: int = 0) -> str | None:
     """The code of the first fenced block starting at or after ``after`` (a python one preferred).
 
@@ -83,21 +88,36 @@ def _outside_code(text: str, matches: list[re.Match[str]]) -> list[re.Match[str]
     return [m for m in matches if not any(s <= m.start() < e for s, e in spans)]
 
 
-def parse_answer(text: str) -> Action:
-    """Turn a model answer into an Action or raise ActionFormatError saying what is wrong."""
+def _command(text: str, line: re.Match[str]) -> tuple[list[str], int]:
+    """The command's words and where its line ends: on the ``action:`` line, else the next non-empty line."""
+    words = line.group(1).strip().strip("`*").split(None, 1)
+    if words:
+        return words, line.end()
+    following = re.compile(r"^[ \t]*(\S.*)$", re.MULTILINE).search(text, line.end())
+    if following is None or _FENCE_OPEN.match(following.group(0)):
+        return [], line.end()
+    return following.group(1).strip().strip("`*").split(None, 1), following.end()
+
+
+def parse_answer(text: str, actions: tuple[str, ...] = ACTIONS) -> Action:
+    """Turn a model answer into an Action or raise ActionFormatError saying what is wrong.
+
+    The command may follow ``action:`` on the same line or, as the release's
+    prompt shows it, on the next line. ``actions`` are the ones this agent may use.
+    """
     if not text.strip():
         raise ActionFormatError("the answer is empty")
     lines = _outside_code(text, list(_ACTION_LINE.finditer(text)))
     if not lines:
         raise ActionFormatError("no `action:` line was found")
     line = lines[0]
-    words = line.group(1).strip().strip("`*").split(None, 1)
+    words, command_end = _command(text, line)
     if not words:
         raise ActionFormatError("the `action:` line names no action")
     name = words[0].strip("`*:").upper()
     argument = words[1].strip().strip("`*").strip() if len(words) > 1 else ""
-    if name not in ACTIONS:
-        raise ActionFormatError(f"unknown action '{words[0]}' (known: {', '.join(ACTIONS)})")
+    if name not in actions:
+        raise ActionFormatError(f"unknown action '{words[0]}' (known: {', '.join(actions)})")
     reflect_match = _REFLECT.search(text, 0, line.start())
     reflect = text[reflect_match.end():line.start()].strip() if reflect_match else ""
     if name in ("READ", "RETRIEVE") and not argument:
@@ -110,7 +130,7 @@ def parse_answer(text: str) -> Action:
         start, end = int(numbers.group(1)), int(numbers.group(2))
     code = None
     if name in CODE_ACTIONS:
-        code = extract_code_block(text, after=line.end())
+        code = extract_code_block(text, after=command_end)
         if code is None:
             code = extract_code_block(text)
         if code is None:
@@ -123,41 +143,6 @@ def numbered(code: str) -> str:
     lines = code.splitlines()
     width = len(str(len(lines)))
     return "\n".join(f"{i:>{width}} | {line}" for i, line in enumerate(lines, start=1))
-
-
-class RepoWorkspace:
-    """The agent's view of its private repository copy: the target file plus read-only browsing."""
-
-    def __init__(self, repo: Path, target: str) -> None:
-        self.repo = repo.resolve()
-        self.target = target
-        self.target_path = resolve_inside(self.repo, target)
-
-    @property
-    def code(self) -> str:
-        return self.target_path.read_text(encoding="utf-8") if self.target_path.exists() else ""
-
-    def write_code(self, content: str) -> None:
-        write_target(self.repo, self.target, content)
-
-    def files(self) -> list[str]:
-        """Repository files, relative and sorted; caches and symlinks that leave the repo are hidden."""
-        listed = []
-        for path in sorted(self.repo.rglob("*")):
-            rel = path.relative_to(self.repo)
-            if SKIPPED_DIRS.intersection(rel.parts) or not path.is_file():
-                continue
-            try:
-                resolve_inside(self.repo, rel.as_posix())
-            except PathEscapeError:
-                continue
-            listed.append(rel.as_posix())
-        return listed
-
-    @cached_property
-    def index(self) -> FunctionIndex:
-        """Functions of the repository except the target (the agent already sees that file)."""
-        return FunctionIndex(collect_functions(self.repo, exclude={Path(self.target).as_posix()}))
 
 
 def _read(action: Action, ws: RepoWorkspace) -> Observation:

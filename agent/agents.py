@@ -5,7 +5,8 @@ with line numbers, the last test digest and feedback, the result of the last
 action), ask the model, remember the exchange, parse the answer into an action
 and execute it on the private repository copy; stop at SUBMIT or when the step
 budget is spent (then the file is submitted as it is). ``baseline`` asks once per
-turn and takes the python block of the answer as the new file.
+turn and takes the python blocks of the answer, joined, as the new file (the
+release's rule). The agent may use the release's actions; EDIT is opt-in.
 
 Memory: ``agent`` keeps the history of the current turn only; ``memory_agent``
 carries it across turns and condenses it with an LLM summary once it holds more
@@ -17,28 +18,30 @@ is over each answer's rationale and code change and each observation's first lin
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.action import (
-    ActionFormatError, Observation, RepoWorkspace, execute, extract_code_block, numbered, parse_answer,
+    CODE_ACTIONS, RELEASE_ACTIONS, ActionFormatError, Observation, execute, numbered, parse_answer, python_blocks,
 )
-from agent.clean_test_runner import RunnerOptions
+from agent.config import SETTINGS
 from agent.executor import run_tests
 from agent.constants import (
-    AGENT_SYSTEM, BASELINE_SYSTEM, FORMAT_ERROR, MEMORY_DIGEST, MEMORY_FEEDBACK, MEMORY_RESULT, MEMORY_STEP,
+    ACTION_HELP, AGENT_SYSTEM, BASELINE_SYSTEM, FORMAT_ERROR, MEMORY_DIGEST, MEMORY_FEEDBACK, MEMORY_RESULT, MEMORY_STEP,
     SECTION_BASELINE_ASK, SECTION_DIGEST, SECTION_FEEDBACK, SECTION_FILE, SECTION_FILE_EMPTY, SECTION_FILE_PLAIN,
     SECTION_LAST_ACTION, SECTION_PAPER, SECTION_SNIPPET_PREVIOUS, SECTION_STEP, SECTION_TASK, SUMMARY_MEMORY,
     SUMMARY_REQUEST, SUMMARY_SYSTEM,
 )
-from agent.feedback import FeedbackReply, FeedbackRequest, FeedbackSource, digest_brief, feedback_brief
+from agent.digest import digest_brief
+from agent.feedback import FeedbackReply, FeedbackRequest, FeedbackSource, feedback_brief
 from agent.memory import SUMMARY_WORDS, answer_note, bounded_summary, invalid_note, observation_note, settle
 from agent.rcb.snippet import SnippetTask, build_prompt, complete_file, extract_last_python_block
+from agent.runner.options import RunnerOptions
 from agent.utils import DatasetManager
+from agent.workspace import RepoWorkspace
 
 if TYPE_CHECKING:
     from agent.inference import ChatModel
-
-SETTINGS = ("baseline", "agent", "memory_agent", "snippet")
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,8 @@ class CodeAgent:
 
     def __init__(self, model: ChatModel, brief: TaskBrief, workspace: RepoWorkspace, *, setting: str,
                  max_steps: int, memory_threshold: int, memory_to_keep: int,
-                 snippet: SnippetTask | None = None, reindent_snippet: bool = False) -> None:
+                 snippet: SnippetTask | None = None, reindent_snippet: bool = False,
+                 actions: tuple[str, ...] = RELEASE_ACTIONS) -> None:
         if setting not in SETTINGS:
             raise ValueError(f"evaluation-setting '{setting}' is not one of {', '.join(SETTINGS)}")
         if (setting == "snippet") != (snippet is not None):
@@ -92,6 +96,7 @@ class CodeAgent:
         self.memory: list[dict] = []  # a resumed run restores it from the last turn record
         self.snippet = snippet
         self.reindent_snippet = reindent_snippet
+        self.actions = actions
 
     def run_turn(self, turn: int, *, digest: str = "", feedback: str = "") -> TurnResult:
         """One turn: returns the submitted file and the turn's actions, usage, transcript and memory."""
@@ -112,7 +117,8 @@ class CodeAgent:
     def _agent_turn(self, turn: int, digest: str, feedback: str, result: TurnResult) -> None:
         if self.setting == "agent":
             self.memory = []
-        system = AGENT_SYSTEM.format(max_steps=self.max_steps)
+        system = AGENT_SYSTEM.format(max_steps=self.max_steps, actions="\n".join(
+            f"  {ACTION_HELP[name][0]:<17}  {ACTION_HELP[name][1]}" for name in self.actions))
         opening = self._opening(digest, feedback)
         last: tuple[str, str] | None = None  # the previous step's action and its result
         for step in range(1, self.max_steps + 1):
@@ -138,10 +144,13 @@ class CodeAgent:
         """Parse and execute one answer: its observation, its label for the next prompt, its memory note."""
         before = self.ws.code
         try:
-            action = parse_answer(answer)
+            action = parse_answer(answer, self.actions)
         except ActionFormatError as exc:
             result.actions.append({"step": step, "action": "INVALID", "argument": str(exc), "ok": False})
-            return (Observation(False, FORMAT_ERROR.format(problem=exc)), "invalid answer",
+            code_actions = " and ".join(name for name in self.actions if name in CODE_ACTIONS)
+            usage = " | ".join(ACTION_HELP[name][0] for name in self.actions)
+            return (Observation(False, FORMAT_ERROR.format(problem=exc, usage=usage, code_actions=code_actions)),
+                    "invalid answer",
                     invalid_note(str(exc), answer))
         observation = execute(action, self.ws)
         argument = f"{action.start} {action.end}" if action.name == "EDIT" else action.argument
@@ -180,7 +189,7 @@ class CodeAgent:
         prompt = "\n\n".join(self._context(numbered_file=False) + self._opening(digest, feedback)
                              + [SECTION_BASELINE_ASK.format(turn=turn, path=self.brief.target)])
         answer = self._ask(BASELINE_SYSTEM, [], prompt, result)
-        code = extract_code_block(answer)
+        code = python_blocks(answer)
         if code is not None:
             self.ws.write_code(code)
         self._one_call_actions(result, code is not None, "no closed python block in the answer")
@@ -245,9 +254,9 @@ class HumanAgent:
         self.runner = runner
         self.source = source
 
-    def evaluate(self, code: str) -> dict:
-        """The runner's execution result for ``code`` (full text of the target file)."""
-        return run_tests(self.dataset, self.index, code, self.runner)
+    def evaluate(self, code: str, report_to: Path | None = None) -> dict:
+        """The runner's execution result for ``code`` (full text of the target file), its JUnit report at ``report_to``."""
+        return run_tests(self.dataset, self.index, code, self.runner, report_to=report_to)
 
     def feedback(self, *, turn: int, level: int, code: str, previous_code: str, digest: str) -> FeedbackReply:
         if self.source is None:

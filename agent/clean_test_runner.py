@@ -63,22 +63,28 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from agent.runner.lint import reference_access
+from agent.runner.options import RunnerOptions
 from agent.runner.verdict import failed_run, judge, read_channel, sealed_report
 from agent.runner.processes import PidsCgroup, run_process
 from agent.runner.sandbox import (
     SANDBOX_MODES,
     bwrap_argv,
+    bwrap_failure,
+    bwrap_problem,
     drop_privileges,
     gpu_devices,
-    bwrap_problem,
     hidden_paths,
     interpreter_roots,
     limits_prefix,
     pids_cgroup_root,
+    pth_folders,
     scrubbed_env,
+    unreadable_problem,
+    untraversable_folders,
     user_base,
     user_process_count,
 )
+from agent.atomic_file import atomic_write_bytes
 from agent.utils import DatasetError, DatasetManager
 from agent.workspace import make_workspace
 
@@ -90,29 +96,11 @@ TEST_USER = "recode-test"
 FRESH_UID_BASE, FRESH_UID_SPAN = 2_000_000_000, 100_000_000  # far above any real account
 STARTUP_PACKAGES = {"pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "exceptiongroup", "tomli",
                     "pytest_timeout", "colorama", GUARD_PLUGIN, "recode_guard_core"}
-REPORTS_DIR = Path(tempfile.gettempdir()) / "recode_reports"
+RUN_PREFIX = "recode-run-"
 _warned: set[str] = set()
-# Deleting a run folder costs tens of ms on some disks: done off the caller's path; the pool is joined at exit.
+# Deleting a run folder costs tens of ms on some disks: done off the caller's path after a normal run; the
+# pool is joined at interpreter exit. An interrupted run (Ctrl-C, terminate) deletes synchronously instead.
 _cleaner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="recode-run-cleanup")
-
-
-@dataclass(frozen=True)
-class RunnerOptions:
-    """How a test run is contained (see the module docstring)."""
-
-    timeout_sec: float = 600
-    sandbox: str = "auto"
-    memory_mb: int | None = 8192
-    max_processes: int | None = 512
-    output_limit_bytes: int = 65536
-    env_backend: str | None = None
-    cuda_devices: str | None = None  # the run's CUDA_VISIBLE_DEVICES ("" = no GPU, device nodes hidden); None = inherit
-
-    def __post_init__(self) -> None:
-        if self.sandbox not in SANDBOX_MODES:
-            raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_MODES)}, got '{self.sandbox}'")
-        if self.timeout_sec <= 0:
-            raise ValueError(f"timeout_sec must be positive, got {self.timeout_sec}")
 
 
 @dataclass(frozen=True)
@@ -138,12 +126,14 @@ def warn_once(message: str) -> None:
         print(f"warning: {message}", file=sys.stderr)
 
 
-def resolve_interpreter(dataset: DatasetManager, index: int, backend: str | None) -> tuple[str | None, str | None]:
+def resolve_interpreter(dataset: DatasetManager, index: int, options: RunnerOptions,
+                        env_name: str | None = None) -> tuple[str | None, str | None]:
     """(interpreter, None) from the environment cache, or (None, why not): a missing env is an infra error."""
     from agent.env_cache import EnvError, resolve_python  # lazily: the cache pulls in its builders
 
     try:
-        return resolve_python(dataset, index, backend), None
+        return resolve_python(dataset, index, options.env_backend, python_version=options.python_version,
+                              env_name=env_name), None
     except EnvError as exc:
         return None, str(exc)
 
@@ -212,14 +202,33 @@ def use_sandbox(options: RunnerOptions) -> bool | None:
     return True
 
 
+def sandbox_visible(options: RunnerOptions, python: str) -> list[str]:
+    """Host paths the tests read: interpreter prefixes, their ``.pth`` folders, the guard, user site, the user's."""
+    roots = interpreter_roots(python)
+    return roots + list(pth_folders(tuple(roots))) + [str(GUARD_DIR)] + [p for p in [user_base()] if p] + \
+        [os.path.realpath(p) for p in options.visible]
+
+
 def sandbox_prefix(options: RunnerOptions, dataset: DatasetManager, python: str, layout: Layout,
-                   drop_caps: bool) -> list[str]:
-    """bubblewrap argv for this run (see ``agent.runner.sandbox``)."""
-    visible = interpreter_roots(python) + [str(GUARD_DIR)] + [p for p in [user_base()] if p]
-    return bwrap_argv(shutil.which("bwrap"), run_dir=layout.run_dir, workdir=layout.workdir,
-                      hidden=hidden_paths(str(dataset.root), str(REPO_ROOT), os.environ), visible=visible,
-                      readonly_files=[layout.test, layout.canonical], tmp_size_mb=options.memory_mb,
-                      drop_caps=drop_caps, devices=[] if options.cuda_devices == "" else gpu_devices())
+                   drop_user: bool) -> tuple[list[str], str | None]:
+    """(bubblewrap argv, None) for this run (see ``agent.runner.sandbox``), or ([], why it cannot work).
+
+    ``drop_user``: the tests run as a fresh uid (``setpriv``), which owns
+    nothing outside the run folder: folders it could not traverse are
+    replaced by traversable ones, and a needed path it could not read is
+    reported rather than failing obscurely inside the sandbox.
+    """
+    visible = sandbox_visible(options, python)
+    hidden = hidden_paths(str(dataset.root), str(REPO_ROOT), os.environ)
+    if drop_user:
+        problem = unreadable_problem([python, *visible])
+        if problem:
+            return [], problem
+        hidden += untraversable_folders(visible + [layout.run_dir])
+    argv = bwrap_argv(shutil.which("bwrap"), run_dir=layout.run_dir, workdir=layout.workdir, hidden=hidden,
+                      visible=visible, readonly_files=[layout.test, layout.canonical], tmp_size_mb=options.memory_mb,
+                      drop_caps=not drop_user, devices=[] if options.cuda_devices == "" else gpu_devices())
+    return argv, None
 
 
 @dataclass(frozen=True)
@@ -269,39 +278,85 @@ def rlimit_hook(memory_mb: int | None, nproc: int | None):
     return apply
 
 
+def remove_tree(path: Path) -> None:
+    """Delete a run folder even where the candidate removed permissions on its own files."""
+    def unlock(function, name: str, exc_info) -> None:
+        try:
+            os.chmod(os.path.dirname(name), 0o700)
+            os.chmod(name, 0o700)
+            function(name)
+        except OSError:
+            pass
+
+    if path.exists():
+        shutil.rmtree(path, onerror=unlock)
+
+
 def run_candidate(dataset: DatasetManager, index: int, candidate: str,
-                  options: RunnerOptions = RunnerOptions()) -> dict:
+                  options: RunnerOptions = RunnerOptions(), *, report_to: Path | None = None,
+                  env_name: str | None = None) -> dict:
     """Run task ``index``'s tests with ``candidate`` as the target file; the contract's result dict.
 
-    Never raises for what the candidate does; DatasetError for a broken task.
+    ``report_to``: where the JUnit report is kept when it is trustworthy (it
+    is removed there otherwise, so it never describes another run); without
+    it no file outlives the call. ``env_name`` overrides the environment
+    test.sh names. Never raises for what the candidate does; DatasetError for
+    a broken task.
     """
     meta = dataset.get(index)
     dataset.check_task(index)
     expected = meta.test_cases
     findings = reference_access(candidate)
     if findings:
-        return failed_run(expected, "error", "candidate reaches for the hidden reference: " + "; ".join(findings))
-    python, problem = resolve_interpreter(dataset, index, options.env_backend)
+        python, junit = None, None
+        result = failed_run(expected, "error", "candidate reaches for the hidden reference: " + "; ".join(findings))
+    else:
+        python, result, junit = _run_in_private_folder(dataset, index, candidate, options, env_name, expected)
+    result["interpreter"] = python
+    if report_to is not None:
+        result["report_path"] = _keep_report(junit, Path(report_to))
+    return result
+
+
+def _run_in_private_folder(dataset: DatasetManager, index: int, candidate: str, options: RunnerOptions,
+                           env_name: str | None, expected: tuple[str, ...]) -> tuple[str | None, dict, bytes | None]:
+    python, problem = resolve_interpreter(dataset, index, options, env_name)
     if python is None:
-        return failed_run(expected, "infra_error", f"no environment for task {index}: {problem}")
+        return None, failed_run(expected, "infra_error", f"no environment for task {index}: {problem}"), None
     sandboxed = use_sandbox(options)
     if sandboxed is None:
-        return failed_run(expected, "infra_error", f"sandbox required but unavailable: {bwrap_problem()}")
-    run_dir = Path(os.path.realpath(tempfile.mkdtemp(prefix="recode-run-")))
+        return python, failed_run(expected, "infra_error", f"sandbox required but unavailable: {bwrap_problem()}"), None
+    run_dir = Path(os.path.realpath(tempfile.mkdtemp(prefix=RUN_PREFIX)))
+    finished = False
+    plan = None
     try:
         layout = prepare(dataset, index, candidate, run_dir)
         plan = process_plan(options, sandboxed)
-        prefix = sandbox_prefix(options, dataset, python, layout, drop_caps=plan.uid is None) if sandboxed else []
+        prefix: list[str] = []
+        if sandboxed:
+            prefix, problem = sandbox_prefix(options, dataset, python, layout, drop_user=plan.uid is not None)
+            if problem:
+                finished = True
+                return python, failed_run(expected, "infra_error", problem), None
         if plan.uid is not None:
             give_to(layout.run_dir, plan.uid)
             prefix += drop_privileges(shutil.which("setpriv"), plan.uid)
-        return _execute(options, layout, python, prefix, plan, expected)
+        result, junit = _execute(options, layout, python, prefix, plan, expected)
+        finished = True
+        return python, result, junit
     finally:
-        _cleaner.submit(shutil.rmtree, run_dir, True)
+        if plan is not None and plan.cgroup is not None:
+            plan.cgroup.remove()
+        if finished:
+            _cleaner.submit(remove_tree, run_dir)
+        else:  # the process may be about to exit: delete now, and wait for earlier deletions
+            remove_tree(run_dir)
+            _cleaner.submit(int).result()
 
 
 def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[str], plan: ProcessPlan,
-             expected: tuple[str, ...]) -> dict:
+             expected: tuple[str, ...]) -> tuple[dict, bytes | None]:
+    """The run's verdict, and its JUnit report when the guard vouches for it."""
     key = secrets.token_bytes(32)
     key_read, key_write = os.pipe()
     os.write(key_write, key)
@@ -325,99 +380,137 @@ def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[s
     launcher = limits_prefix(memory_mb=options.memory_mb, nproc=nproc,
                              cgroup_procs=cgroup.procs_file if cgroup else None, prlimit=prlimit)
     preexec = None if prlimit or not (options.memory_mb or nproc) else rlimit_hook(options.memory_mb, nproc)
-    try:
-        done = run_process(launcher + prefix + pytest_argv(python, layout), env=env,
-                           cwd=layout.workdir, timeout_sec=options.timeout_sec, output_limit=options.output_limit_bytes,
-                           channel_fd=channel_read, pass_fds=(key_read, channel_write), cgroup=cgroup,
-                           pid_namespace=bool(prefix), preexec=preexec)
-    finally:
-        if cgroup is not None:
-            cgroup.remove()
+    done = run_process(launcher + prefix + pytest_argv(python, layout), env=env,
+                       cwd=layout.workdir, timeout_sec=options.timeout_sec, output_limit=options.output_limit_bytes,
+                       channel_fd=channel_read, pass_fds=(key_read, channel_write), cgroup=cgroup,
+                       pid_namespace=bool(prefix), preexec=preexec)
     if done.timed_out:
         return failed_run(expected, "timeout",
                           f"timed out after {options.timeout_sec:g} s; every process of the run was killed",
-                          duration=done.duration_sec, output=done.output)
+                          duration=done.duration_sec, output=done.output), None
     record = read_channel(done.channel, key)
     if not record.hello:
-        reason = f"pytest did not start with the guard plugin (interpreter {python}, exit code {done.exit_code})"
+        setup = bwrap_failure(done.output) if prefix else None
+        reason = (f"the sandbox could not be set up ({setup})" if setup else
+                  f"pytest did not start with the guard plugin (interpreter {python}, exit code {done.exit_code})")
         return failed_run(expected, "infra_error", reason, exit_code=done.exit_code, duration=done.duration_sec,
-                          output=done.output)
+                          output=done.output), None
     junit = Path(layout.junit).read_bytes() if os.path.isfile(layout.junit) else None
     result = judge(expected=expected, exit_code=done.exit_code, junit=junit, record=record,
                    duration=done.duration_sec, output=done.output)
-    if junit is not None and sealed_report(record, junit):
-        result["report_path"] = keep_report(junit)
-    return result
+    return result, (junit if junit is not None and sealed_report(record, junit) else None)
 
 
-def keep_report(junit: bytes) -> str:
-    """A copy of the report outside the run folder (which is deleted); the caller owns it."""
-    REPORTS_DIR.mkdir(parents=True, exist_ok=True)
-    handle, path = tempfile.mkstemp(prefix="report-", suffix=".xml", dir=REPORTS_DIR)
-    with os.fdopen(handle, "wb") as out:
-        out.write(junit)
-    return path
+def _keep_report(junit: bytes | None, dest: Path) -> str | None:
+    """Write a sealed report to ``dest``; without one, remove what is there, so it never describes another run."""
+    if junit is None:
+        dest.unlink(missing_ok=True)
+        return None
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(dest, junit, durable=False)
+    return str(dest)
 
 
 # ------------------------------------------------------------------ CLI
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="Run one task's tests on a candidate file (default: canonical.py).")
-    parser.add_argument("--work-dir", required=True, help="dataset folder holding annotation_meta.jsonl")
+    parser = argparse.ArgumentParser(
+        description="Run one task's tests, as the release's test runner does: on the target file as it is on "
+                    "disk in the dataset (or --candidate FILE / --canonical). Exit 0 passed, 1 not passed, "
+                    "2 the tests could not run or a usage error.")
+    parser.add_argument("--work-dir", "--dataset-dir", dest="work_dir", default="work_dir",
+                        help="folder that contains dataset/ (the release's meaning; a folder holding "
+                             "annotation_meta.jsonl itself is accepted too; relative: to the current folder, "
+                             "else to the repository root); default work_dir")
     parser.add_argument("--task-id", type=int, required=True)
-    parser.add_argument("--timeout-sec", type=float, default=RunnerOptions.timeout_sec)
-    parser.add_argument("--candidate", help="file to test as the target (default: the task's canonical.py)")
-    parser.add_argument("--json", action="store_true", help="print the result dict as JSON")
+    parser.add_argument("--timeout-sec", type=float, default=RunnerOptions.timeout_sec,
+                        help="wall-clock limit of the whole test run (default %(default)g)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--candidate", help="file to test as the target instead of the one on disk")
+    which.add_argument("--canonical", action="store_true", help="test the task's canonical.py (gold check)")
+    parser.add_argument("--env-mode", action="store_true",
+                        help="run in the task's own environment (the one test.sh activates, built on first use) "
+                             "instead of this interpreter")
+    parser.add_argument("--python-version", help="Python of environments built by --env-mode (default: 3.10 "
+                                                  "under conda, else the backend's default)")
+    parser.add_argument("--env-map-path", help="JSON file task id -> environment name (implies --env-mode)")
+    parser.add_argument("--env-backend", "--backend", dest="env_backend", help="conda, uv, venv or current (implies --env-mode unless current)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the result as one JSON document on stdout (every other line goes to stderr)")
     parser.add_argument("--sandbox", choices=SANDBOX_MODES, default=RunnerOptions.sandbox)
     parser.add_argument("--memory-mb", type=int, default=RunnerOptions.memory_mb)
     parser.add_argument("--max-processes", type=int, default=RunnerOptions.max_processes)
-    parser.add_argument("--env-backend", default=None, help="conda, uv, venv or current (default: auto)")
+    parser.add_argument("--visible", action="append", default=[], metavar="PATH",
+                        help="host folder the tests may read inside the sandbox (repeatable)")
     return parser.parse_args(argv)
 
 
-def release_report(dataset: DatasetManager, index: int, result: dict) -> str | None:
-    """Leave the JUnit report where the release's tooling looks for it (git-ignored).
+def dataset_folder(work_dir: str) -> Path:
+    """The dataset a ``--work-dir`` names: ``<work-dir>/dataset`` as in the release, or the folder itself."""
+    given = Path(work_dir).expanduser()
+    bases = [Path.cwd()] + ([REPO_ROOT] if not given.is_absolute() and REPO_ROOT != Path.cwd() else [])
+    for base in bases:
+        for folder in (base / given / "dataset", base / given):
+            if (folder / "annotation_meta.jsonl").is_file():
+                return folder
+    tried = " and ".join(str(base / given) for base in bases)
+    raise DatasetError(f"dataset not found: no dataset/annotation_meta.jsonl or annotation_meta.jsonl under {tried}; "
+                       "pass --work-dir as the folder that contains dataset/")
 
-    A run without a trustworthy report removes the previous one, so the file
-    never describes another run.
-    """
-    target = dataset.task_dir(index) / "pytest_report" / "report.xml"
-    if not result.get("report_path"):
-        target.unlink(missing_ok=True)
-        return None
-    target.parent.mkdir(exist_ok=True)
-    shutil.copyfile(result["report_path"], target)
-    return str(target)
+
+def env_name_from_map(path: str, index: int) -> str:
+    """The environment a release env map (JSON task id -> env name) gives task ``index``."""
+    try:
+        mapping = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"--env-map-path {path}: cannot read it as JSON ({exc})") from None
+    name = mapping.get(str(index)) if isinstance(mapping, dict) else None
+    if not isinstance(name, str) or not name:
+        raise DatasetError(f"--env-map-path {path}: no environment name for task {index}")
+    return name
+
+
+def candidate_text(args: argparse.Namespace, dataset: DatasetManager) -> str:
+    if args.candidate:
+        path = Path(args.candidate)
+        if not path.is_file():
+            raise DatasetError(f"candidate file not found: {path}")
+        return path.read_text(encoding="utf-8")
+    if args.canonical:
+        return dataset.canonical(args.task_id)
+    target = dataset.target_path(args.task_id)
+    if not target.is_file():
+        raise DatasetError(f"target file not found: {target} (pass --candidate FILE or --canonical)")
+    return target.read_text(encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    dataset = DatasetManager(args.work_dir)
+    env_mode = args.env_mode or bool(args.env_map_path) or args.env_backend not in (None, "current")
     try:
+        dataset = DatasetManager(dataset_folder(args.work_dir))
         dataset.check_task(args.task_id)
-        if args.candidate:
-            candidate_path = Path(args.candidate)
-            if not candidate_path.is_file():
-                raise DatasetError(f"candidate file not found: {candidate_path}")
-            candidate = candidate_path.read_text(encoding="utf-8")
-        else:
-            candidate = dataset.canonical(args.task_id)
+        candidate = candidate_text(args, dataset)
+        env_name = env_name_from_map(args.env_map_path, args.task_id) if args.env_map_path else None
         options = RunnerOptions(timeout_sec=args.timeout_sec, sandbox=args.sandbox, memory_mb=args.memory_mb,
-                                max_processes=args.max_processes, env_backend=args.env_backend)
-        result = run_candidate(dataset, args.task_id, candidate, options)
+                                max_processes=args.max_processes,
+                                env_backend=(args.env_backend or None) if env_mode else "current",
+                                python_version=args.python_version, visible=tuple(args.visible))
+        report = dataset.task_dir(args.task_id) / "pytest_report" / "report.xml"
+        result = run_candidate(dataset, args.task_id, candidate, options, report_to=report, env_name=env_name)
     except (DatasetError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    kept = release_report(dataset, args.task_id, result)
+    human = sys.stderr if args.json else sys.stdout
     if args.json:
         print(json.dumps(result, indent=2))
-    else:
-        print(f"task {args.task_id}: {result['status']}  tests={result['tests']} failures={result['failures']} "
-              f"errors={result['errors']} skipped={result['skipped']}  ({result['duration_sec']:.2f} s)")
-        for message in result["failure_messages"]:
-            print("  " + message.splitlines()[0])
-    if kept:
-        print(f"JUnit report: {kept}", file=sys.stderr if args.json else sys.stdout)
+    print(f"task {args.task_id}: {result['status']}  tests={result['tests']} failures={result['failures']} "
+          f"errors={result['errors']} skipped={result['skipped']}  ({result['duration_sec']:.2f} s, "
+          f"interpreter {result['interpreter']})", file=human)
+    for message in result["failure_messages"]:
+        print("  " + message.splitlines()[0], file=human)
+    if result["report_path"]:
+        print(f"JUnit report: {result['report_path']}", file=human)
     if result["status"] == "infra_error":
         return 2
     return 0 if result["status"] == "passed" else 1

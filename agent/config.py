@@ -5,6 +5,12 @@ documents every one). Any string value may name environment variables as
 ``${NAME}``. Every mistake a user can make becomes a one-line
 :class:`ConfigError` naming the key and the fix, before any money is spent.
 
+The release's own ``config/default.yaml`` runs unchanged: an empty string
+means "not set", a key the file leaves out takes the value that file ships
+with (``DEFAULTS``), relative paths are relative to the working folder (the
+repository root when commands are run as the README shows) and every path
+error names the folder it was resolved against.
+
 Sweeps: ``model`` and ``guidance-level`` may be lists. Models of a sweep
 share the top-level provider keys; models that need different providers are
 written as ``models: [{model: ..., api-provider: ..., ...}, ...]``, each
@@ -16,18 +22,21 @@ import dataclasses
 import difflib
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
-from agent.clean_test_runner import RunnerOptions
+from agent.envs.backends import BACKENDS
+from agent.executor import PARALLEL_MODES
+from agent.feedback_policy import FeedbackPolicy
 from agent.inference import DEFAULT_PRICES_PATH, InferenceError, ModelSpec, load_prices
 from agent.models.providers import OFFLINE_PROVIDERS, resolve_key
 from agent.models.providers import PROVIDERS as REMOTE_PROVIDERS
 from agent.results import safe_model_name
+from agent.runner.options import SANDBOX_MODES, RunnerOptions
 from agent.slots import SlotConfig, cpu_count
 from agent.utils import DOWNLOAD_HINT
 
@@ -35,9 +44,6 @@ PROVIDERS = (*REMOTE_PROVIDERS, *OFFLINE_PROVIDERS)
 SETTINGS = ("baseline", "agent", "memory_agent", "snippet")
 GUIDANCE_TYPES = ("fixed", "dynamic")
 FEEDBACK_SOURCES = ("llm", "file", "interactive")
-PARALLEL_MODES = ("processes", "threads", "none", "ray")
-SANDBOX_MODES = ("auto", "off", "required")
-ENV_BACKENDS = ("conda", "uv", "venv", "current")
 
 # Keys describing one code model: allowed at the top level (shared by a sweep) and in `models` entries.
 MODEL_KEYS = (
@@ -51,25 +57,31 @@ HUMAN_KEYS = {
     "human-base-url": "base-url", "human-script": "script",
     "human-request-timeout-sec": "request-timeout-sec", "human-max-retries": "max-retries",
 }
+# The feedback model of the release's file (and the paper), used where the human-* keys leave it out.
+FEEDBACK_MODEL_DEFAULTS = {"api-provider": "openai", "model": "o4-mini"}
 # Defaults of every key that has one; keys absent here default to None.
 DEFAULTS: dict[str, Any] = {
-    "guidance-level": 0,
+    "api-provider": "openai",
+    "guidance-level": 4,
     "guidance-type": "fixed",
     "max-guidance-level": 4,
     "evaluation-setting": "memory_agent",
     "max-turn": 10,
     "max-steps": 3,
-    "memory-threshold": 20,
-    "memory-to-keep": 6,
-    "work-dir": "work_dir/dataset",
+    "memory-threshold": 15,
+    "memory-to-keep": 10,
+    "work-dir": "work_dir",
     "output-dir": "experiment_results",
-    "resume": True,
+    "init_seed": "init_seed",
+    "resume": False,
+    "overwrite": False,
     "feedback-source": "llm",
     "sandbox": "auto",
     "test-timeout-sec": 600,
     "memory-mb": 8192,
     "max-processes": 512,
     "reindent-snippet": False,
+    "edit-action": False,
     "max-workers": 4,
     "parallel-mode": "processes",
     "ray-num-cpus": 1,
@@ -77,16 +89,17 @@ DEFAULTS: dict[str, Any] = {
 }
 RUN_KEYS = (
     "guidance-level", "guidance-type", "max-guidance-level", "evaluation-setting", "max-turn", "max-steps",
-    "memory-threshold", "memory-to-keep", "work-dir", "output-dir", "init_seed", "resume", "task-ids",
-    "replay-feedback-level", "feedback-source", "feedback-file", "prices", "cache-path", "sandbox",
-    "test-timeout-sec", "memory-mb", "max-processes", "env-backend", "reindent-snippet", "max-workers",
-    "parallel-mode", "ray-address", "ray-num-cpus", "ray-num-gpus",
+    "memory-threshold", "memory-to-keep", "work-dir", "output-dir", "init_seed", "resume", "overwrite", "task-ids",
+    "replay-feedback-level", "replay-run-feedback-level", "feedback-source", "feedback-file", "prices", "cache-path", "sandbox",
+    "test-timeout-sec", "memory-mb", "max-processes", "env-backend", "reindent-snippet", "edit-action", "max-workers",
+    "parallel-mode", "ray-address", "ray-num-cpus", "ray-num-gpus", "max-cost-usd", "max-task-cost-usd",
     "test-slots", "gpu-slots", "gpus", "jobs-per-gpu",
 )
 # Keys where an explicit null means "no limit" rather than "use the default".
 NULLABLE_KEYS = frozenset({"memory-mb", "max-processes"})
 KNOWN_KEYS = frozenset(MODEL_KEYS) | frozenset(HUMAN_KEYS) | frozenset(RUN_KEYS) | {"models"}
 
+KEY_PLACEHOLDER = "YOUR_API_KEY"  # the release file's api-key value: not a key, so the provider's variable is used
 _UNSET = object()  # "read the key from the file", as opposed to an explicit None
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -113,20 +126,25 @@ class RunConfig:
     output_dir: Path
     init_seed_dir: Path
     resume: bool
+    overwrite: bool
     task_ids: tuple[int, ...] | None
     replay_feedback_level: int | None
+    replay_run_feedback_level: int | None
     feedback_source: str
     feedback_file: Path | None
     runner: RunnerOptions
     cache_path: Path | None
     prices: dict
     reindent_snippet: bool
+    edit_action: bool
     max_workers: int
     parallel_mode: str
     ray_address: str | None
     ray_num_cpus: float
     ray_num_gpus: float
-    slots: SlotConfig
+    slots: SlotConfig = field(default_factory=SlotConfig)
+    max_cost_usd: float | None = None
+    max_task_cost_usd: float | None = None
 
     def public_dict(self) -> dict:
         """The configuration as builtins with every secret removed (for run metadata and logs)."""
@@ -207,6 +225,13 @@ class _Reader:
         text = self.text(key, value)
         return None if text is None else Path(text).expanduser().resolve()
 
+    def shown(self, key: str, value: Any = _UNSET) -> str:
+        """How a path key was read, for errors: ``'work_dir' (relative to /cwd)`` or the absolute path."""
+        text = str(self.get(key) if value is _UNSET else value)
+        if Path(text).expanduser().is_absolute():
+            return f"'{text}'"
+        return f"'{text}' (relative to the working folder {Path.cwd()})"
+
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
@@ -262,7 +287,7 @@ def _model_spec(reader: _Reader, values: dict[str, Any], labels: dict[str, str] 
     def name(key: str) -> str:
         return (labels or {}).get(key, key)
 
-    provider = reader.choice(name("api-provider"), PROVIDERS, values.get("api-provider"))
+    provider = reader.choice(name("api-provider"), PROVIDERS, values.get("api-provider", DEFAULTS["api-provider"]))
     model = reader.text(name("model"), values.get("model"))
     if provider is None:
         raise reader.fail(f"missing '{name('api-provider')}'; set it to one of " + ", ".join(PROVIDERS))
@@ -271,9 +296,11 @@ def _model_spec(reader: _Reader, values: dict[str, Any], labels: dict[str, str] 
     base_url = reader.text(name("base-url"), values.get("base-url"))
     script = reader.path(name("script"), values.get("script"))
     api_key = reader.text(name("api-key"), values.get("api-key"))
+    api_key = None if api_key == KEY_PLACEHOLDER else api_key
     if provider == "scripted" and (script is None or not script.is_file()):
+        got = reader.shown(name("script"), values.get("script")) if script else "none"
         raise reader.fail(f"provider 'scripted' needs '{name('script')}' naming an existing script file "
-                          f"(got {script or 'none'})")
+                          f"(got {got})")
     if provider == "azure-openai" and values.get("endpoint") is None:
         raise reader.fail(f"provider 'azure-openai' needs '{name('endpoint')}' (your Azure resource URL)")
     temperature = values.get("temperature")
@@ -355,18 +382,11 @@ def _guidance_levels(reader: _Reader) -> tuple[int, ...]:
     return tuple(dict.fromkeys(levels))
 
 
-def _needs_feedback_model(levels: tuple[int, ...], guidance_type: str, source: str, max_turn: int) -> bool:
-    """Feedback is generated only by the llm source, after a non-final turn, at a level above 0."""
-    return source == "llm" and max_turn > 1 and (guidance_type == "dynamic" or any(levels))
-
-
 def _feedback_model(reader: _Reader, needed: bool) -> ModelSpec | None:
-    values = {code_key: reader.raw[human_key] for human_key, code_key in HUMAN_KEYS.items() if human_key in reader.raw}
+    values = {**FEEDBACK_MODEL_DEFAULTS,
+              **{code_key: reader.raw[human_key] for human_key, code_key in HUMAN_KEYS.items() if human_key in reader.raw}}
     if not needed:
         return None
-    if "api-provider" not in values or "model" not in values:
-        raise reader.fail("feedback at guidance levels above 0 needs a feedback model: set 'human-api-provider' "
-                          "and 'human-agent-model' (or 'feedback-source: file')")
     return _model_spec(reader, values, {code_key: human_key for human_key, code_key in HUMAN_KEYS.items()})
 
 
@@ -382,16 +402,44 @@ def _task_ids(reader: _Reader) -> tuple[int, ...] | None:
 
 
 def _dataset_dir(reader: _Reader) -> Path:
+    """The dataset folder: ``<work-dir>/dataset`` as in the release, or work-dir itself when it holds the meta file."""
     work_dir = reader.path("work-dir")
-    if not (work_dir / "annotation_meta.jsonl").is_file():
-        raise reader.fail(f"dataset not found: 'work-dir' {work_dir} holds no annotation_meta.jsonl; {DOWNLOAD_HINT}")
-    return work_dir
+    for folder in (work_dir / "dataset", work_dir):
+        if (folder / "annotation_meta.jsonl").is_file():
+            return folder.resolve()
+    raise reader.fail(f"dataset not found: 'work-dir' {reader.shown('work-dir')} holds neither "
+                      f"dataset/annotation_meta.jsonl nor annotation_meta.jsonl; {DOWNLOAD_HINT}")
+
+
+def _init_seed_dir(reader: _Reader, output_dir: Path) -> Path:
+    """``<output-dir>/<init_seed>`` as in the release; an absolute ``init_seed`` stands for itself."""
+    text = reader.text("init_seed")
+    return (output_dir / Path(text).expanduser()).resolve()
+
+
+def _replay_levels(reader: _Reader) -> tuple[int | None, int | None]:
+    """The release's per-turn replay and our whole-run replay exclude each other."""
+    per_turn = reader.integer("replay-feedback-level", 0, 4)
+    whole_run = reader.integer("replay-run-feedback-level", 0, 4)
+    if per_turn is not None and whole_run is not None:
+        raise reader.fail("set either 'replay-feedback-level' (one new turn from each stored turn) or "
+                          "'replay-run-feedback-level' (a whole run on stored feedback), not both")
+    return per_turn, whole_run
+
+
+def _resume_mode(reader: _Reader) -> tuple[bool, bool]:
+    """(resume, overwrite): recomputing finished work is asked for explicitly, never implied."""
+    resume, overwrite = reader.flag("resume"), reader.flag("overwrite")
+    if resume and overwrite:
+        raise reader.fail("'resume: true' continues stored tasks and 'overwrite: true' recomputes them; "
+                          "set only one")
+    return resume, overwrite
 
 
 def _existing_file(reader: _Reader, key: str, why: str) -> Path:
     path = reader.path(key)
     if path is None or not path.is_file():
-        raise reader.fail(f"'{key}' must name an existing file {why} (got {path or 'none'})")
+        raise reader.fail(f"'{key}' must name an existing file {why} (got {reader.shown(key) if path else 'none'})")
     return path
 
 
@@ -408,7 +456,7 @@ def _runner_options(reader: _Reader) -> RunnerOptions:
         sandbox=reader.choice("sandbox", SANDBOX_MODES),
         memory_mb=reader.integer("memory-mb", 64),
         max_processes=reader.integer("max-processes", 1),
-        env_backend=reader.choice("env-backend", ENV_BACKENDS),
+        env_backend=reader.choice("env-backend", BACKENDS),
     )
 
 
@@ -440,13 +488,27 @@ def _slots(reader: _Reader) -> SlotConfig:
     return config
 
 
+def _unset_empty(raw: dict[str, Any]) -> dict[str, Any]:
+    """Drop keys whose value is an empty string (the release's "not set"), also inside ``models`` entries."""
+    clean = {key: value for key, value in raw.items() if value != ""}
+    if isinstance(clean.get("models"), list):
+        clean["models"] = [_unset_empty(entry) if isinstance(entry, dict) else entry for entry in clean["models"]]
+    return clean
+
+
+def _cap(reader: _Reader, key: str) -> float | None:
+    """A spending cap in US dollars (agent/budget.py); unset means no cap."""
+    value = reader.typed(key, lambda v: _is_number(v) and v > 0, "a number of US dollars > 0")
+    return None if value is None else float(value)
+
+
 def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
     """Read and validate a YAML config; ``overrides`` (same hyphenated keys) win over the file."""
     path = Path(path)
     raw = {**_read_yaml(path), **{k: v for k, v in (overrides or {}).items() if v is not None}}
     source = str(path)
     _check_keys(raw, KNOWN_KEYS, "", source)
-    reader = _Reader(source, {key: _expand_env(value, key, source) for key, value in raw.items()})
+    reader = _Reader(source, _unset_empty({key: _expand_env(value, key, source) for key, value in raw.items()}))
 
     levels = _guidance_levels(reader)
     guidance_type = reader.choice("guidance-type", GUIDANCE_TYPES)
@@ -458,8 +520,12 @@ def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
         raise reader.fail(f"'memory-to-keep' ({memory_to_keep}) must be smaller than 'memory-threshold' "
                           f"({memory_threshold})")
     output_dir = reader.path("output-dir")
+    resume, overwrite = _resume_mode(reader)
+    replay_level, replay_run_level = _replay_levels(reader)
     models = _code_models(reader)
-    feedback_model = _feedback_model(reader, _needs_feedback_model(levels, guidance_type, feedback_source, max_turn))
+    max_guidance_level = reader.integer("max-guidance-level", 0, 4)
+    policy = FeedbackPolicy(levels, guidance_type, max_guidance_level, max_turn, feedback_source)
+    feedback_model = _feedback_model(reader, policy.needs_feedback_model())
     cache_path = reader.path("cache-path")
     if cache_path is None and "replay" in {m.provider for m in (*models, feedback_model) if m is not None}:
         raise reader.fail("provider 'replay' answers from the response cache: set 'cache-path'")
@@ -468,7 +534,7 @@ def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
         feedback_model=feedback_model,
         guidance_levels=levels,
         guidance_type=guidance_type,
-        max_guidance_level=reader.integer("max-guidance-level", 0, 4),
+        max_guidance_level=max_guidance_level,
         evaluation_setting=reader.choice("evaluation-setting", SETTINGS),
         max_turn=max_turn,
         max_steps=reader.integer("max-steps", 1),
@@ -476,10 +542,12 @@ def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
         memory_to_keep=memory_to_keep,
         work_dir=_dataset_dir(reader),
         output_dir=output_dir,
-        init_seed_dir=reader.path("init_seed") or output_dir / "init_seed",
-        resume=reader.flag("resume"),
+        init_seed_dir=_init_seed_dir(reader, output_dir),
+        resume=resume,
+        overwrite=overwrite,
         task_ids=_task_ids(reader),
-        replay_feedback_level=reader.integer("replay-feedback-level", 0, 4),
+        replay_feedback_level=replay_level,
+        replay_run_feedback_level=replay_run_level,
         feedback_source=feedback_source,
         feedback_file=(_existing_file(reader, "feedback-file", "with the feedback records to replay")
                        if feedback_source == "file" else reader.path("feedback-file")),
@@ -487,10 +555,13 @@ def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
         cache_path=cache_path,
         prices=_prices(reader),
         reindent_snippet=reader.flag("reindent-snippet"),
+        edit_action=reader.flag("edit-action"),
         max_workers=reader.integer("max-workers", 1),
         parallel_mode=_parallel_mode(reader, feedback_source),
         ray_address=reader.text("ray-address"),
         ray_num_cpus=reader.number("ray-num-cpus"),
         ray_num_gpus=reader.number("ray-num-gpus"),
         slots=_slots(reader),
+        max_cost_usd=_cap(reader, "max-cost-usd"),
+        max_task_cost_usd=_cap(reader, "max-task-cost-usd"),
     )

@@ -18,13 +18,7 @@ reflect: <what you know, what is still wrong, what you will do next>
 action: <ONE action from the list below>
 
 Actions:
-  READ <path>        show a file of the repository (path relative to the repository root)
-  BROWSE             list the files of the repository
-  RETRIEVE <query>   show the 5 repository functions that best match the query words
-  REPLACE            rewrite the whole target file with the fenced python block that follows
-  EDIT <N> <M>       replace lines N..M of the target file with the fenced python block that
-                     follows (line numbers as shown; M = N-1 inserts before line N)
-  SUBMIT             submit the target file for testing; this ends the turn
+{actions}
 
 Example:
 reflect: The file is empty; I will write the whole module.
@@ -64,12 +58,44 @@ SECTION_BASELINE_ASK = (
     "## Turn {turn}\nWrite the complete new content of `{path}` in one ```python block."
 )
 
+# One line of the action list per action; the agent's prompt lists the actions it may use.
+ACTION_HELP = {
+    "READ": ("READ <path>", "show a file of the repository (path relative to the repository root)"),
+    "BROWSE": ("BROWSE", "list the files of the repository"),
+    "RETRIEVE": ("RETRIEVE <query>", "show the 5 repository functions that best match the query words"),
+    "REPLACE": ("REPLACE", "rewrite the whole target file with the fenced python block that follows"),
+    "EDIT": ("EDIT <N> <M>", "replace lines N..M of the target file with the fenced python block that\n"
+                             "                     follows (line numbers as shown; M = N-1 inserts before line N)"),
+    "SUBMIT": ("SUBMIT", "submit the target file for testing; this ends the turn"),
+}
+
 FORMAT_ERROR = """\
 Your answer could not be used: {problem}
 Answer in exactly this shape (one action per answer):
 reflect: <your reasoning>
-action: READ <path> | BROWSE | RETRIEVE <query> | REPLACE | EDIT <N> <M> | SUBMIT
-REPLACE and EDIT must be followed by a fenced python block (```python ... ```) holding the new code."""
+action: {usage}
+{code_actions} must be followed by a fenced python block (```python ... ```) holding the new code."""
+
+# ---------------------------------------------------------------- snippet setting (ResearchCodeBench)
+
+SNIPPET_PROMPT = """\
+You are given a research paper and part of the code repository that implements it. One block of code \
+has been removed from a file of that repository; your job is to write it.
+
+## Paper
+{paper}
+{context}
+## File `{file_path}` with the missing block
+```python
+{masked_file}
+```
+
+## Task
+Write the code of the block "{block}": the lines that replace the placeholder comment \
+`{todo}` and the line after it. The rest of the file stays as it is. Answer with the block's code only, \
+in a single ```python fenced code block, indented exactly as it must appear in the file."""
+
+SNIPPET_CONTEXT_FILE = "### `{path}`\n```python\n{text}\n```\n"
 
 # ---------------------------------------------------------------- memory notes and summaries
 
@@ -103,7 +129,7 @@ SUMMARY_MEMORY = "Summary of the earlier turns (older history was condensed):\n{
 FEEDBACK_SYSTEM = """\
 You are the researcher who wrote the reference implementation of a file in a research \
 repository. An engineer is re-implementing that file. You compare the engineer's attempt with \
-your reference and with the test results, and you report EVERY difference that matters as one \
+your reference and with the test results, and you report EVERY difference you find as one \
 feedback record. Never paste the reference file as a whole.
 
 Each record has these fields, all strings:
@@ -142,7 +168,8 @@ FEEDBACK_REQUEST = """\
 ## Test results of this attempt
 {digest}
 
-Report every difference between the attempt and the reference that affects correctness."""
+Report every difference between the attempt and the reference, not only the ones that cause errors \
+or failing tests."""
 
 FEEDBACK_RETRY = """\
 Your answer could not be used: {problem}

@@ -11,8 +11,9 @@ On-disk layout (env dir = ``--env-dir`` / ``RECODE_ENV_DIR`` / ``work_dir/envs``
         prefix/            the venv or conda prefix (prefix/bin/python)
         build.log          output of the last build
         build.lock         held while building (filelock), so concurrent processes build once
-        requirements.txt   only for the built-in default group
-        recode_env.json    completion marker, written last and atomically
+        requirements.txt   only for the built-in default group, or the file as rewritten for install
+        recode_env.json    completion marker, written last and atomically; its "bytecode"
+                           entry says the packages were precompiled (added to older envs by manage_envs)
 """
 from __future__ import annotations
 
@@ -23,14 +24,25 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from filelock import FileLock, Timeout
 
 from agent.atomic_file import atomic_write_text
-from agent.envs.backends import build_plan, check_backend_name, default_backend, default_python_version, interpreter
+from agent.envs.backends import (
+    SITE_PACKAGES_QUERY,
+    TORCH_VERSION_QUERY,
+    BuildPlan,
+    build_plan,
+    bytecode_command,
+    check_backend_name,
+    default_backend,
+    default_python_version,
+    interpreter,
+)
+from agent.envs.release import PostStep, pyg_wheel_base, pyg_wheel_page, torch_index_url
 from agent.envs.spec import (
     EnvError,
     EnvSpec,
@@ -51,6 +63,8 @@ __all__ = [
     "env_root",
     "env_settings",
     "env_status",
+    "build_commands",
+    "compile_bytecode",
     "plan_envs",
     "resolve_python",
     "spec_for_task",
@@ -66,12 +80,24 @@ PREFIX = "prefix"
 
 @dataclass(frozen=True)
 class EnvSettings:
-    """Where and how environments are built. ``requirements_map`` None: the dataset's own map, if any."""
+    """Where and how environments are built.
+
+    ``requirements_map`` None: the dataset's own map, if any. ``release_dir``:
+    the folder holding the release's ``requirements_*.txt`` (None: the dataset
+    root, where the published dataset keeps them). ``cpu``: CPU builds of the
+    PyTorch wheels instead of the CUDA ones the files pin.
+    """
 
     backend: str
     python_version: str
     env_dir: Path
     requirements_map: Path | None = None
+    cpu: bool = False
+    release_dir: Path | None = None
+
+
+def _flag(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def env_settings(
@@ -79,17 +105,23 @@ def env_settings(
     env_dir: str | Path | None = None,
     requirements_map: str | Path | None = None,
     python_version: str | None = None,
+    cpu: bool | None = None,
+    release_dir: str | Path | None = None,
 ) -> EnvSettings:
     """Explicit values first, then RECODE_ENV_BACKEND / RECODE_ENV_DIR / RECODE_REQUIREMENTS_MAP /
-    RECODE_ENV_PYTHON, then the defaults (conda if installed else uv; work_dir/envs)."""
+    RECODE_ENV_PYTHON / RECODE_ENV_CPU / RECODE_REQUIREMENTS_DIR, then the defaults
+    (conda if installed else uv; work_dir/envs; CUDA builds; the dataset root)."""
     chosen = check_backend_name(backend) if backend else default_backend()
     directory = env_dir or os.environ.get("RECODE_ENV_DIR") or DEFAULT_ENV_DIR
     rmap = requirements_map or os.environ.get("RECODE_REQUIREMENTS_MAP") or None
+    release = release_dir or os.environ.get("RECODE_REQUIREMENTS_DIR") or None
     return EnvSettings(
         backend=chosen,
         python_version=python_version or default_python_version(chosen),
         env_dir=Path(directory).expanduser().resolve(),
         requirements_map=Path(rmap).expanduser() if rmap else None,
+        cpu=_flag(os.environ.get("RECODE_ENV_CPU")) if cpu is None else cpu,
+        release_dir=Path(release).expanduser().resolve() if release else None,
     )
 
 
@@ -124,12 +156,20 @@ def _requirements_map(dataset: DatasetManager, settings: EnvSettings) -> Require
     return load_requirements_map(find_requirements_map(dataset.root, settings.requirements_map))
 
 
-def spec_for_task(dataset: DatasetManager, index: int, settings: EnvSettings) -> EnvSpec:
-    """The environment spec of one task (reads its test.sh and requirements; runs nothing)."""
-    env_name = dataset.test_sh(index).env_name
+def _spec(env_name: str | None, dataset: DatasetManager, rmap: RequirementsMap, settings: EnvSettings) -> EnvSpec:
     return spec_for_env_name(
-        env_name, dataset.root / "requirements", _requirements_map(dataset, settings), settings.backend, settings.python_version
+        env_name, dataset.root / "requirements", rmap, settings.backend, settings.python_version,
+        cpu=settings.cpu, release_dir=settings.release_dir or dataset.root,
     )
+
+
+def spec_for_task(dataset: DatasetManager, index: int, settings: EnvSettings, env_name: str | None = None) -> EnvSpec:
+    """The environment spec of one task (reads its test.sh and requirements; runs nothing).
+
+    ``env_name`` overrides the env its test.sh names (an env map's entry).
+    """
+    name = env_name or dataset.test_sh(index).env_name
+    return _spec(name, dataset, _requirements_map(dataset, settings), settings)
 
 
 @dataclass
@@ -150,7 +190,6 @@ def plan_envs(
     and skipped so the others still build; an unreadable meta file raises.
     """
     rmap = _requirements_map(dataset, settings)
-    requirements_dir = dataset.root / "requirements"
     by_env_name: dict[str | None, EnvSpec] = {}
     planned: dict[str, PlannedEnv] = {}
     errors: dict[int, str] = {}
@@ -158,9 +197,7 @@ def plan_envs(
         try:
             env_name = dataset.test_sh(meta.index).env_name
             if env_name not in by_env_name:
-                by_env_name[env_name] = spec_for_env_name(
-                    env_name, requirements_dir, rmap, settings.backend, settings.python_version
-                )
+                by_env_name[env_name] = _spec(env_name, dataset, rmap, settings)
         except (DatasetError, EnvError) as exc:
             errors[meta.index] = str(exc)
             continue
@@ -175,7 +212,7 @@ def plan_envs(
 
 @dataclass(frozen=True)
 class BuildResult:
-    """Outcome of ensure_env: status 'up to date' or 'built' (failures raise EnvError)."""
+    """Outcome of ensure_env: status 'up to date', 'built' or 'bytecode compiled' (failures raise EnvError)."""
 
     name: str
     status: str
@@ -188,10 +225,21 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _read_marker(root: Path) -> dict:
+    try:
+        return json.loads((root / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
 def ensure_env(
     spec: EnvSpec, settings: EnvSettings, rebuild: bool = False, progress: Callable[[str], None] = _stderr
 ) -> BuildResult:
-    """Build the environment unless a finished one exists; safe to call from many processes at once."""
+    """Build the environment unless a finished one exists; safe to call from many processes at once.
+
+    A finished environment built before packages were precompiled gets its
+    bytecode now (once: the marker records it).
+    """
     root = env_root(spec, settings)
     root.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(root / LOCK))
@@ -202,20 +250,52 @@ def ensure_env(
         lock.acquire()
     try:
         if not rebuild and _is_ready(root):
-            return BuildResult(spec.name, "up to date", str(env_python(spec, settings)), str(root / LOG), 0.0)
+            marker = _read_marker(root)
+            if "bytecode" in marker:
+                return BuildResult(spec.name, "up to date", str(env_python(spec, settings)), str(root / LOG), 0.0)
+            start = time.monotonic()
+            with (root / LOG).open("a", encoding="utf-8") as log:
+                bytecode = compile_bytecode(env_python(spec, settings), log, dict(os.environ))
+            if bytecode is None:
+                raise EnvError(f"precompiling the packages of {spec.name} failed; see {root / LOG}")
+            atomic_write_text(root / MARKER, json.dumps({**marker, "bytecode": bytecode}, indent=2))
+            return BuildResult(spec.name, "bytecode compiled", str(env_python(spec, settings)), str(root / LOG),
+                               time.monotonic() - start)
         return _build(spec, settings, progress)
     finally:
         lock.release()
 
 
-def _run_logged(command: tuple[str, ...], log, env: dict[str, str]) -> int:
+def _run_logged(command: tuple[str, ...], log, env: dict[str, str], capture: bool = False) -> tuple[int, str]:
+    """(exit code, stdout if ``capture``); the command and its output go to the log."""
     log.write(f"$ {shlex.join(command)}\n")
     log.flush()
     try:
-        return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env).returncode
+        done = subprocess.run(command, stdout=subprocess.PIPE if capture else log,
+                              stderr=log if capture else subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, text=True)
     except OSError as exc:
         log.write(f"cannot run {command[0]}: {exc}\n")
-        return 127
+        return 127, ""
+    if capture:
+        log.write(done.stdout)
+    return done.returncode, done.stdout or ""
+
+
+def compile_bytecode(python: Path, log, env: dict[str, str]) -> dict | None:
+    """Precompile the environment's site-packages; the marker's record of it, or None when it could not run.
+
+    compileall exits 1 when some file does not compile (packages ship
+    templates or old-syntax test data); importing such a file fails anyway,
+    so that still counts as done.
+    """
+    code, out = _run_logged((str(python), "-c", SITE_PACKAGES_QUERY), log, env, capture=True)
+    folders = [line for line in out.splitlines() if line.strip()]
+    if code != 0 or not folders:
+        return None
+    code, _ = _run_logged(bytecode_command(python, folders), log, env)
+    if code not in (0, 1):
+        return None
+    return {"site_packages": folders, "compileall_exit": code, "compiled_at": time.time()}
 
 
 def _error_hint(log_path: Path) -> str:
@@ -230,67 +310,141 @@ def _error_hint(log_path: Path) -> str:
     return ": " + " ".join(line.strip() for line in lines[starts[-1]:end])[:300]
 
 
+def _requirements_to_install(spec: EnvSpec, root: Path) -> Path:
+    """The file the main install reads: the original, or a rewritten copy when lines were retagged or moved."""
+    if spec.requirements_file and not spec.install_lines:
+        return Path(spec.requirements_file)
+    lines = spec.install_lines or spec.requirements
+    requirements = root / "requirements.txt"
+    requirements.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return requirements
+
+
+def _plan(spec: EnvSpec, prefix: Path, requirements: Path) -> BuildPlan:
+    indexes = tuple(torch_index_url(tag) for tag in spec.index_tags)
+    return build_plan(spec.backend, prefix, requirements, spec.python_version, indexes)
+
+
+def post_install_command(plan: BuildPlan, step: PostStep, wheel_page: str | None) -> tuple[str, ...]:
+    """The command of one post-install step; ``wheel_page``: the PyG page of the installed torch, for PyG steps."""
+    links = (wheel_page,) if step.torch_wheel_page and wheel_page else ()
+    return plan.install(step.requirements, step.no_deps, links)
+
+
+def build_commands(spec: EnvSpec, settings: EnvSettings) -> list[str]:
+    """Every command a build of ``spec`` runs, as shell lines (for --dry-run; nothing is run or written).
+
+    The PyG wheel page depends on the torch build installed, so its URL shows
+    ``<installed torch>``.
+    """
+    root = env_root(spec, settings)
+    prefix = root / PREFIX
+    if spec.requirements_file and not spec.install_lines:
+        requirements = Path(spec.requirements_file)
+    else:
+        requirements = root / "requirements.txt"
+    plan = _plan(spec, prefix, requirements)
+    lines = [shlex.join(command) for command in plan.commands]
+    page = f"{pyg_wheel_base()}/torch-<installed torch>.html"
+    lines += [shlex.join(post_install_command(plan, step, page)) for step in spec.post_install]
+    python = interpreter(prefix)
+    lines.append(shlex.join(bytecode_command(python, [f"<site-packages of {python}>"])))
+    return lines
+
+
+def _torch_version(python: Path, log, env: dict[str, str]) -> tuple[str, str | None] | None:
+    code, out = _run_logged((str(python), "-c", TORCH_VERSION_QUERY), log, env, capture=True)
+    lines = out.split()
+    if code != 0 or len(lines) < 2:
+        return None
+    return lines[0], None if lines[1] == "None" else lines[1]
+
+
 def _build(spec: EnvSpec, settings: EnvSettings, progress: Callable[[str], None]) -> BuildResult:
-    """Build from scratch (the lock is held): wipe, run the backend's commands, check pytest, mark."""
+    """Build from scratch (the lock is held): wipe, install, post-install, check pytest, precompile, mark."""
     root = env_root(spec, settings)
     prefix = root / PREFIX
     marker, log_path = root / MARKER, root / LOG
     marker.unlink(missing_ok=True)
     if prefix.exists():
         shutil.rmtree(prefix)
-    if spec.requirements_file:
-        requirements = Path(spec.requirements_file)
-    else:
-        requirements = root / "requirements.txt"
-        requirements.write_text("\n".join(spec.requirements) + "\n", encoding="utf-8")
-    plan = build_plan(spec.backend, prefix, requirements, spec.python_version)
+    requirements = _requirements_to_install(spec, root)
+    plan = _plan(spec, prefix, requirements)
     python = interpreter(prefix)
     progress(f"building {spec.name} for '{spec.group}' with {spec.backend} (log: {log_path})")
     start = time.monotonic()
     env = {**os.environ, **plan.extra_env}
+
+    def fail(command: tuple[str, ...], code: int) -> EnvError:
+        log.flush()
+        return EnvError(
+            f"building environment {spec.name} for '{spec.group}' failed "
+            f"({Path(command[0]).name} {command[1]} exited with {code}{_error_hint(log_path)}); see {log_path}"
+        )
+
     with log_path.open("w", encoding="utf-8") as log:
         log.write(f"# environment {spec.name}\n# group {spec.group}; requirements {requirements}\n")
         log.write(f"# backend {spec.backend}; python {spec.python_version}; fingerprint {spec.fingerprint}\n")
         for command in plan.commands:
-            code = _run_logged(command, log, env)
+            code, _ = _run_logged(command, log, env)
             if code != 0:
-                log.flush()
-                raise EnvError(
-                    f"building environment {spec.name} for '{spec.group}' failed "
-                    f"({Path(command[0]).name} {command[1]} exited with {code}{_error_hint(log_path)}); see {log_path}"
-                )
-        if _run_logged((str(python), "-c", "import pytest"), log, env) != 0:
+                raise fail(command, code)
+        for step in spec.post_install:
+            log.write(f"# post-install: {step.why}\n")
+            torch = _torch_version(python, log, env) if step.torch_wheel_page else None
+            if step.torch_wheel_page and torch is None:
+                raise EnvError(f"environment {spec.name}: {', '.join(step.requirements)} need torch installed "
+                               f"first (their wheels match its build); add torch to {requirements} (log: {log_path})")
+            command = post_install_command(plan, step, pyg_wheel_page(*torch) if torch else None)
+            code, _ = _run_logged(command, log, env)
+            if code != 0:
+                raise fail(command, code)
+        if _run_logged((str(python), "-c", "import pytest"), log, env)[0] != 0:
             raise EnvError(
                 f"environment {spec.name} was built but cannot import pytest; add pytest to {requirements} "
                 f"(log: {log_path})"
             )
+        bytecode = compile_bytecode(python, log, env)
+    if bytecode is None:
+        progress(f"warning: precompiling {spec.name} failed (see {log_path}); the next manage_envs run retries")
     duration = time.monotonic() - start
     record = {**asdict(spec), "name": spec.name, "python": str(python), "built_at": time.time(), "build_seconds": duration}
+    if bytecode is not None:
+        record["bytecode"] = bytecode
     atomic_write_text(marker, json.dumps(record, indent=2))
     return BuildResult(spec.name, "built", str(python), str(log_path), duration)
 
 
-_MEMO: dict[tuple[Path, int, EnvSettings], tuple[str, Path]] = {}
+_MEMO: dict[tuple, tuple[str, Path]] = {}
 
 
-def resolve_python(dataset: DatasetManager, index: int, backend: str | None = None, build: bool = True) -> str:
+def resolve_python(
+    dataset: DatasetManager, index: int, backend: str | None = None, build: bool = True,
+    *, python_version: str | None = None, env_name: str | None = None,
+) -> str:
     """Absolute path of the interpreter of task ``index``'s environment.
 
-    A hit costs a memo lookup and two stats (no subprocess). A missing
-    environment is built when ``build`` is true (under the file lock), else
-    EnvError names the command that builds it.
+    ``env_name`` overrides the env the task's test.sh names (an env map's
+    entry). Without RECODE_ENV_CPU, an environment built with ``manage_envs
+    --cpu`` serves when the CUDA one is not built. A hit costs a memo lookup
+    and two stats (no subprocess). A missing environment is built when
+    ``build`` is true (under the file lock), else EnvError names the command
+    that builds it.
     """
-    settings = env_settings(backend)
+    settings = env_settings(backend, python_version=python_version)
     if settings.backend == "current":
         dataset.get(index)
         return sys.executable
-    key = (dataset.root, index, settings)
+    key = (dataset.root, index, settings, env_name)
     memo = _MEMO.get(key)
     if memo and _is_ready(memo[1]):
         return memo[0]
-    spec = spec_for_task(dataset, index, settings)
+    variants = [settings] if settings.cpu else [settings, replace(settings, cpu=True)]
+    specs = [spec_for_task(dataset, index, variant, env_name) for variant in variants]
+    ready = next((spec for spec in specs if _is_ready(env_root(spec, settings))), None)
+    spec = ready or specs[0]
     root = env_root(spec, settings)
-    if not _is_ready(root):
+    if ready is None:
         if not build:
             raise EnvError(
                 f"environment {spec.name} of task {index} ('{spec.group}') is not built; "

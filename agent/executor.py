@@ -30,13 +30,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from agent.clean_test_runner import RunnerOptions, run_candidate
+from agent.runner.options import RunnerOptions
 from agent.slots import SlotConfig, TestSlots, active_slots
 from agent.utils import DatasetManager
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TERMINATE_GRACE_SEC = 3.0  # for a worker to kill its test run and clean up after SIGTERM
 RAY_HINT = "pip install -r requirements-extras.txt (or pip install ray)"
+PARALLEL_MODES = ("processes", "threads", "none", "ray")
 Drain = Callable[[], list]
 
 
@@ -91,7 +92,16 @@ def _local_channel() -> tuple[_Sender, Drain]:
     return _Sender(box), lambda: _drain(box)
 
 
-def run_tests(dataset: DatasetManager, index: int, candidate: str, options: RunnerOptions) -> dict:
+def _runner() -> Callable[..., dict]:
+    """The test runner, imported when first needed: the configuration reads this module's modes and must
+    not pull in the runner's machinery (sandbox probes, process control)."""
+    from agent.clean_test_runner import run_candidate
+
+    return run_candidate
+
+
+def run_tests(dataset: DatasetManager, index: int, candidate: str, options: RunnerOptions,
+              report_to: Path | None = None) -> dict:
     """One test run, through this process's test slots when it serves some (``agent/slots.py``).
 
     With a GPU list the run sees exactly its device (``CUDA_VISIBLE_DEVICES``),
@@ -99,11 +109,11 @@ def run_tests(dataset: DatasetManager, index: int, candidate: str, options: Runn
     """
     slots = active_slots()
     if slots is None:
-        return run_candidate(dataset, index, candidate, options)
+        return _runner()(dataset, index, candidate, options, report_to=report_to)
     with slots.hold(slots.config.needs_gpu(dataset.get(index).extra)) as gpu:
         if slots.config.gpus:
             options = replace(options, cuda_devices=gpu or "")
-        return slots.call(dataset, index, candidate, options)
+        return slots.call(dataset, index, candidate, options, report_to=report_to)
 
 
 class InlineExecutor:
@@ -111,8 +121,8 @@ class InlineExecutor:
 
     mode = "none"
 
-    def __init__(self, slots: SlotConfig, call: Callable[..., dict] = run_candidate) -> None:
-        self.slots = TestSlots(slots, call)
+    def __init__(self, slots: SlotConfig, call: Callable[..., dict] | None = None) -> None:
+        self.slots = TestSlots(slots, call or _runner())
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         future: Future = Future()
@@ -134,9 +144,9 @@ class ThreadExecutor:
 
     mode = "threads"
 
-    def __init__(self, max_workers: int, slots: SlotConfig, call: Callable[..., dict] = run_candidate) -> None:
+    def __init__(self, max_workers: int, slots: SlotConfig, call: Callable[..., dict] | None = None) -> None:
         self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="recode-job")
-        self.slots = TestSlots(slots, call)
+        self.slots = TestSlots(slots, call or _runner())
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         return self.pool.submit(fn, *args)
@@ -172,11 +182,11 @@ def _init_worker() -> None:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
-def _in_worker(fn: Callable[..., Any], *args: Any) -> Any:
+def _in_worker(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run one test run in a pool worker; once a terminate() has unwound it, end the worker instead of
     letting the pool hand it the next one."""
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     finally:
         if _terminating:
             os._exit(128 + signal.SIGTERM)
@@ -188,11 +198,11 @@ class ProcessExecutor:
 
     mode = "processes"
 
-    def __init__(self, max_workers: int, slots: SlotConfig, call: Callable[..., dict] = run_candidate) -> None:
+    def __init__(self, max_workers: int, slots: SlotConfig, call: Callable[..., dict] | None = None) -> None:
         methods = multiprocessing.get_all_start_methods()
         self.context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         self.workers = slots.test_slots + slots.gpu_capacity
-        self.run_fn = call
+        self.run_fn = call or _runner()
         self.tests = self._new_pool()
         self.replacing = threading.Lock()
         self.closing = False
@@ -202,11 +212,11 @@ class ProcessExecutor:
     def _new_pool(self) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(max_workers=self.workers, mp_context=self.context, initializer=_init_worker)
 
-    def _run_in_pool(self, *args: Any) -> dict:
+    def _run_in_pool(self, *args: Any, **kwargs: Any) -> dict:
         """The test run on a worker; a pool broken by a lost worker is replaced for the runs after this one."""
         pool = self.tests
         try:
-            return pool.submit(_in_worker, self.run_fn, *args).result()
+            return pool.submit(_in_worker, self.run_fn, *args, **kwargs).result()
         except BrokenProcessPool:
             with self.replacing:
                 if self.tests is pool and not self.closing:
@@ -332,4 +342,4 @@ def make_executor(mode: str, max_workers: int, slots: SlotConfig | None = None, 
         return ProcessExecutor(max_workers, slots)
     if mode == "ray":
         return RayExecutor(max_workers, ray_address, ray_num_cpus, ray_num_gpus)
-    raise ExecutorError(f"unknown parallel mode '{mode}'; choose processes, threads, none or ray")
+    raise ExecutorError(f"unknown parallel mode '{mode}'; choose one of {', '.join(PARALLEL_MODES)}")

@@ -1,4 +1,4 @@
-"""Feedback records (SPEC §3): schema, validation, level formatting, test digests and sources.
+"""Feedback records: schema, validation, level formatting and the sources that produce them.
 
 A feedback source turns one FeedbackRequest (what the researcher sees after a
 submission) into a FeedbackReply holding RAW records; the level decides later
@@ -6,23 +6,24 @@ how much of each record the CodeAgent is shown. Sources:
 
 * ``LLMFeedback``: the feedback model answers with structured output, which is
   validated; a bad answer is retried with the problem appended, a bounded
-  number of times, then recorded as a feedback error (the run goes on).
+  number of times, then the reply carries ``error``: the job stops at that turn
+  (agent/statuses.py) and the next run asks again.
 * ``FileFeedback``: human-written records keyed by task and turn (format below).
 * ``InteractiveFeedback``: a person at the terminal types the records.
 * ``ReplayFeedback``: the raw records another level's run received, turn by turn.
 
 Feedback file format (``feedback-source: file``), JSON Lines or YAML: a list of
 entries ``{"task_index": int, "turn_number": int, "feedback": [records]}`` where
-each record has the six string fields of SPEC §3 and category T0..T4. The entry
+each record has the six string fields of ``FIELDS`` and category T0..T4. The entry
 for (task, turn) is the feedback on the attempt of that turn; a (task, turn)
-without an entry gets no feedback and the record says so in ``feedback_error``.
+that needs feedback but has no entry stops the job there, saying so in
+``feedback_error``, until the file has it.
 """
 from __future__ import annotations
 
 import difflib
 import json
 import re
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Protocol
@@ -30,6 +31,7 @@ from typing import Callable, Protocol
 import yaml
 
 from agent.constants import FEEDBACK_REQUEST, FEEDBACK_RETRY, FEEDBACK_SYSTEM
+from agent.text import one_line
 
 FIELDS = ("interface", "category", "description", "analysis", "actionable_feedback", "direct_code_feedback")
 CATEGORIES = ("T0", "T1", "T2", "T3", "T4")
@@ -59,15 +61,8 @@ LEVEL_FIELDS = (
     (("description", "Description"), ("analysis", "Analysis"), ("actionable_feedback", "Actionable feedback"),
      ("direct_code_feedback", "Code suggestion")),
 )
-# Parts of test output that change from run to run (object addresses, private temp folders):
-# masked so identical attempts give identical prompts (response-cache hits, reproducible resumes).
-_VOLATILE = ((re.compile(r"\b0x[0-9a-fA-F]{6,}\b"), "0x..."),
-             (re.compile(re.escape(tempfile.gettempdir()) + r"/[^/\s'\"]+"), "<tmp>"))
 MAX_FEEDBACK_ATTEMPTS = 3
-MAX_MESSAGE_CHARS = 4_000
-MAX_DIGEST_MESSAGES_CHARS = 16_000
-MAX_BRIEF_LINE_CHARS = 300  # one line of free text kept in a brief (an error, a description)
-MAX_BRIEF_NAMES = 25  # test names listed per verdict in a digest brief
+_FEEDBACK_HEAD = re.compile(r"^### Feedback \d+: (.*)$")
 
 
 class FeedbackFormatError(ValueError):
@@ -132,84 +127,6 @@ def format_feedback(records: list[dict], level: int) -> str:
             lines.append(f"{label}:\n{_fenced(value)}" if name == "direct_code_feedback" else f"{label}: {value}")
         items.append("\n".join(lines))
     return "\n\n".join(items)
-
-
-def _cap(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more characters)"
-
-
-def format_test_digest(execution: dict, test_cases: tuple[str, ...] | list[str] = ()) -> str:
-    """Totals, every test's PASS/FAILED and the failure messages with tracebacks (shown even at L0).
-
-    Test cases of the metadata that never ran (e.g. the module failed to import)
-    are listed as NOT RUN, so the agent knows what is still missing. Object addresses
-    and temp paths are masked, so the same attempt always yields the same digest.
-    """
-    summary: dict = execution.get("test_summary") or {}
-    passed = sum(1 for ok in summary.values() if ok)
-    head = (f"Status: {execution.get('status')}. Tests run: {execution.get('tests', 0)}, passed: {passed}, "
-            f"failures: {execution.get('failures', 0)}, errors: {execution.get('errors', 0)}, "
-            f"skipped: {execution.get('skipped', 0)}.")
-    lines = [head]
-    if execution.get("status") == "timeout":
-        lines.append(f"The test run was stopped after {execution.get('duration_sec', 0):.0f} s (time limit).")
-    lines += [f"{'PASS' if ok else 'FAILED'} {name}" for name, ok in summary.items()]
-    ran = {name.rsplit("::", 1)[-1].split("[")[0] for name in summary}
-    lines += [f"NOT RUN {name}" for name in test_cases if name not in ran]
-    messages = execution.get("failure_messages") or []
-    if messages:
-        lines.append("Failure messages:")
-        lines.append(_cap("\n\n".join(_cap(m, MAX_MESSAGE_CHARS) for m in messages), MAX_DIGEST_MESSAGES_CHARS))
-    elif execution.get("status") not in ("passed", None) and execution.get("output"):
-        lines.append("Output of the test run (tail):")
-        lines.append(execution["output"][-MAX_MESSAGE_CHARS:])
-    digest = "\n".join(lines)
-    for pattern, mask in _VOLATILE:
-        digest = pattern.sub(mask, digest)
-    return digest
-
-
-_VERDICT = re.compile(r"^(PASS|FAILED|NOT RUN) (.+)$")
-_DETAIL_HEADS = ("Failure messages:", "Output of the test run (tail):")
-_FEEDBACK_HEAD = re.compile(r"^### Feedback \d+: (.*)$")
-
-
-def one_line(text: str, limit: int = MAX_BRIEF_LINE_CHARS) -> str:
-    """``text`` on one line (whitespace collapsed), cut at ``limit`` characters with a marker."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit].rstrip() + " [...]"
-
-
-def name_list(names: list[str], limit: int) -> str:
-    """The first ``limit`` names, comma-separated, and how many more there are."""
-    shown = ", ".join(names[:limit])
-    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
-
-
-def digest_brief(digest: str) -> str:
-    """A ``format_test_digest`` text in brief (for memory): totals, the tests by verdict, the first error.
-
-    Text of another shape (e.g. a hand-written digest) keeps its lines up to the details, flattened.
-    """
-    lines = digest.strip().splitlines()
-    head: list[str] = []
-    verdicts: dict[str, list[str]] = {"FAILED": [], "NOT RUN": [], "PASS": []}
-    first_error = ""
-    for number, line in enumerate(lines):
-        if line in _DETAIL_HEADS:
-            first_error = next((rest for rest in lines[number + 1:] if rest.strip()), "")
-            break
-        found = _VERDICT.match(line)
-        if found:
-            verdicts[found.group(1)].append(found.group(2))
-        else:
-            head.append(line)
-    parts = [one_line(" ".join(head))]
-    parts += [f"{label}: {name_list(verdicts[key], MAX_BRIEF_NAMES)}." for key, label in
-              (("FAILED", "Failed"), ("NOT RUN", "Not run"), ("PASS", "Passed")) if verdicts[key]]
-    if first_error:
-        parts.append(f"First error: {one_line(first_error)}")
-    return " ".join(part for part in parts if part)
 
 
 def feedback_brief(text: str) -> str:

@@ -2,7 +2,7 @@
 
 Every step prompt already shows the paper, the task, the current file, the
 latest full test digest and feedback, and the result of the last action, so
-memory need not repeat any of them. For past turns it keeps what SPEC §2 asks a
+memory need not repeat any of them. For past turns it keeps what the benchmark asks a
 summary to keep: each code change and its rationale, and which tests passed or
 failed, plus one line per other observation. That bounds the prompt of a long
 memory_agent run by the summary threshold instead of by the number of turns.
@@ -18,7 +18,7 @@ import difflib
 import re
 
 from agent.action import Action
-from agent.feedback import name_list, one_line
+from agent.text import name_list, one_line
 
 MAX_NAMES = 12  # definition names listed per kind in a code-change note
 SUMMARY_WORDS = 300  # the length a summary is asked for

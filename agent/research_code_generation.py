@@ -1,12 +1,14 @@
 """Run RECODE-H: every (model, guidance level, task) job of a config, in parallel, resumably.
 
-    python agent/research_code_generation.py --yaml-location config/offline.yaml
+    python agent/research_code_generation.py [--yaml-location config/default.yaml]
         [--max-workers N] [--parallel-mode processes|threads|none|ray]
 
 Shows progress (jobs done, turns, tests running, dollars so far: a bar on a
 terminal, a line per finished job otherwise) and, at the end, a table per
-model x level. Ctrl-C stops cleanly: finished turns are on disk and the same
-command resumes. Mistakes a user can make end with one line and exit code 2.
+model x level. Ctrl-C stops cleanly: finished turns are on disk; with
+``resume: true`` the same command continues the interrupted tasks. Mistakes a user can make end with one line and exit code 2.
+Exit codes: 0 all jobs done, 1 some job failed (feedback that could not be
+produced included: the summary says so), 3 the budget stopped jobs, 130 interrupted.
 """
 from __future__ import annotations
 
@@ -19,25 +21,29 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.config import PARALLEL_MODES, ConfigError, RunConfig, load_config  # noqa: E402
+from agent.budget import BudgetError, check_prices  # noqa: E402
+from agent.config import ConfigError, RunConfig, load_config  # noqa: E402
 from agent.env_cache import EnvError  # noqa: E402
-from agent.executor import ExecutorError, make_executor  # noqa: E402
+from agent.executor import PARALLEL_MODES, ExecutorError, make_executor  # noqa: E402
 from agent.inference import InferenceError, build_model  # noqa: E402
 from agent.progress import Progress  # noqa: E402
 from agent.run_metadata import build_metadata, metadata_path, write_metadata  # noqa: E402
-from agent.run_summary import format_table, summarize  # noqa: E402
+from agent.run_summary import format_table, stop_notes, summarize  # noqa: E402
 from agent.scheduler import plan_run, run_plan  # noqa: E402
+from agent.workflow import start_ledger  # noqa: E402
 from agent.utils import DatasetError, DatasetManager  # noqa: E402
 
-USER_ERRORS = (ConfigError, DatasetError, InferenceError, EnvError, ExecutorError)
+USER_ERRORS = (BudgetError, ConfigError, DatasetError, InferenceError, EnvError, ExecutorError)
 EXIT_USER_ERROR = 2
 EXIT_JOBS_FAILED = 1
+EXIT_BUDGET = 3
 EXIT_INTERRUPTED = 130
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--yaml-location", required=True, help="the run's YAML config (see config/default.yaml)")
+    parser.add_argument("--yaml-location", default="config/default.yaml",
+                        help="the run's YAML config (default: config/default.yaml, as in the release)")
     parser.add_argument("--max-workers", type=int, help="jobs at once (overrides max-workers)")
     parser.add_argument("--parallel-mode", choices=PARALLEL_MODES, help="overrides parallel-mode")
     return parser.parse_args(argv)
@@ -64,6 +70,7 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
     """Everything after validation: metadata, the jobs, the table. Returns the exit code."""
     tasks = select_tasks(cfg)
     check_models(cfg)
+    check_prices(cfg)
     meta_file = metadata_path(cfg)
     record = build_metadata(cfg, argv)
     try:
@@ -72,6 +79,7 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
         raise ConfigError(f"cannot write to output-dir {cfg.output_dir} ({exc.strerror}); "
                           "choose a writable folder") from None
     plan = plan_run(cfg, tasks)
+    start_ledger(cfg, plan.jobs)
     executor = make_executor(cfg.parallel_mode, cfg.max_workers, cfg.slots, ray_address=cfg.ray_address,
                              ray_num_cpus=cfg.ray_num_cpus, ray_num_gpus=cfg.ray_num_gpus)
     slots = executor.slots
@@ -84,7 +92,7 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
         progress.close()
         clean = executor.shutdown(cancel=True)
         write_metadata(meta_file, {**record, "status": "interrupted", "wall_time_sec": time.monotonic() - start})
-        print("interrupted: finished turns are saved; run the same command again to resume", file=sys.stderr)
+        print(f"interrupted: finished turns are saved; {_again(cfg)} to resume", file=sys.stderr)
         if not clean:  # worker threads cannot be stopped; their turns in flight are dropped like a killed process's
             sys.stderr.flush()
             os._exit(EXIT_INTERRUPTED)
@@ -99,13 +107,22 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
         "summary": [row.__dict__ for row in rows],
         "errors": [{k: o.get(k) for k in ("model", "level", "task_index", "error", "traceback")} for o in failed],
     })
-    print(format_table(rows, cfg.max_turn))
+    print("\n".join([format_table(rows, cfg.max_turn), *stop_notes(outcomes)]))
     print(f"results: {cfg.output_dir}  run record: {meta_file}")
     if failed:
-        print(f"{len(failed)} job(s) failed (listed in {meta_file}); run the same command again to retry them",
+        print(f"{len(failed)} job(s) failed (listed in {meta_file}); {_again(cfg)} to retry them",
               file=sys.stderr)
         return EXIT_JOBS_FAILED
+    if any(o["state"] == "budget" for o in outcomes):
+        print("the budget stopped the run: raise max-cost-usd / max-task-cost-usd and run the same command "
+              "again to continue", file=sys.stderr)
+        return EXIT_BUDGET
     return 0
+
+
+def _again(cfg: RunConfig) -> str:
+    """How to continue stored partial tasks: resume: false (the release's default) skips them."""
+    return "run the same command again" if cfg.resume else "set resume: true and run the same command again"
 
 
 def _interrupt(signum: int, frame: object) -> None:

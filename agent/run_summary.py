@@ -1,30 +1,41 @@
 """The end-of-run table: per model x guidance level, what the run achieved and what it cost.
 
 Computed from the job outcomes of ``run_task`` (finished, skipped-as-already-
-finished and errored jobs alike): solved counts and rates cover the whole
-experiment even on a resumed run, while tokens and dollars are what this
-invocation spent (a skipped task costs nothing now).
+finished, stopped and errored jobs alike). Only complete jobs are scored:
+a job that stopped early (feedback that could not be produced, the budget, an
+error) is counted as incomplete, never as solved or unsolved at its level, and
+:func:`stop_notes` says how many stopped and why. Solved counts and rates cover
+the whole experiment even on a resumed run, while tokens and dollars are what
+this invocation spent (a skipped task costs nothing now).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.statuses import BUDGET, FEEDBACK_MISSING, STOP_KEY
 from agent.text_table import fixed_width
+
+MAX_LISTED = 5  # stopped jobs named per reason under the table
 
 
 @dataclass(frozen=True)
 class SummaryRow:
     model: str
     level: int
-    tasks: int
+    tasks: int              # complete jobs: finished now or earlier
     solved: int
-    errors: int
-    recall: float           # share of tasks solved within the run's turns
-    pass_rate: float        # mean over tasks of the best test-case pass rate
+    incomplete: int         # jobs that stopped early or failed: not scored
+    recall: float | None    # share of complete jobs solved within the run's turns (None: none complete)
+    pass_rate: float | None  # mean over complete jobs of the best test-case pass rate
     input_tokens: int
     output_tokens: int
     cost_usd: float         # sum of the known costs
     unpriced: int           # jobs whose cost is unknown (no price, or the job failed)
+
+
+def is_complete(outcome: dict) -> bool:
+    """Finished now, or skipped because it had finished (a partial task skipped carries why in ``error``)."""
+    return outcome["state"] == "finished" or (outcome["state"] == "skipped" and not outcome.get("error"))
 
 
 def summarize(outcomes: list[dict], model_order: list[str] | None = None) -> list[SummaryRow]:
@@ -35,15 +46,16 @@ def summarize(outcomes: list[dict], model_order: list[str] | None = None) -> lis
     models = list(dict.fromkeys([*(model_order or []), *(model for model, _ in groups)]))
     rows = []
     for (model, level), group in sorted(groups.items(), key=lambda item: (models.index(item[0][0]), item[0][1])):
-        solved = sum(bool(o["solved"]) for o in group)
+        complete = [o for o in group if is_complete(o)]
+        solved = sum(bool(o["solved"]) for o in complete)
         rows.append(SummaryRow(
             model=model,
             level=level,
-            tasks=len(group),
+            tasks=len(complete),
             solved=solved,
-            errors=sum(o["state"] == "error" for o in group),
-            recall=solved / len(group),
-            pass_rate=sum(o["best_rate"] for o in group) / len(group),
+            incomplete=len(group) - len(complete),
+            recall=solved / len(complete) if complete else None,
+            pass_rate=sum(o["best_rate"] for o in complete) / len(complete) if complete else None,
             input_tokens=sum(o["input_tokens"] or 0 for o in group),
             output_tokens=sum(o["output_tokens"] or 0 for o in group),
             cost_usd=sum(o["cost_usd"] or 0.0 for o in group),
@@ -52,17 +64,22 @@ def summarize(outcomes: list[dict], model_order: list[str] | None = None) -> lis
     return rows
 
 
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
 def format_table(rows: list[SummaryRow], max_turn: int) -> str:
     """A fixed-width text table; costs with unknown parts are marked '*' and explained below."""
-    header = ("model", "level", "solved", f"Recall@{max_turn}", "test-case pass", "tokens in", "tokens out",
-              "cost $ (this run)")
+    header = ("model", "level", "solved", "incomplete", f"Recall@{max_turn}", "test-case pass", "tokens in",
+              "tokens out", "cost $ (this run)")
     body = [
         (
             row.model,
             f"L{row.level}",
-            f"{row.solved}/{row.tasks}" + (f" ({row.errors} err)" if row.errors else ""),
-            f"{100 * row.recall:.1f}%",
-            f"{100 * row.pass_rate:.1f}%",
+            f"{row.solved}/{row.tasks}",
+            str(row.incomplete),
+            _percent(row.recall),
+            _percent(row.pass_rate),
             f"{row.input_tokens:,}",
             f"{row.output_tokens:,}",
             f"{row.cost_usd:.4f}" + ("*" if row.unpriced else ""),
@@ -70,6 +87,43 @@ def format_table(rows: list[SummaryRow], max_turn: int) -> str:
         for row in rows
     ]
     lines = fixed_width(header, body)
+    if any(row.incomplete for row in rows):
+        lines.append("solved, Recall and pass rates cover complete jobs only; incomplete jobs are listed below")
     if any(row.unpriced for row in rows):
         lines.append("* lower bound: some jobs have no known cost (no price in the price table, or the job failed)")
     return "\n".join(lines)
+
+
+def _job(outcome: dict) -> str:
+    return f"task {outcome['task_index']} L{outcome['level']} {outcome['model']}"
+
+
+def _listed(title: str, group: list[dict]) -> list[str]:
+    lines = [f"{len(group)} job(s) {title}:"]
+    lines += [f"  {_job(o)}: {o.get('error')}" for o in group[:MAX_LISTED]]
+    if len(group) > MAX_LISTED:
+        lines.append(f"  ... and {len(group) - MAX_LISTED} more (the run record lists them all)")
+    return lines
+
+
+def stop_notes(outcomes: list[dict]) -> list[str]:
+    """Lines under the table: how many jobs stopped early, for which reason, and the first few of each."""
+    feedback = [o for o in outcomes if o.get(STOP_KEY) == FEEDBACK_MISSING]
+    budget = [o for o in outcomes if o.get(STOP_KEY) == BUDGET]
+    other = [o for o in outcomes if o["state"] == "error" and o.get(STOP_KEY) is None]
+    partial = [o for o in outcomes if o["state"] == "skipped" and o.get("error")]
+    lines: list[str] = []
+    if feedback:
+        lines += _listed("stopped because their feedback could not be produced (an infrastructure failure, not "
+                         "a score; the next run asks again and continues)", feedback)
+    if budget:
+        lines += _listed("stopped at the budget (a higher cap continues them)", budget)
+    if other:
+        lines += _listed("failed", other)
+    if partial:
+        lines += _listed("skipped with partial results", partial)
+    unknown = sum(o.get("unpriced_calls") or 0 for o in outcomes)
+    if unknown:
+        lines.append(f"{unknown} model call(s) of this run have an unknown cost (no price for the model, or no "
+                     "token counts): they are not in the dollars above")
+    return lines

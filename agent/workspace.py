@@ -1,4 +1,4 @@
-"""Private copies of a task repository and the path confinement every action obeys.
+"""Private copies of a task repository, the agent's view of one (RepoWorkspace), and the path confinement every action obeys.
 
 The release wrote candidates into the dataset itself; here every attempt lives
 in its own real copy (no hard links, so nothing written there can reach the
@@ -7,9 +7,11 @@ dataset), and every path an action names is resolved inside that copy.
 from __future__ import annotations
 
 import shutil
+from functools import cached_property
 from pathlib import Path
 
 from agent.atomic_file import atomic_write_text
+from agent.retrieval import SKIPPED_DIRS, FunctionIndex, collect_functions
 from agent.utils import DatasetManager
 
 
@@ -80,3 +82,38 @@ def write_target(repo: Path, target_file_path: str, content: str) -> Path:
     target = resolve_inside(repo, target_file_path)
     atomic_write_text(target, content, durable=False)
     return target
+
+
+class RepoWorkspace:
+    """The agent's view of its private repository copy: the target file plus read-only browsing."""
+
+    def __init__(self, repo: Path, target: str) -> None:
+        self.repo = repo.resolve()
+        self.target = target
+        self.target_path = resolve_inside(self.repo, target)
+
+    @property
+    def code(self) -> str:
+        return self.target_path.read_text(encoding="utf-8") if self.target_path.exists() else ""
+
+    def write_code(self, content: str) -> None:
+        write_target(self.repo, self.target, content)
+
+    def files(self) -> list[str]:
+        """Repository files, relative and sorted; caches and symlinks that leave the repo are hidden."""
+        listed = []
+        for path in sorted(self.repo.rglob("*")):
+            rel = path.relative_to(self.repo)
+            if SKIPPED_DIRS.intersection(rel.parts) or not path.is_file():
+                continue
+            try:
+                resolve_inside(self.repo, rel.as_posix())
+            except PathEscapeError:
+                continue
+            listed.append(rel.as_posix())
+        return listed
+
+    @cached_property
+    def index(self) -> FunctionIndex:
+        """Functions of the repository except the target (the agent already sees that file)."""
+        return FunctionIndex(collect_functions(self.repo, exclude={Path(self.target).as_posix()}))

@@ -1,4 +1,4 @@
-"""Mean reciprocal rank of the first successful turn: 1/(i+1) for 0-based turn i, else 0 (SPEC §5).
+"""Mean reciprocal rank of the first successful turn: 1/(i+1) for 0-based turn i, else 0 (docs/ARCHITECTURE.md, "Metrics").
 
 Usage: python metrics/metric_MRR.py --result-dir DIR --models m1,m2
 """
@@ -10,10 +10,12 @@ from pathlib import Path
 
 from metric_aggregate import TaskScore, level_values
 from metric_cli import Context, level_table, run_cli
-from metric_passrate_unitest import first_success
-from metric_tables import Table
-from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LEVELS, RunSelection
-from task_meta import DEFAULT_DATASET_DIR
+from metric_passrate_unitest import eval_success, first_success
+from metric_tables import Table, format_passrates
+from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_SETTING, LEVELS, RunSelection
+from task_meta import DEFAULT_DATASET_DIR, load_task_ids_from_jsonl
+
+__all__ = ["eval_success", "format_passrates", "get_init_model_mmr", "get_model_mmr", "load_task_ids_from_jsonl"]
 
 
 def reciprocal_rank(limit: int | None = None) -> TaskScore:
@@ -27,7 +29,7 @@ def reciprocal_rank(limit: int | None = None) -> TaskScore:
 
 
 def get_model_mmr(
-    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
     meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
     dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
 ) -> list[float | None]:
@@ -36,7 +38,7 @@ def get_model_mmr(
 
 
 def get_init_model_mmr(
-    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
     meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
     dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
 ) -> list[float | None]:

@@ -31,6 +31,7 @@ class LevelSummary:
     scored: int
     run: LevelRun
     unscored: dict[int, str] = field(default_factory=dict)
+    per_task: dict[int, Score] = field(default_factory=dict)
 
 
 def mean(values: list[Score]) -> Score | None:
@@ -43,15 +44,20 @@ def mean(values: list[Score]) -> Score | None:
 
 
 def summarize(run: LevelRun, task_score: TaskScore) -> LevelSummary:
-    """Score every loaded task of ``run`` and macro-average; unscorable tasks are set aside with a reason."""
-    scores: list[Score] = []
+    """Score every complete task of ``run`` and macro-average; unscorable tasks are set aside with a reason.
+
+    Incomplete tasks (``LevelRun.incomplete``) count neither as solved nor as unsolved.
+    """
+    scores: dict[int, Score] = {}
     unscored: dict[int, str] = {}
     for task_id, turns in sorted(run.trajectories.items()):
+        if task_id in run.incomplete:
+            continue
         try:
-            scores.append(task_score(task_id, turns))
+            scores[task_id] = task_score(task_id, turns)
         except Unscored as exc:
             unscored[task_id] = str(exc)
-    return LevelSummary(run.model, run.level, mean(scores), len(scores), run, unscored)
+    return LevelSummary(run.model, run.level, mean(list(scores.values())), len(scores), run, unscored, scores)
 
 
 def evaluate(model: str, task_ids: Iterable[int], task_score: TaskScore, selection: RunSelection) -> list[LevelSummary]:
@@ -59,9 +65,20 @@ def evaluate(model: str, task_ids: Iterable[int], task_score: TaskScore, selecti
     return [summarize(run, task_score) for run in load_runs(model, task_ids, selection)]
 
 
-def level_values(model: str, task_ids: Iterable[int], task_score: TaskScore, selection: RunSelection) -> list:
-    """The release API's return shape: one macro-averaged value per guidance level (None = no task)."""
-    return [summary.value for summary in evaluate(model, task_ids, task_score, selection)]
+def level_values(model: str, task_ids: Iterable[int], task_score: TaskScore, selection: RunSelection, *,
+                 per_task: bool = False) -> list:
+    """The release API's return shape: one value per guidance level, the macro average (None = no task)
+    or, with ``per_task``, the dict of task id -> score it averages."""
+    summaries = evaluate(model, task_ids, task_score, selection)
+    return [summary.per_task if per_task else summary.value for summary in summaries]
+
+
+def incomplete_detail(incomplete: dict[int, str]) -> str:
+    """``budget 1, feedback_missing 2``: how many incomplete tasks stopped for each reason."""
+    counts: dict[str, int] = {}
+    for reason in incomplete.values():
+        counts[reason] = counts.get(reason, 0) + 1
+    return ", ".join(f"{reason} {count}" for reason, count in sorted(counts.items()))
 
 
 def _issues(summary: LevelSummary) -> list[str]:
@@ -75,8 +92,8 @@ def _issues(summary: LevelSummary) -> list[str]:
         ("corrupt", len(run.corrupt), " (named on stderr)"),
         ("unscored", len(summary.unscored), f" ({reasons})"),
         ("unfinished", len(run.unfinished), " (partial trajectories)"),
-        ("stopped by an error", len(run.errors), " (see their task_<id>_state.json)"),
-        ("infrastructure errors", len(run.infra_errors), " (not the model's fault; rerun them)"),
+        ("incomplete", len(run.incomplete), f" ({incomplete_detail(run.incomplete)}; neither solved nor unsolved, "
+                                            "rerun to complete)"),
     ]
     return [f"{label} {count}{detail}" for label, count, detail in counted if count]
 

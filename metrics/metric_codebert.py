@@ -1,15 +1,24 @@
-"""CodeBERTScore F1 of a turn's file against canonical.py (SPEC §5).
+"""CodeBERTScore F1 of a turn's file against canonical.py: the ``code-bert-score`` package's number.
 
-BERTScore-style matching computed here with transformers + torch (optional
-extras): each token is embedded by the encoder's layer ``num_layers``; special
-tokens are left out; precision is the mean over candidate tokens of the best
-cosine similarity to a reference token, recall the converse, F1 their
-harmonic mean. Files longer than the encoder's window are embedded in
-half-overlapping windows, each token taken from the window where it sits
-furthest from an edge, so long files are scored whole rather than truncated.
+The package's defaults, computed here with transformers + torch (optional
+extras) so the metric needs no extra package, and checked against the package
+itself by tests/test_metrics_codebert.py:
+
+* both files are stripped and encoded whole, with the start and end tokens, and
+  embedded by the encoder's layer ``num_layers``;
+* a file longer than the tokenizer's window is embedded in windows that overlap
+  by half, each token taken from one window away from its inner edges
+  (``window_spans``); a pair is windowed over the longer file's length, as the
+  package does when it pads the pair into one batch;
+* tokens that are only punctuation (operators ``+-*/&|~`` excepted) or only
+  whitespace are dropped; the start and end tokens stay as match targets with
+  zero weight;
+* precision is the weighted mean over candidate tokens of the best cosine
+  similarity to a reference token, recall the converse, F1 their harmonic
+  mean; a file with no token left scores 0.
 
 The model is ``--codebert-model`` / $RECODE_CODEBERT_MODEL (a local folder),
-default neulab/codebert-python at layer 11, CodeBERTScore's choice for Python;
+default neulab/codebert-python at layer 11, the package's choice for Python;
 ``--codebert-layers`` / $RECODE_CODEBERT_LAYERS overrides the layer. Models
 are read from disk only (a folder or the Hugging Face cache), never fetched
 mid-report, so a table never waits on the network.
@@ -20,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import string
 import sys
 from collections.abc import Callable, Iterable
 from functools import lru_cache, partial
@@ -29,9 +39,13 @@ from metric_aggregate import level_values
 from metric_cli import Context, run_cli
 from metric_tables import Table
 from optional_extras import ExtraUnavailable, import_extra
-from reference_similarity import reference_scorer, reference_tables
-from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LEVELS, RunSelection
-from task_meta import DEFAULT_DATASET_DIR
+from metric_codebleu import calculate_codebleu
+from reference_similarity import get_empty_filal_code, reference_scorer, reference_tables, remove_codecomments
+from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_SETTING, LEVELS, RunSelection
+from task_meta import DEFAULT_DATASET_DIR, read_canonical
+
+__all__ = ["calculate_codebert", "calculate_codebleu", "get_empty_filal_code", "get_init_model_code_bert",
+           "get_model_code_bert", "read_canonical", "remove_codecomments"]
 
 DEFAULT_MODEL = "neulab/codebert-python"
 DEFAULT_LAYERS = 11
@@ -42,22 +56,37 @@ FETCH_HINT = (f"models are only read from disk: fetch it once (hf download {DEFA
               f"or point --codebert-model / ${ENV_MODEL} at a local folder")
 
 
-def window_spans(n_tokens: int, size: int) -> list[tuple[int, int, int, int]]:
-    """(start, end, keep_from, keep_to) windows of ``size`` tokens covering ``n_tokens``.
+CHUNK_OVERLAP = 0.5
+KEPT_PUNCTUATION = set("+-*/&|~")  # operators carry meaning in code
+DROPPED_CHARACTERS = set(string.punctuation) - KEPT_PUNCTUATION
+WHITESPACE_MARKS = "\u0120\u010a\u0109"  # byte-level BPE's space, newline and tab
 
-    Windows advance by half their size; each token is kept from exactly one
-    window, at least a quarter window away from that window's inner edges.
+
+def window_spans(n_tokens: int, size: int, overlap: float = CHUNK_OVERLAP) -> list[tuple[int, int, int, int]]:
+    """(start, end, keep_from, keep_to) windows of at most ``size`` tokens covering ``n_tokens``.
+
+    Consecutive windows overlap by ``overlap`` of their size; the kept ranges are
+    contiguous and each stays ``size * overlap / 2`` tokens away from the inner
+    edges of its window, the first starting at 0 and the last ending at ``n_tokens``.
     """
     if n_tokens <= size:
         return [(0, n_tokens, 0, n_tokens)]
-    half, margin = size // 2, size // 4
-    starts = list(range(0, n_tokens - size, half)) + [n_tokens - size]
-    spans, keep_from = [], 0
-    for i, start in enumerate(starts):
-        keep_to = n_tokens if i == len(starts) - 1 else start + size - margin
-        spans.append((start, start + size, keep_from, keep_to))
-        keep_from = keep_to
+    margin = int(size * overlap / 2)
+    stride = size - 2 * margin
+    start, end, keep_to = 0, size, size - margin
+    spans = [(start, end, 0, keep_to)]
+    while end < n_tokens:
+        end = min(n_tokens, end + stride)
+        last = end == n_tokens
+        start = n_tokens - size if last else start + stride
+        keep_from, keep_to = keep_to, n_tokens if last else keep_to + stride
+        spans.append((start, end, keep_from, keep_to))
     return spans
+
+
+def is_dropped_token(token: str) -> bool:
+    """Whether a token carries no code: only punctuation or only whitespace once its space marks are stripped."""
+    return all(char in DROPPED_CHARACTERS for char in token.strip(WHITESPACE_MARKS))
 
 
 def resolve_model(model_path: str | None, num_layers: int | None) -> tuple[str, int]:
@@ -91,34 +120,52 @@ class CodeBertScorer:
         finally:
             transformers.utils.logging.enable_progress_bar()
         available = self.model.config.num_hidden_layers
-        if not 1 <= num_layers <= available:
-            raise ExtraUnavailable(f"num_layers {num_layers} is outside 1..{available} for model '{model_path}'")
+        if not 0 <= num_layers <= available:
+            raise ExtraUnavailable(f"num_layers {num_layers} is outside 0..{available} for model '{model_path}'")
         if self.tokenizer.cls_token_id is None or self.tokenizer.sep_token_id is None:
             raise ExtraUnavailable(f"tokenizer of '{model_path}' has no CLS/SEP tokens; use a BERT/RoBERTa-style model")
         self.num_layers = num_layers
-        position_limit = self.model.config.max_position_embeddings - 2
-        self.window = min(self.tokenizer.model_max_length, position_limit) - 2
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.window = min(self.tokenizer.model_max_length, self.model.config.max_position_embeddings - 2)
 
-    def embed(self, text: str):
-        """Unit-length embeddings of the text's tokens (no special tokens), shape [tokens, hidden]."""
+    def encode(self, text: str) -> list[int]:
+        """Token ids of the stripped text with the start and end tokens, never truncated."""
+        return self.tokenizer(text.strip(), add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+
+    def embed(self, ids: list[int], length: int):
+        """Unit-length embeddings [tokens, hidden] of ``ids`` windowed as if padded to ``length`` tokens."""
         torch = self.torch
-        ids = self.tokenizer(text.strip(), add_special_tokens=False)["input_ids"]
-        cls, sep = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        padded = torch.tensor([ids + [self.pad_id] * (length - len(ids))])
+        mask = torch.tensor([[1] * len(ids) + [0] * (length - len(ids))])
         parts = []
         with torch.no_grad():
-            for start, end, keep_from, keep_to in window_spans(len(ids), self.window):
-                chunk = torch.tensor([[cls] + ids[start:end] + [sep]])
-                hidden = self.model(chunk, output_hidden_states=True).hidden_states[self.num_layers][0, 1:-1]
-                parts.append(hidden[keep_from - start:keep_to - start])
-        return torch.nn.functional.normalize(torch.cat(parts), dim=-1)
+            for start, end, keep_from, keep_to in window_spans(length, self.window):
+                out = self.model(padded[:, start:end], attention_mask=mask[:, start:end], output_hidden_states=True)
+                parts.append(out.hidden_states[self.num_layers][0, keep_from - start:keep_to - start])
+        return torch.nn.functional.normalize(torch.cat(parts)[:len(ids)], dim=-1)
+
+    def matching_side(self, ids: list[int], length: int):
+        """(embeddings, weights) of the tokens that take part in matching: code tokens weigh 1, start/end 0."""
+        tokens = self.tokenizer.convert_ids_to_tokens(ids)
+        kept = [i for i, token in enumerate(tokens) if not is_dropped_token(token)]
+        special = {self.tokenizer.cls_token_id, self.tokenizer.sep_token_id}
+        weights = self.torch.tensor([0.0 if ids[i] in special else 1.0 for i in kept])
+        return self.embed(ids, length)[kept], weights
 
     def f1(self, candidate: str, reference: str) -> float:
+        """The package's F1 of one pair; an empty file (or one with no code token) scores 0."""
         if not candidate.strip() or not reference.strip():
             return 0.0
-        similarity = self.embed(candidate) @ self.embed(reference).T
-        precision = similarity.max(dim=1).values.mean().item()
-        recall = similarity.max(dim=0).values.mean().item()
-        return 0.0 if precision + recall <= 0 else 2 * precision * recall / (precision + recall)
+        cand_ids, ref_ids = self.encode(candidate), self.encode(reference)
+        length = max(len(cand_ids), len(ref_ids))
+        (cand, cand_w), (ref, ref_w) = self.matching_side(cand_ids, length), self.matching_side(ref_ids, length)
+        if not cand_w.sum() or not ref_w.sum():
+            return 0.0
+        similarity = cand @ ref.T
+        precision = (similarity.max(dim=1).values * cand_w).sum() / cand_w.sum()
+        recall = (similarity.max(dim=0).values * ref_w).sum() / ref_w.sum()
+        total = (precision + recall).item()
+        return 0.0 if total <= 0 else (2 * precision * recall).item() / total
 
 
 @lru_cache(maxsize=2)
@@ -138,8 +185,14 @@ def code_bert_f1(model_path: str | None = None, num_layers: int | None = None) -
     return partial(_pair_f1, *resolved)
 
 
+def calculate_codebert(generated: str, references: str, model_path: str | None = None,
+                       num_layers: int | None = None) -> float:
+    """CodeBERTScore F1 of one generated file against its reference."""
+    return code_bert_f1(model_path, num_layers)(generated, references)
+
+
 def get_model_code_bert(
-    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
     meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
     dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
     model_path: str | None = None, num_layers: int | None = None,
@@ -150,7 +203,7 @@ def get_model_code_bert(
 
 
 def get_init_model_code_bert(
-    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
     meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
     dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
     model_path: str | None = None, num_layers: int | None = None,

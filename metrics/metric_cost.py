@@ -7,7 +7,7 @@ falls back to the release's ``code_input_tokens``, ``code_output_tokens``,
 Tasks whose tests hit an infrastructure error (``status == "infra_error"``)
 are counted apart: they are not the model's failures and should be rerun.
 
-Turn 0 is computed once per task and shared by every level (SPEC §2), so a
+Turn 0 is computed once per task and shared by every level (docs/ARCHITECTURE.md, "Protocol"), so a
 level's row includes it, and the model's "all" row counts it once per task.
 
 Usage: python scripts/cost_report.py --result-dir DIR --models m1,m2
@@ -39,6 +39,11 @@ def _number(value: object) -> float:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
 
 
+def _count(value: object) -> float:
+    """A release token field: a list of per-call counts (older results: one total)."""
+    return sum(_number(v) for v in value) if isinstance(value, list) else _number(value)
+
+
 def role_usage(turn: dict, role: str) -> dict:
     """Tokens and dollars of one role in one turn; ``priced``/``unpriced`` count prices known/unknown."""
     usage_key, input_key, output_key, cost_key = ROLES[role]
@@ -48,7 +53,7 @@ def role_usage(turn: dict, role: str) -> dict:
         tokens = {kind: sum(_number(call.get(f"{kind}_tokens")) for call in calls) for kind in TOKEN_KINDS}
         prices = [call.get("cost_usd") for call in calls]
     else:
-        tokens = {"input": _number(turn.get(input_key)), "output": _number(turn.get(output_key)), "cached": 0}
+        tokens = {"input": _count(turn.get(input_key)), "output": _count(turn.get(output_key)), "cached": 0}
         prices = [None] if tokens["input"] or tokens["output"] else []
     if cost_key in turn:
         prices = [turn[cost_key]]

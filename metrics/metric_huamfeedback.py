@@ -2,7 +2,7 @@
 
 The release's file of this name computes the complexity statistics (lines,
 functions, classes, a cyclomatic count from the AST). The feedback part reads
-the ``feedback_items`` (raw records, SPEC §3) and ``feedback_text`` (what the
+the ``feedback_items`` (raw records, docs/ARCHITECTURE.md, "Feedback records") and ``feedback_text`` (what the
 agent was shown) of each turn; release results lack both and show "-".
 
 Usage: python metrics/metric_huamfeedback.py --result-dir DIR --models m1,m2 [--dataset-dir D]
@@ -19,8 +19,8 @@ from pathlib import Path
 from metric_aggregate import LevelSummary, coverage_notes
 from metric_cli import Context, run_cli
 from metric_tables import Table
-from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LEVELS, RunSelection, load_runs
-from task_meta import DEFAULT_DATASET_DIR, read_canonical
+from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_SETTING, LEVELS, RunSelection, load_runs
+from task_meta import DEFAULT_DATASET_DIR, canonical_text
 
 COMPLEXITY_STATS = ("lines", "code_lines", "functions", "classes", "cyclomatic")
 CATEGORIES = ("T0", "T1", "T2", "T3", "T4")
@@ -55,7 +55,7 @@ def get_canonical_complexity(task_ids: Iterable[int], dataset_dir: Path | str = 
     """Complexity of each task's canonical.py; tasks without a parsable file are skipped with a reason."""
     report = ComplexityReport()
     for task_id in task_ids:
-        source = read_canonical(dataset_dir, task_id)
+        source = canonical_text(dataset_dir, task_id)
         if source is None:
             report.skipped[task_id] = "canonical.py not found"
             continue
@@ -106,7 +106,7 @@ def feedback_stats(trajectories: Iterable[list[dict]]) -> dict:
 
 
 def get_model_feedback_stats(
-    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
     meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
     dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
 ) -> list[dict]:

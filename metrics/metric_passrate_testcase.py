@@ -1,4 +1,4 @@
-"""Test-case pass rate, the primary metric (SPEC §5).
+"""Test-case pass rate, the primary metric (docs/ARCHITECTURE.md, "Metrics").
 
 Per turn ``0 if errors else tests - skipped - failures`` over len(test_cases)
 of the meta file, clamped to [0, 1]; per task the best turn; macro-averaged.
@@ -14,16 +14,39 @@ from pathlib import Path
 from metric_aggregate import TaskScore, Unscored, level_values
 from metric_cli import Context, level_table, run_cli, turn_table
 from metric_tables import Table
-from result_files import (DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LEVELS, RunSelection, execution,
-                          outcome_counts)
-from task_meta import DEFAULT_DATASET_DIR, count_test_cases, meta_path_for
+from junit_outcome import case_pass_rate, passed_cases
+from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_SETTING, LEVELS, RunSelection, execution
+from task_meta import DEFAULT_DATASET_DIR, count_test_cases, load_task_ids_from_jsonl, meta_path_for
+
+__all__ = [
+    "get_init_model_passrates",
+    "get_model_passrates",
+    "get_model_passrates_turn",
+    "get_pass_num",
+    "get_test_case_num",
+    "load_task_ids_from_jsonl",
+]
+
+
+def get_test_case_num(task_id: int, mate_data_path: Path | str | None = None) -> int:
+    """len(test_cases) of a task in the meta file (default ``work_dir/dataset/annotation_meta.jsonl``).
+
+    A task the file does not list raises KeyError naming it.
+    """
+    cases = count_test_cases(meta_path_for(meta_path=mate_data_path))
+    if task_id not in cases:
+        raise KeyError(f"task {task_id} is not in {meta_path_for(meta_path=mate_data_path)}")
+    return cases[task_id]
+
+
+def get_pass_num(exec_result: dict) -> int:
+    """Test cases one execution_result passed: 0 if anything errored, else tests - skipped - failures."""
+    return passed_cases(exec_result)
 
 
 def turn_rate(turn: dict, n_cases: int) -> float:
     """Share of the task's test cases this turn passed; a turn with errors passes none."""
-    tests, errors, failures, skipped = outcome_counts(execution(turn))
-    passed = 0 if errors else tests - skipped - failures
-    return min(1.0, max(0.0, passed / n_cases))
+    return case_pass_rate(execution(turn), n_cases)
 
 
 def _rates(task_id: int, turns: list[dict], cases: dict[int, int], limit: int | None) -> list[float]:
@@ -53,7 +76,7 @@ def best_so_far(cases: dict[int, int], n_turns: int) -> TaskScore:
 
 
 def get_model_passrates(
-    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
     meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
     dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
 ) -> list[float | None]:
@@ -63,7 +86,7 @@ def get_model_passrates(
 
 
 def get_init_model_passrates(
-    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
     meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
     dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
 ) -> list[float | None]:
@@ -73,7 +96,7 @@ def get_init_model_passrates(
 
 
 def get_model_passrates_turn(
-    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
     meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
     dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS, max_turns: int = 10,
 ) -> list[list[float] | None]:

@@ -1,4 +1,4 @@
-"""Unit-test pass rate (Recall@n): the share of tasks solved by a turn among the first n (SPEC §5).
+"""Unit-test pass rate (Recall@n): the share of tasks solved by a turn among the first n (docs/ARCHITECTURE.md, "Metrics").
 
 Usage: python metrics/metric_passrate_unitest.py --result-dir DIR --models m1,m2 [--per-turn]
 """
@@ -10,36 +10,32 @@ from pathlib import Path
 
 from metric_aggregate import TaskScore, level_values
 from metric_cli import Context, level_table, run_cli, turn_table
-from metric_tables import Table
-from result_files import (DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LEVELS, RunSelection, execution,
-                          outcome_counts, turn_status)
+from metric_tables import Table, format_passrates
+from junit_outcome import published_success, runner_solved
+from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_SETTING, LEVELS, RunSelection, execution, turn_status
 from task_meta import DEFAULT_DATASET_DIR, load_task_ids_from_jsonl
 
 __all__ = [
     "eval_success",
     "first_success",
+    "format_passrates",
     "get_init_model_passrates",
     "get_model_passrates",
-    "get_model_passrates_turn",
+    "get_model_passrates_turns",
+    "get_pass_rates",
     "load_task_ids_from_jsonl",
     "turn_success",
 ]
 
 
 def eval_success(execution_result: dict) -> bool:
-    """A test run is a success when tests ran and none errored, failed or was skipped.
-
-    A result carrying a runner ``status`` other than "passed" (timeout, infra error...) is not a success.
-    """
-    if not isinstance(execution_result, dict) or execution_result.get("status") not in (None, "passed"):
-        return False
-    tests, errors, failures, skipped = outcome_counts(execution_result)
-    return tests > 0 and errors == failures == skipped == 0
+    """The published success test: tests ran and none errored, failed or was skipped (counts only)."""
+    return isinstance(execution_result, dict) and published_success(execution_result)
 
 
 def turn_success(turn: dict) -> bool:
-    status = turn_status(turn)
-    return status in (None, "passed") and eval_success(execution(turn))
+    """Published success whose runner status (when our harness recorded one) is "passed": the harness's stop rule."""
+    return runner_solved({**execution(turn), "status": turn_status(turn)})
 
 
 def first_success(turns: list[dict], limit: int | None = None) -> int | None:
@@ -62,7 +58,7 @@ def cumulative_solved(n_turns: int) -> TaskScore:
 
 
 def get_model_passrates(
-    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
     meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
     dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS, n: int | None = None,
 ) -> list[float | None]:
@@ -71,7 +67,7 @@ def get_model_passrates(
 
 
 def get_init_model_passrates(
-    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
     meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
     dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
 ) -> list[float | None]:
@@ -79,14 +75,24 @@ def get_init_model_passrates(
     return level_values(model, task_ids, solved_within(1), RunSelection(result_dir, setting, guidance_type, levels))
 
 
-def get_model_passrates_turn(
-    model: str, task_ids: Iterable[int], result_dir: Path | str = DEFAULT_RESULT_DIR, *,
+def get_model_passrates_turns(
+    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
     meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
     dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS, max_turns: int = 10,
 ) -> list[list[float] | None]:
     """Per level, the cumulative Recall@(t+1) for t = 0..max_turns-1."""
     selection = RunSelection(result_dir, setting, guidance_type, levels)
     return level_values(model, task_ids, cumulative_solved(max_turns), selection)
+
+
+def get_pass_rates(
+    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
+    setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE, levels: Iterable[int] = LEVELS,
+    n: int | None = None,
+) -> list[dict[int, float]]:
+    """Per level, each scored task's 1.0 (solved within n turns) or 0.0: the values behind get_model_passrates."""
+    selection = RunSelection(result_dir, setting, guidance_type, levels)
+    return level_values(model, task_ids, solved_within(n), selection, per_task=True)
 
 
 def tables(ctx: Context) -> list[Table]:

@@ -97,8 +97,8 @@ def by_paper(rows: list[SnippetRow], outcomes: dict[int, bool]) -> dict[str, Pas
 
 
 def run_outcomes(run: LevelRun) -> dict[int, bool]:
-    """Task id -> passed, for every task whose result file loaded."""
-    return {task: last_turn_passed(turns) for task, turns in run.trajectories.items()}
+    """Task id -> passed, for every complete task whose result file loaded (incomplete ones are neither)."""
+    return {task: last_turn_passed(turns) for task, turns in run.trajectories.items() if task not in run.incomplete}
 
 
 def scaled_pass_at_1(model: str, map_path: Path | str, result_dir: Path | str = DEFAULT_RESULT_DIR, *,
@@ -122,14 +122,15 @@ CELL_COLUMNS = ["scaled pass@1", "vanilla pass@1", "passed", "snippets scored", 
 def run_notes(run: LevelRun, total: int) -> list[str]:
     """What the cells of one run rest on, stated explicitly."""
     label = f"{run.model} L{run.level}"
-    used = len(run.trajectories)
+    used = len(run.trajectories) - len(set(run.trajectories) & set(run.incomplete))
     if used == total:
         notes = [f"{label}: all {total} snippets have a result file"]
     else:
         notes = [f"{label}: computed over the {used} of {total} snippets with a usable result file; "
                  f"{len(run.missing)} missing and {len(run.corrupt)} corrupt are left out, not counted as failures"]
-    if run.infra_errors:
-        notes.append(f"{label}: {len(run.infra_errors)} infrastructure error(s) counted as not passed (rerun them)")
+    if run.incomplete:
+        notes.append(f"{label}: {len(run.incomplete)} incomplete run(s) (infrastructure error, budget, missing "
+                     "feedback) left out, neither passed nor failed (rerun them)")
     if run.unfinished:
         notes.append(f"{label}: {len(run.unfinished)} unfinished run(s) scored on their last stored turn")
     return notes

@@ -32,6 +32,11 @@ def format_cell(value: object, table: Table) -> str:
     return str(value)
 
 
+def format_passrates(values: list[float | None], digits: int = 1) -> str:
+    """One value per guidance level as percentages joined by " & " (a LaTeX table row); "-" where no task."""
+    return " & ".join("-" if value is None else f"{100 * value:.{digits}f}" for value in values)
+
+
 def _text_rows(table: Table) -> list[list[str]]:
     return [[format_cell(value, table) for value in row] for row in table.rows]
 

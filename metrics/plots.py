@@ -145,6 +145,7 @@ def turn_plot(item: Series, max_turns: int, out_dir: Path) -> Plot:
 
 def write_plots(series: list[Series], out_dir: Path | str, max_turns: int) -> list[Plot]:
     """Every figure of the report as PNG and SVG under ``out_dir``; raises ExtraUnavailable without matplotlib."""
+    import_extra("matplotlib", "plots")  # before any folder is made: no empty plots/ without matplotlib
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plots = [

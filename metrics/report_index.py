@@ -48,10 +48,14 @@ def ids_text(ids: list[int]) -> str:
 
 
 def outcome_cell(run: LevelRun, task_id: int, n_cases: int | None) -> Cell:
-    """Solved at turn t / best test-case rate / missing / corrupt, linked to the trajectory when loaded."""
+    """Solved at turn t / best test-case rate / incomplete / missing / corrupt, linked to the trajectory when loaded."""
     if task_id in run.corrupt:
         return cell("corrupt", "warn", title=run.corrupt[task_id])
     turns = run.trajectories.get(task_id)
+    if task_id in run.incomplete:
+        text = f"incomplete: {run.incomplete[task_id]}"
+        content = text if turns is None else tag("a", text, href=page_href(run, task_id))
+        return cell(content, "warn", title=run.errors.get(task_id) or "neither solved nor unsolved")
     if turns is None:
         return cell("missing", "none", title=run.errors.get(task_id))
     first = first_success(turns)
@@ -80,14 +84,16 @@ def files_block(ctx: Context) -> Html:
             rows.append([model, f"L{run.level}", run.folder.name, len(run.trajectories),
                          cell(len(run.missing), "warn" if run.missing else None),
                          cell(len(run.corrupt), "warn" if run.corrupt else None), len(run.unfinished),
-                         len(run.errors), len(run.infra_errors)])
+                         len(run.errors), len(run.infra_errors),
+                         cell(len(run.incomplete), "warn" if run.incomplete else None)])
             if not present:
                 named.append(f"no results folder {run.folder}")
             elif run.missing:
                 named.append(f"missing in {run.folder.name}: tasks {ids_text(run.missing)}")
             named += [f"corrupt: {run.folder / f'task_{task}_result.pkl'}: {why}" for task, why in run.corrupt.items()]
             named += [f"stopped by an error: {run.folder.name} task {task}: {why}" for task, why in run.errors.items()]
-    columns = ["model", "level", "folder", "loaded", "missing", "corrupt", "unfinished", "errored", "infra errors"]
+    columns = ["model", "level", "folder", "loaded", "missing", "corrupt", "unfinished", "errored", "infra errors",
+               "incomplete"]
     return join([tag("h3", "Result files"), table(columns, rows), bullet_list(named)])
 
 

@@ -11,7 +11,8 @@ from metric_cost import turn_cost
 from metric_passrate_testcase import turn_rate
 from metric_passrate_unitest import first_success, turn_success
 from report_html import Html, bullet_list, cell, details, diff_html, join, page, pre, table, tag, text_of
-from result_files import execution, outcome_counts, turn_status
+from junit_outcome import outcome_counts
+from result_files import STOP_KEY, UNTRUSTED_STATUSES, execution, incomplete_reason, turn_status
 
 NOT_RECORDED = "not recorded in this result file (release format)"
 
@@ -30,10 +31,13 @@ class TaskView:
 
 
 def status_of(turn: dict) -> tuple[str, str]:
-    """(label, css class): the runner status, or pass/fail derived from the counts for release records."""
+    """(label, css class): the runner status, or pass/fail derived from the counts for release records;
+    a turn where the job stopped early (feedback missing, budget) says so."""
     solved = turn_success(turn)
     status = turn_status(turn) or ("passed" if solved else "failed")
-    css = "ok" if solved else "warn" if status in ("infra_error", "timeout") else "bad"
+    if turn.get(STOP_KEY):
+        return f"{status}; job stopped: {turn[STOP_KEY]}", "warn"
+    css = "ok" if solved else "warn" if status in (*UNTRUSTED_STATUSES, "timeout") else "bad"
     return status, css
 
 
@@ -53,6 +57,15 @@ def tests_text(turn: dict) -> str:
     return f"{tests} run, {failures} failed, {errors} errors, {skipped} skipped"
 
 
+def verdict_text(turns: list[dict], state: dict) -> str:
+    """Solved at turn t, not solved, or incomplete (a job that stopped for a reason that is not the model's)."""
+    reason = incomplete_reason(turns, state)
+    if reason is not None:
+        return f"Incomplete ({reason}): neither solved nor unsolved at this level"
+    first = first_success(turns)
+    return "Not solved" if first is None else "Solved at turn " + str(turns[first].get("turn_number", first))
+
+
 def overview(view: TaskView, turns: list[dict]) -> Html:
     """One row per turn linking to its section, then the task's totals."""
     rows = []
@@ -68,10 +81,7 @@ def overview(view: TaskView, turns: list[dict]) -> Html:
         ])
     columns = ["turn", "status", "tests", "test cases", "level", "code in", "code out", "fb in", "fb out", "cost",
                "wall s"]
-    first = first_success(turns)
-    facts = [
-        f"Result folder: {view.folder}",
-        "Solved at turn " + str(turns[first].get("turn_number", first)) if first is not None else "Not solved",
+    facts = [f"Result folder: {view.folder}", verdict_text(turns, view.state),
         f"Test cases in the meta file: {view.n_cases if view.n_cases is not None else 'task not in the meta file'}",
         _state_text(view.state),
     ]
@@ -129,7 +139,8 @@ def feedback_block(turn: dict) -> Html:
     level = turn.get("guidance_level")
     if "feedback_text" not in turn:
         return join([tag("p", f"Formatted feedback: {NOT_RECORDED}.", class_="muted"),
-                     messages_block("Feedback model conversation", turn.get("feedback_interaction_history"))])
+                     messages_block("Feedback model conversation",
+                                    turn.get("feedback_conversation") or turn.get("feedback_interaction_history"))])
     parts: list[object] = []
     if turn["feedback_text"]:
         parts.append(pre(turn["feedback_text"]))

@@ -6,7 +6,7 @@ file and an unfinished task are counted the same way everywhere.
 Result pickles are loaded with :class:`BuiltinsUnpickler`: a pickle may name
 any importable callable (``os.system`` for instance) and ``pickle.load`` calls
 it while loading, so a result file shared by someone else could run code on
-the reader's machine. Our results hold builtins only (SPEC §4), so anything
+the reader's machine. Our results hold builtins only (docs/ARCHITECTURE.md, "Result files"), so anything
 that asks for another global is refused and the file counts as corrupt.
 """
 from __future__ import annotations
@@ -20,11 +20,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from junit_outcome import OUTCOME_KEYS
+
 DEFAULT_RESULT_DIR = "experiment_results"
 DEFAULT_SETTING = "memory_agent"
 DEFAULT_GUIDANCE_TYPE = "fixed"
 LEVELS = range(5)
-OUTCOME_KEYS = ("tests", "errors", "failures", "skipped")
+# Statuses of a turn (the runner's) that say the test result cannot be trusted, and our record and
+# state key naming why a job stopped early (feedback that could not be produced, a budget cap).
+UNTRUSTED_STATUSES = ("infra_error", "reference_access")
+STOP_KEY = "stop_reason"
 
 # Globals that plain-builtin pickles may legitimately reference (sets, protocol-2 bytes).
 _ALLOWED_GLOBALS = {
@@ -57,15 +62,20 @@ def safe_load_pickle(data: bytes) -> object:
 
 @dataclass(frozen=True)
 class RunSelection:
-    """Which runs to read: the folder naming of SPEC §4 minus the model name."""
+    """Which runs to read: the folder naming of docs/ARCHITECTURE.md "Result files" minus the model name."""
 
-    result_dir: Path | str = DEFAULT_RESULT_DIR
+    result_dir: Path | str | None = DEFAULT_RESULT_DIR
     setting: str = DEFAULT_SETTING
     guidance_type: str = DEFAULT_GUIDANCE_TYPE
     levels: Iterable[int] = LEVELS
 
+    @property
+    def root(self) -> Path:
+        """The results folder; None (the release functions' default) means ``experiment_results``."""
+        return Path(self.result_dir if self.result_dir is not None else DEFAULT_RESULT_DIR)
+
     def folder(self, model: str, level: int) -> Path:
-        return Path(self.result_dir) / run_folder_name(self.setting, model, self.guidance_type, level)
+        return self.root / run_folder_name(self.setting, model, self.guidance_type, level)
 
 
 def folder_model_name(model: str) -> str:
@@ -135,11 +145,6 @@ def execution(turn: dict) -> dict:
     return turn.get("execution_result") or {}
 
 
-def outcome_counts(result: dict) -> tuple[int, int, int, int]:
-    """(tests, errors, failures, skipped) of an execution_result; absent or None counts read as 0."""
-    return tuple(result.get(key) or 0 for key in OUTCOME_KEYS)
-
-
 def turn_status(turn: dict) -> str | None:
     """The runner status of a turn (our key, or the runner's own copy inside execution_result)."""
     return turn.get("status") or execution(turn).get("status")
@@ -155,6 +160,25 @@ def is_infra_error_message(error: str) -> bool:
     return error.startswith("InfraError")
 
 
+def incomplete_reason(turns: list[dict], state: dict) -> str | None:
+    """Why a job's result cannot be scored at its level, or None when it can.
+
+    A job is incomplete when it stopped early for a reason that is not the
+    model's: its last turn or its state names a ``stop_reason`` (feedback
+    missing, budget), its state records the error that stopped it, or a turn's
+    test run was an infrastructure failure or reached for the reference. Such a
+    job is neither solved nor unsolved. Release result files carry none of these
+    keys, so every one of their tasks is complete.
+    """
+    stop = state.get(STOP_KEY) if STOP_KEY in state or not turns else turns[-1].get(STOP_KEY)
+    if stop:
+        return str(stop)
+    error = state.get("error")
+    if error:
+        return "infra_error" if is_infra_error_message(str(error)) else "stopped by an error"
+    return next((status for turn in turns if (status := turn_status(turn)) in UNTRUSTED_STATUSES), None)
+
+
 @dataclass
 class LevelRun:
     """The loaded results of one (model, level) run plus an account of what could not be used."""
@@ -165,12 +189,13 @@ class LevelRun:
     trajectories: dict[int, list[dict]] = field(default_factory=dict)
     missing: list[int] = field(default_factory=list)
     corrupt: dict[int, str] = field(default_factory=dict)
-    unfinished: list[int] = field(default_factory=list)
+    unfinished: list[int] = field(default_factory=list)  # interrupted, resumable; scored on the turns so far
     errors: dict[int, str] = field(default_factory=dict)
+    incomplete: dict[int, str] = field(default_factory=dict)  # task -> why it is neither solved nor unsolved
 
     @property
     def requested(self) -> int:
-        return len(self.trajectories) + len(self.missing) + len(self.corrupt)
+        return len(set(self.trajectories) | set(self.incomplete)) + len(self.missing) + len(self.corrupt)
 
     @property
     def infra_errors(self) -> list[int]:
@@ -196,7 +221,11 @@ def load_run(
             run.errors[task_id] = str(state["error"])
         path = result_path(run.folder, task_id)
         if not path.exists():
-            run.missing.append(task_id)
+            reason = incomplete_reason([], state)
+            if reason is None:
+                run.missing.append(task_id)
+            else:
+                run.incomplete[task_id] = reason  # stopped before its first turn was stored
             continue
         try:
             run.trajectories[task_id] = load_turns(path)
@@ -204,7 +233,10 @@ def load_run(
             run.corrupt[task_id] = str(exc)
             warn(f"skipped corrupt result file {path}: {exc}")
             continue
-        if state.get("finished") is False:
+        reason = incomplete_reason(run.trajectories[task_id], state)
+        if reason is not None:
+            run.incomplete[task_id] = reason
+        elif state.get("finished") is False:
             run.unfinished.append(task_id)
     return run
 
@@ -222,6 +254,6 @@ def discover_models(selection: RunSelection) -> list[str]:
     pattern = re.compile(
         rf"^{re.escape(selection.setting)}_(.+)_feedback_{re.escape(selection.guidance_type)}_guidance_\d+$"
     )
-    root = Path(selection.result_dir)
+    root = selection.root
     found = {m.group(1) for p in root.iterdir() if p.is_dir() and (m := pattern.match(p.name))} if root.is_dir() else set()
     return sorted(found)

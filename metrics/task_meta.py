@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-DEFAULT_DATASET_DIR = "work_dir/dataset"
+DEFAULT_WORK_DIR = "work_dir"
+DEFAULT_DATASET_DIR = f"{DEFAULT_WORK_DIR}/dataset"
 META_FILE = "annotation_meta.jsonl"
 
 
@@ -51,13 +52,17 @@ def read_meta_rows(path: Path | str) -> dict[int, dict]:
     return rows
 
 
-def load_task_ids_from_jsonl(path: Path | str) -> list[int]:
-    """Indices of the runnable tasks (``if_test`` true) of a meta file, in file order."""
-    return [index for index, row in read_meta_rows(path).items() if row.get("if_test") is True]
+def load_task_ids_from_jsonl(jsonl_path: Path | str | None = None) -> list[int]:
+    """Indices of the runnable tasks (``if_test`` true) of a meta file, in file order.
+
+    The default is the release's, ``work_dir/dataset/annotation_meta.jsonl`` from the working folder.
+    """
+    return [index for index, row in read_meta_rows(meta_path_for(meta_path=jsonl_path)).items()
+            if row.get("if_test") is True]
 
 
 def count_test_cases(path: Path | str) -> dict[int, int]:
-    """len(test_cases) per task: the denominator of the test-case pass rate (SPEC §5)."""
+    """len(test_cases) per task: the denominator of the test-case pass rate (docs/ARCHITECTURE.md, "Metrics")."""
     return {index: len(row.get("test_cases") or []) for index, row in read_meta_rows(path).items()}
 
 
@@ -65,9 +70,23 @@ def canonical_path(dataset_dir: Path | str, task_id: int) -> Path:
     return Path(dataset_dir) / "annotations" / f"annotation_{task_id}" / "canonical.py"
 
 
-def read_canonical(dataset_dir: Path | str, task_id: int) -> str | None:
+def canonical_text(dataset_dir: Path | str, task_id: int) -> str | None:
     """The reference file of a task, or None when the dataset does not have it."""
     try:
         return canonical_path(dataset_dir, task_id).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
+
+
+def dataset_of(work_dir: Path | str | None) -> Path:
+    """The dataset folder of a release ``work_dir`` (the folder holding ``dataset/``), or the dataset folder itself."""
+    folder = Path(work_dir if work_dir is not None else DEFAULT_WORK_DIR)
+    return folder if (folder / META_FILE).is_file() or (folder / "annotations").is_dir() else folder / "dataset"
+
+
+def read_canonical(task_id: int, word_dir: Path | str | None = None) -> str:
+    """The release's notebook call: task ``task_id``'s canonical.py under ``word_dir`` (default ``work_dir``).
+
+    A missing file raises FileNotFoundError naming the path.
+    """
+    return canonical_path(dataset_of(word_dir), task_id).read_text(encoding="utf-8")

@@ -195,7 +195,8 @@ def chains_and_runs(cfg: RunConfig, tasks: list[int], latency: float,
     chains, runs = [], dict.fromkeys(tasks, 0)
     for model in cfg.models:
         for task in tasks:
-            seed = load_seed(seed_path(cfg.init_seed_dir, cfg.evaluation_setting, model.model, task))["record"]
+            path = seed_path(cfg.init_seed_dir, model.model, task, cfg.evaluation_setting)
+            seed = load_seed(path, cfg.evaluation_setting)["record"]
             runs[task] += 1
             for level in cfg.guidance_levels:
                 path = result_folder(cfg, model, level) / f"task_{task}_result.pkl"

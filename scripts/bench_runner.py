@@ -46,7 +46,7 @@ def timed(action) -> float:
 
 def bench_task(dataset: DatasetManager, index: int, options: RunnerOptions, repeats: int) -> tuple[float, float]:
     """(median runner seconds, median bare pytest seconds) for one task."""
-    python, problem = resolve_interpreter(dataset, index, options.env_backend)
+    python, problem = resolve_interpreter(dataset, index, options)
     if python is None:
         raise DatasetError(problem)
     canonical = dataset.canonical(index)

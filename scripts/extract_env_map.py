@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
-"""Write the task -> env name -> requirements mapping found in a dataset's test.sh files.
+"""Write the env each task's test.sh activates, as the release does: JSON ``{task id: env name}``.
 
-The output is a valid requirements map (the format of
-``<dataset>/requirements/env_map.yaml``): fill in the ``requirements: null``
-entries (e.g. with the release's ``requirements_*.txt``) and save it there, or
-pass it to manage_envs.py with ``--requirements-map``. Tasks whose test.sh
-activates no env are listed under ``tasks_without_env``; they, and envs left
-null, use the default group.
+    python scripts/extract_env_map.py --ref-dataset-dir work_dir/dataset [--meta-jsonl FILE] [--out env_map.json]
 
-    python scripts/extract_env_map.py --dataset-dir work_dir/dataset --out env_map.yaml
+Tasks come from ``--meta-jsonl`` (default: the dataset's annotation_meta.jsonl;
+every runnable row); a task whose test.sh activates no env maps to null. The
+JSON is what the test runner's ``--env-map-path`` reads.
+
+``--format yaml`` (or an ``--out`` ending in .yaml/.yml) writes instead a
+requirements map (the format of ``<dataset>/requirements/env_map.yaml``):
+env -> requirements file, with the tasks of each; fill in the
+``requirements: null`` entries and save it there, or pass it to manage_envs.py
+with ``--requirements-map``. Tasks without an env, and envs left null, use the
+default group.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -21,6 +26,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agent.envs.cli import add_dataset_arguments, dataset_dir  # noqa: E402
 from agent.envs.spec import (  # noqa: E402
     EnvError,
     find_requirements_map,
@@ -30,9 +36,6 @@ from agent.envs.spec import (  # noqa: E402
 )
 from agent.utils import DatasetError, DatasetManager  # noqa: E402
 
-DEFAULT_DATASET = Path(__file__).resolve().parents[1] / "work_dir" / "dataset"
-
-
 def shown(path: Path | None, relative_to: Path, dataset_root: Path) -> str | None:
     """Files inside the dataset relative to where the map will live (so the pair can move); others absolute."""
     if path is None:
@@ -41,7 +44,7 @@ def shown(path: Path | None, relative_to: Path, dataset_root: Path) -> str | Non
 
 
 def build_map(dataset: DatasetManager, requirements_map: Path | None, relative_to: Path) -> dict:
-    """The mapping as plain data; file paths are relative to ``relative_to`` (where the map will live)."""
+    """The requirements map as plain data; file paths are relative to ``relative_to`` (where the map will live)."""
     rmap = load_requirements_map(find_requirements_map(dataset.root, requirements_map))
     by_task = task_env_names(dataset, None)
     envs: dict[str, dict] = {}
@@ -49,7 +52,7 @@ def build_map(dataset: DatasetManager, requirements_map: Path | None, relative_t
         if env_name is None:
             continue
         if env_name not in envs:
-            group, source = requirements_source(env_name, dataset.root / "requirements", rmap)
+            group, source = requirements_source(env_name, dataset.root / "requirements", rmap, dataset.root)
             found = source if group == env_name else None
             envs[env_name] = {"requirements": shown(found, relative_to, dataset.root), "tasks": []}
         envs[env_name]["tasks"].append(index)
@@ -60,37 +63,57 @@ def build_map(dataset: DatasetManager, requirements_map: Path | None, relative_t
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dataset-dir", default=str(DEFAULT_DATASET), help="dataset folder (default: work_dir/dataset)")
-    parser.add_argument("--out", help="write the YAML here (default: print it)")
-    parser.add_argument("--requirements-map", help="an existing map to resolve env names with")
-    args = parser.parse_args(argv)
-    dataset = DatasetManager(args.dataset_dir)
-    out = Path(args.out).resolve() if args.out else None
+def task_env_json(dataset: DatasetManager) -> tuple[str, str]:
+    """(JSON ``{"<task id>": env name or null}`` of the runnable tasks in meta order, one-line summary)."""
+    by_task = task_env_names(dataset, None)
+    envs = {env for env in by_task.values() if env}
+    text = json.dumps({str(index): env for index, env in by_task.items()}, indent=2) + "\n"
+    return text, f"{len(by_task)} tasks in {len(envs)} envs"
+
+
+def requirements_map_yaml(dataset: DatasetManager, requirements_map: Path | None, out: Path | None) -> tuple[str, str]:
+    """(YAML text, one-line summary) of the requirements map."""
     relative_to = out.parent if out else dataset.root / "requirements"
-    try:
-        mapping = build_map(dataset, Path(args.requirements_map) if args.requirements_map else None, relative_to)
-    except (DatasetError, EnvError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    mapping = build_map(dataset, requirements_map, relative_to)
     text = (
         f"# env map of {dataset.root}, written by scripts/extract_env_map.py\n"
         f"# relative requirement paths are relative to {relative_to}; null entries use the default group\n"
         + yaml.safe_dump(mapping, sort_keys=False)
     )
+    unresolved = sorted(name for name, entry in mapping["envs"].items() if entry["requirements"] is None)
+    summary = (f"{sum(len(e['tasks']) for e in mapping['envs'].values())} tasks in {len(mapping['envs'])} envs; "
+               f"{len(mapping['tasks_without_env'])} tasks name no env; "
+               f"envs without requirements: {', '.join(unresolved) or 'none'}")
+    return text, summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_dataset_arguments(parser, ("--ref-dataset-dir", "--dataset-dir"))
+    parser.add_argument("--meta-jsonl", metavar="FILE", help="the meta file listing the tasks (default: <dataset>/annotation_meta.jsonl)")
+    parser.add_argument("--out", "--output", dest="out", metavar="FILE", help="write here (default: print it)")
+    parser.add_argument("--format", choices=("json", "yaml"),
+                        help="json: task id -> env name (default); yaml: env -> requirements file (default for a .yaml/.yml --out)")
+    parser.add_argument("--requirements-map", help="with --format yaml: an existing map to resolve env names with")
+    args = parser.parse_args(argv)
+    out = Path(args.out).resolve() if args.out else None
+    fmt = args.format or ("yaml" if out and out.suffix in (".yaml", ".yml") else "json")
+    try:
+        root = dataset_dir(args)
+        meta = Path(args.meta_jsonl).expanduser().resolve() if args.meta_jsonl else None
+        dataset = DatasetManager(root, str(meta)) if meta else DatasetManager(root)
+        if fmt == "json":
+            text, summary = task_env_json(dataset)
+        else:
+            text, summary = requirements_map_yaml(dataset, Path(args.requirements_map) if args.requirements_map else None, out)
+    except (DatasetError, EnvError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if out:
         out.write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
-    unresolved = sorted(name for name, entry in mapping["envs"].items() if entry["requirements"] is None)
-    print(
-        f"{sum(len(e['tasks']) for e in mapping['envs'].values())} tasks in {len(mapping['envs'])} envs; "
-        f"{len(mapping['tasks_without_env'])} tasks name no env; "
-        f"envs without requirements: {', '.join(unresolved) or 'none'}"
-        + (f"; wrote {out}" if out else ""),
-        file=sys.stderr,
-    )
+    print(summary + (f"; wrote {out}" if out else ""), file=sys.stderr)
     return 0
 
 

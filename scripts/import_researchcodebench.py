@@ -1,8 +1,18 @@
 """Import ResearchCodeBench papers into a RECODE-H dataset folder: one task per annotated snippet.
 
     python scripts/import_researchcodebench.py --pset PATH/TO/pset --out work_dir/rcb_dataset
-        [--papers ID,ID] [--start-index N] [--env-name recode_rcb] [--requirements FILE]
+        [--papers ID,ID] [--start-index N] [--no-resolve] [--torch-pair 2.14.1,0.29.1] [--python 3.11]
+        [--requirements FILE [--env-name recode_rcb]]
         [--report-weak [--env-backend current] [--timeout-sec 120]]
+
+Environments come from the papers: each paper's requirements*.txt, else its
+third-party imports mapped to distributions; the package index is asked
+(wheels only, nothing installed) what cannot be installed offline, and the
+imports such distributions provide become stubs in the tests (recorded in
+each task's meta row as ``stubs``). Papers share an environment when that
+changes no version any of them gets; every environment has one
+torch/torchvision pair (requirements/rcb_constraints.txt). ``--requirements``
+replaces all of this with one file for every paper.
 
 Each task's repository is the paper folder with every paper2code tag line
 removed and the chosen snippet replaced by its two placeholder lines; the
@@ -23,11 +33,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import argparse
 import shutil
 
+from agent.clean_test_runner import RunnerOptions
+from agent.envs.backends import current_python_version
+from agent.envs.spec import EnvError
 from agent.rcb.annotations import AnnotationError
-from agent.rcb.writer import MAP_FILE, META_FILE, import_plans
+from agent.rcb.environments import EnvPlan, plan_environments, write_requirements
+from agent.rcb.gold import EXPECTED, WEAK, check_task
 from agent.rcb.importer import TaskPlan, plan_paper
-from agent.rcb.pset import PsetError, load_pset
+from agent.rcb.pset import PaperSpec, PsetError, load_pset
+from agent.rcb.requirements import TORCH_PAIR
+from agent.rcb.resolve import ResolveError, Resolver
 from agent.rcb.tasks import DEFAULT_ENV_NAME, DEFAULT_TIMEOUT
+from agent.rcb.writer import MAP_FILE, META_FILE, import_plans
 from agent.utils import DatasetError, DatasetManager
 
 
@@ -37,8 +54,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", required=True, help="dataset folder to write (created if missing)")
     parser.add_argument("--papers", help="comma-separated paper ids (default: every paper of papers.yaml)")
     parser.add_argument("--start-index", type=int, help="first task id (default: reuse earlier ids, else max + 1)")
-    parser.add_argument("--env-name", default=DEFAULT_ENV_NAME, help="conda env named in every test.sh")
-    parser.add_argument("--requirements", help="requirements file to install as requirements/<env-name>.txt")
+    parser.add_argument("--env-name", default=DEFAULT_ENV_NAME,
+                        help="with --requirements: the one conda env every test.sh names")
+    parser.add_argument("--requirements",
+                        help="one requirements file for every paper (overrides the derived environments)")
+    parser.add_argument("--no-resolve", action="store_true",
+                        help="derive environments without asking the package index what can be installed")
+    parser.add_argument("--torch-pair", help="TORCH,TORCHVISION versions for the shared constraints "
+                        "(default: the newest pair the index offers)")
+    parser.add_argument("--python", help="python version X.Y the environments will have (default: this interpreter's)")
     parser.add_argument("--test-timeout", type=int, default=DEFAULT_TIMEOUT, help="pytest --timeout in test.sh")
     parser.add_argument("--report-weak", action="store_true",
                         help="after importing, flag tasks whose placeholder version passes the tests")
@@ -47,38 +71,44 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def install_requirements(out: Path, env_name: str, requirements: str | None) -> str | None:
-    """Copy the requirements file into the dataset; a note when the env will get the default group only."""
+def install_requirements(out: Path, env_name: str, requirements: str) -> None:
+    """Copy the user's requirements file into the dataset as requirements/<env-name>.txt."""
+    source = Path(requirements)
+    if not source.is_file():
+        raise DatasetError(f"requirements file {source} not found; fix --requirements")
     target = out / "requirements" / f"{env_name}.txt"
-    if requirements:
-        source = Path(requirements)
-        if not source.is_file():
-            raise DatasetError(f"requirements file {source} not found; fix --requirements")
-        target.parent.mkdir(exist_ok=True)
-        shutil.copyfile(source, target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+
+
+def parse_pair(text: str | None) -> dict[str, str] | None:
+    if not text:
         return None
-    if target.exists():
-        return None
-    return (f"note: {target} does not exist, so environment '{env_name}' gets only the default group "
-            "(pytest); pass --requirements FILE with the papers' dependencies")
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) != 2 or not all(parts):
+        raise DatasetError(f"--torch-pair must be TORCH,TORCHVISION (e.g. 2.14.1,0.29.1), got '{text}'")
+    return dict(zip(TORCH_PAIR, parts))
+
+
+def derived_environments(papers: list[PaperSpec], args: argparse.Namespace) -> EnvPlan:
+    resolver = None if args.no_resolve else Resolver(args.python or current_python_version())
+    return plan_environments(papers, resolver, parse_pair(args.torch_pair))
 
 
 def report_weak(out: Path, indices: list[int], plans: list[TaskPlan], backend: str | None,
                 timeout_sec: float) -> list[int]:
-    """Run every new task on its placeholder version; print and return the ids whose tests still pass."""
-    from agent.clean_test_runner import RunnerOptions, run_candidate
-
+    """Gold-check every new task; print the weak tests (and tasks that are not as expected); return the weak ids."""
     dataset = DatasetManager(out)
     options = RunnerOptions(timeout_sec=timeout_sec, env_backend=backend)
     weak = []
     for index, plan in zip(indices, plans):
-        result = run_candidate(dataset, index, plan.init_content, options)
+        check = check_task(dataset, index, options)
         label = f"task {index} ({plan.paper} / {plan.file} / {plan.snippet!r})"
-        if result["status"] == "passed":
+        if check.verdict.kind == WEAK:
             weak.append(index)
-            print(f"weak test: {label} passes with its block left as the placeholder ({result['tests']} tests)")
-        elif result["status"] == "infra_error":
-            print(f"not checked: {label}: {result['failure_messages'][0].splitlines()[0]}")
+            print(f"weak test: {label} passes with its block left as the placeholder ({check.reference['tests']} tests)")
+        elif check.verdict.kind != EXPECTED:
+            print(f"{check.verdict.kind}: {label}: {check.verdict.reason}")
     print(f"weak tests: {len(weak)} of {len(indices)} imported task(s)")
     return weak
 
@@ -88,22 +118,28 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out).expanduser().resolve()
     try:
         papers = load_pset(args.pset, [p.strip() for p in args.papers.split(",") if p.strip()] if args.papers else None)
+        env_plan = None if args.requirements else derived_environments(papers, args)
         plans: list[TaskPlan] = []
         for paper in papers:
-            paper_plans, warnings = plan_paper(paper, args.env_name, args.test_timeout)
+            env_name = env_plan.env_of[paper.paper_id] if env_plan else args.env_name
+            stubs = env_plan.stubs(paper.paper_id) if env_plan else {}
+            paper_plans, warnings = plan_paper(paper, env_name, args.test_timeout, stubs)
             plans += paper_plans
             for warning in warnings:
                 print(f"warning: {warning}", file=sys.stderr)
-        note = install_requirements(out, args.env_name, args.requirements)
+        if args.requirements:
+            install_requirements(out, args.env_name, args.requirements)
         indices = import_plans(out, plans, [p.paper_id for p in papers], args.start_index)
-    except (PsetError, AnnotationError, DatasetError, OSError) as exc:
+        if env_plan:
+            write_requirements(out, env_plan)
+    except (PsetError, AnnotationError, DatasetError, ResolveError, EnvError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     span = f"ids {min(indices)}..{max(indices)}" if indices else "no tasks"
     print(f"imported {len(indices)} snippet task(s) from {len(papers)} paper(s) into {out} ({span}; "
           f"{sum(p.code_lines for p in plans)} code lines); rows in {out / META_FILE} and {out / MAP_FILE}")
-    if note:
-        print(note)
+    if env_plan:
+        print_environments(env_plan, out)
     if args.report_weak and indices:
         try:
             report_weak(out, indices, plans, args.env_backend, args.timeout_sec)
@@ -111,6 +147,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: weak-test check stopped: {exc}", file=sys.stderr)
             return 2
     return 0
+
+
+def print_environments(plan: EnvPlan, out: Path) -> None:
+    """One line per environment and every note, so what was derived (and stubbed) is on screen."""
+    for group in plan.groups:
+        print(f"environment {group.name}: {', '.join(group.papers)} "
+              f"({len(group.requirements)} requirements, {out / 'requirements' / (group.name + '.txt')})")
+    for paper, needs in plan.needs.items():
+        stubs = plan.stubs(paper)
+        if stubs:
+            print(f"stubs for '{paper}': {', '.join(sorted(stubs))}")
+    for note in plan.notes:
+        print(f"note: {note}")
 
 
 if __name__ == "__main__":

@@ -5,30 +5,47 @@ Idempotent and resumable: an environment is built only when its completion
 marker is missing, so a second run with nothing changed does nothing, and a
 run interrupted or partly failed is finished by running it again. One failing
 environment does not stop the others; each failure names its build log.
+Environments built before packages were precompiled get their bytecode on the
+next run.
 
     python scripts/manage_envs.py                          # build what is missing for work_dir/dataset
-    python scripts/manage_envs.py --backend uv --task-ids 1 2
+    python scripts/manage_envs.py --work-dir work_dir --python-version 3.10 --max-workers 2   # the release's flags
+    python scripts/manage_envs.py --backend uv --task-ids 1,2 --cpu
     python scripts/manage_envs.py --list
+    python scripts/manage_envs.py --dry-run --task-ids 3   # print the commands, run nothing
     python scripts/manage_envs.py --rebuild --task-ids 3
 
 Backends: conda (default where installed), uv (default otherwise), venv,
 current (this interpreter; nothing to build). Environment variables:
-RECODE_ENV_BACKEND, RECODE_ENV_DIR, RECODE_ENV_PYTHON, RECODE_REQUIREMENTS_MAP.
+RECODE_ENV_BACKEND, RECODE_ENV_DIR, RECODE_ENV_PYTHON, RECODE_ENV_CPU,
+RECODE_REQUIREMENTS_MAP, RECODE_REQUIREMENTS_DIR, RECODE_TORCH_INDEX_URL and
+RECODE_PYG_WHEEL_URL (mirrors of the PyTorch and PyG wheel sites).
 Exit status: 0 all ready, 1 some environment or task failed, 2 bad usage or dataset.
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.envs.backends import BACKENDS, require_tool  # noqa: E402
+from agent.envs.backends import require_tool  # noqa: E402
+from agent.envs.cli import (  # noqa: E402
+    add_backend_argument,
+    add_dataset_arguments,
+    add_task_ids_argument,
+    dataset_dir,
+    parse_task_ids,
+)
 from agent.env_cache import (  # noqa: E402
+    BuildResult,
     EnvError,
     EnvSettings,
     PlannedEnv,
+    build_commands,
     ensure_env,
     env_python,
     env_root,
@@ -38,20 +55,29 @@ from agent.env_cache import (  # noqa: E402
 )
 from agent.utils import DatasetError, DatasetManager  # noqa: E402
 
-DEFAULT_DATASET = Path(__file__).resolve().parents[1] / "work_dir" / "dataset"
-
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dataset-dir", default=str(DEFAULT_DATASET), help="dataset folder (default: work_dir/dataset)")
-    parser.add_argument("--backend", choices=BACKENDS, help="default: RECODE_ENV_BACKEND, else conda if installed, else uv")
-    parser.add_argument("--task-ids", nargs="+", type=int, metavar="ID", help="only these tasks (default: every runnable task)")
+    add_dataset_arguments(parser)
+    add_backend_argument(parser)
+    add_task_ids_argument(parser)
+    parser.add_argument("--source", nargs="?", metavar="DIR",
+                        help="folder holding the release's requirements_*.txt (default: the dataset folder; "
+                             "RECODE_REQUIREMENTS_DIR)")
+    parser.add_argument("--python-version", "--python", dest="python_version", metavar="X.Y",
+                        help="python of new environments (default: 3.10 for conda as the release, else this interpreter's)")
+    parser.add_argument("--max-workers", type=int, default=1, metavar="N", help="environments built at once (default: 1)")
+    parser.add_argument("--cpu", action="store_true", default=None,
+                        help="CPU builds of the PyTorch wheels, for machines without a GPU (default: RECODE_ENV_CPU, else the CUDA builds pinned)")
     parser.add_argument("--rebuild", action="store_true", help="rebuild the selected environments even if they are ready")
     parser.add_argument("--list", action="store_true", help="show the environments and their status; build nothing")
+    parser.add_argument("--dry-run", action="store_true", help="print the commands each missing environment's build runs; run nothing")
     parser.add_argument("--env-dir", help="where environments live (default: RECODE_ENV_DIR or work_dir/envs)")
     parser.add_argument("--requirements-map", help="YAML env name -> requirements file (default: <dataset>/requirements/env_map.yaml)")
-    parser.add_argument("--python", help="python version X.Y of new environments (default: 3.10 for conda, else this interpreter's)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.max_workers < 1:
+        parser.error(f"--max-workers must be at least 1, got {args.max_workers}")
+    return args
 
 
 def describe(entry: PlannedEnv) -> str:
@@ -68,39 +94,60 @@ def list_envs(planned: list[PlannedEnv], settings: EnvSettings) -> None:
         print(f"  {describe(entry)}: {status}\n      requirements: {requirements}\n      {where}")
 
 
-def build_envs(planned: list[PlannedEnv], settings: EnvSettings, rebuild: bool) -> list[str]:
-    """Ensure every planned environment; returns the failure messages."""
+def dry_run(planned: list[PlannedEnv], settings: EnvSettings, rebuild: bool) -> None:
+    for entry in planned:
+        if not rebuild and env_status(entry.spec, settings) == "ready":
+            print(f"# {describe(entry)}: ready; nothing to run")
+            continue
+        print(f"# {describe(entry)}")
+        for line in build_commands(entry.spec, settings):
+            print(line)
+
+
+def build_envs(planned: list[PlannedEnv], settings: EnvSettings, rebuild: bool, max_workers: int = 1) -> list[str]:
+    """Ensure every planned environment, ``max_workers`` at once; returns the failure messages."""
     failures: list[str] = []
-    counts = {"up to date": 0, "built": 0}
-    for number, entry in enumerate(planned, start=1):
+    counts = {"up to date": 0, "built": 0, "bytecode compiled": 0}
+    printing = threading.Lock()
+
+    def one(number: int, entry: PlannedEnv) -> None:
         prefix = f"[{number}/{len(planned)}] {describe(entry)}"
         try:
-            result = ensure_env(entry.spec, settings, rebuild=rebuild)
+            result: BuildResult = ensure_env(entry.spec, settings, rebuild=rebuild)
         except EnvError as exc:
-            failures.append(str(exc))
-            print(f"{prefix}: FAILED: {exc}", flush=True)
-            continue
-        counts[result.status] += 1
-        detail = f" in {result.duration_sec:.1f} s" if result.status == "built" else ""
-        print(f"{prefix}: {result.status}{detail}", flush=True)
+            with printing:
+                failures.append(str(exc))
+                print(f"{prefix}: FAILED: {exc}", flush=True)
+            return
+        detail = f" in {result.duration_sec:.1f} s" if result.status != "up to date" else ""
+        with printing:
+            counts[result.status] += 1
+            print(f"{prefix}: {result.status}{detail}", flush=True)
+
+    with ThreadPoolExecutor(max_workers=max_workers) as pool:
+        for future in [pool.submit(one, number, entry) for number, entry in enumerate(planned, start=1)]:
+            future.result()
     total = f"{len(planned)} environment{'' if len(planned) == 1 else 's'}"
     if counts["up to date"] == len(planned):
         print(f"all {total} up to date; nothing to do")
     else:
-        print(f"{total}: {counts['up to date']} up to date, {counts['built']} built, {len(failures)} failed")
+        print(f"{total}: {counts['up to date']} up to date, {counts['built']} built, "
+              f"{counts['bytecode compiled']} bytecode compiled, {len(failures)} failed")
     return failures
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        settings = env_settings(args.backend, args.env_dir, args.requirements_map, args.python)
-        dataset = DatasetManager(args.dataset_dir)
+        task_ids = parse_task_ids(args.task_ids)
+        dataset = DatasetManager(dataset_dir(args))
+        settings = env_settings(args.backend, args.env_dir, args.requirements_map, args.python_version,
+                                cpu=args.cpu, release_dir=args.source)
         if settings.backend == "current":
-            count = len(dataset.select(args.task_ids))
+            count = len(dataset.select(task_ids))
             print(f"backend 'current' runs all {count} tasks with {sys.executable}; nothing to build")
             return 0
-        planned, task_errors = plan_envs(dataset, args.task_ids, settings)
+        planned, task_errors = plan_envs(dataset, task_ids, settings)
         if not planned and not task_errors:
             raise DatasetError(f"{dataset.meta_path} lists no runnable task (if_test: true); check the dataset")
         if not args.list:
@@ -113,8 +160,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         list_envs(planned, settings)
         return 1 if task_errors else 0
+    if args.dry_run:
+        dry_run(planned, settings, args.rebuild)
+        return 1 if task_errors else 0
     try:
-        failures = build_envs(planned, settings, args.rebuild)
+        failures = build_envs(planned, settings, args.rebuild, args.max_workers)
     except KeyboardInterrupt:
         print("interrupted; run the same command again to finish (finished environments are kept)", file=sys.stderr)
         return 130

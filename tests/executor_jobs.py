@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
 
-from agent.clean_test_runner import RunnerOptions
+from agent.runner.options import RunnerOptions
 from agent.executor import run_tests
 
 
@@ -35,14 +35,16 @@ class FakeDataset:
         return SimpleNamespace(extra={"needs_gpu": False} if index % 2 == 0 else {})
 
 
-def timed_test_run(dataset: FakeDataset, index: int, candidate: str, options: RunnerOptions) -> dict:
+def timed_test_run(dataset: FakeDataset, index: int, candidate: str, options: RunnerOptions,
+                   report_to: Path | None = None) -> dict:
     """A fake test run: sleeps ``candidate`` seconds; says when it ran, where, and on which device."""
     start = time.time()
     time.sleep(float(candidate))
     return {"index": index, "start": start, "end": time.time(), "pid": os.getpid(), "cuda": options.cuda_devices}
 
 
-def slow_test_run(dataset: FakeDataset, index: int, candidate: str, options: RunnerOptions) -> dict:
+def slow_test_run(dataset: FakeDataset, index: int, candidate: str, options: RunnerOptions,
+                  report_to: Path | None = None) -> dict:
     """A test run that outlives any test (cancel must kill it)."""
     time.sleep(120)
     return {}

@@ -25,7 +25,7 @@ def make_config(tmp_path: Path, **keys: object) -> RunConfig:
         "human-api-provider": "scripted", "human-agent-model": "scripted-researcher",
         "human-script": str(REPO / "config/scripted/feedback_model.yaml"),
         "work-dir": str(REPO / "work_dir/dataset"), "output-dir": str(tmp_path / "results"),
-        "env-backend": "current", "max-turn": 2, "test-timeout-sec": 120, "parallel-mode": "none",
+        "env-backend": "current", "guidance-level": 0, "resume": True, "max-turn": 2, "test-timeout-sec": 120, "parallel-mode": "none",
     }
     raw.update({key if key == "init_seed" else key.replace("_", "-"): value for key, value in keys.items()})
     path = tmp_path / f"config_{len(list(tmp_path.glob('config_*.yaml')))}.yaml"

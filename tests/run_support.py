@@ -59,7 +59,8 @@ def write_config(path: Path, scripts: tuple[Path, Path], output: Path, **keys: A
     values = {
         "api-provider": "scripted", "model": "coder", "script": str(scripts[0]),
         "human-api-provider": "scripted", "human-agent-model": "researcher", "human-script": str(scripts[1]),
-        "work-dir": str(DATASET), "output-dir": str(output), "sandbox": "off", **keys,
+        "work-dir": str(DATASET), "output-dir": str(output), "sandbox": "off", "guidance-level": 0,
+        "resume": True, **keys,
     }
     path.write_text(yaml.safe_dump(values, sort_keys=False))
     return path

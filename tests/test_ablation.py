@@ -19,14 +19,16 @@ import yaml
 
 from ablation import feedback_ablation, feedback_category, human_feedback, step_ablition
 from ablation.ablation_common import (
-    Continuation, Tally, Trajectory, UnitStore, ablation_folder, load_run, run_model_name, sample, text_table,
-    unsolved_turns,
+    Continuation, Tally, Trajectory, UnitStore, ablation_folder, continue_turn, load_run, run_model_name, sample,
+    text_table, unsolved_turns,
 )
 from agent import agents
 from agent.utils import DatasetManager
 from agent.config import load_config
+from agent.inference import Completion, Usage
 from agent.models.scripted import ScriptedModel
 from agent.workflow import Job, result_folder, run_task
+from scripts.import_researchcodebench import main as import_main
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "config" / "scripted"
@@ -306,3 +308,33 @@ def test_a_replay_judge_answers_from_the_cache_of_its_config(source, counter, ca
     cache.unlink()
     assert feedback_category.main(argv + [str(replay), "--samples", "2"]) == 2  # the second sample is not cached
     assert "no cached answer" in capsys.readouterr().err
+
+
+class BlockModel:
+    """A code model answering every request with one python block (the snippet setting's answer)."""
+
+    def __init__(self, block: str) -> None:
+        self.block = block
+        self.prompts: list[str] = []
+
+    def complete(self, messages, *, response_schema=None):
+        self.prompts.append(messages[-1]["content"])
+        return Completion(f"```python\n{self.block}\n```", Usage("fake", "block", 10, 5, None, None, 0.0, 0.0))
+
+
+def test_a_snippet_run_continues_through_the_workflows_session(tmp_path: Path) -> None:
+    """The ablations take one more turn with the run's own Session: the snippet setting included."""
+    pset = REPO / "tests" / "fixtures" / "rcb" / "pset"
+    assert import_main(["--pset", str(pset), "--out", str(tmp_path / "dataset")]) == 0
+    dataset = DatasetManager(tmp_path / "dataset")
+    cfg = load_config(write_config(tmp_path / "run.yaml", tmp_path / "out", **{
+        "evaluation-setting": "snippet", "work-dir": str(tmp_path / "dataset"), "guidance-level": 0,
+        "task-ids": [4], "reindent-snippet": True, "env-backend": "current"}))
+    record = {"task_index": 4, "turn_number": 0, "final_code": dataset.get(4).init_content, "agent_memory": [],
+              "test_digest": "Status: failed. Tests run: 1, passed: 0, failures: 1, errors: 0, skipped: 0."}
+    model = BlockModel("return z * self.gamma + self.beta")
+    tally = Tally()
+    unit = continue_turn(cfg, model, dataset, record, "Scale by gamma, then shift by beta.",
+                         tmp_path / "report.xml", tally)
+    assert unit["solved"] and unit["execution"]["status"] == "passed" and tally.test_runs == 1
+    assert "Scale by gamma, then shift by beta." in model.prompts[0] and "Status: failed" in model.prompts[0]

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.action import ActionFormatError, RepoWorkspace, execute, extract_code_block, numbered, parse_answer
+from agent.action import ActionFormatError, execute, extract_code_block, numbered, parse_answer
+from agent.workspace import RepoWorkspace
 from agent.retrieval import FunctionIndex, collect_functions, tokenize
 
 

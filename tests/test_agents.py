@@ -5,12 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.action import RepoWorkspace
+from agent.action import ACTIONS
 from agent.agents import CodeAgent, TaskBrief, merge_roles
-from agent.feedback import format_feedback, format_test_digest
+from agent.digest import format_test_digest
+from agent.feedback import format_feedback
 from agent.inference import Completion, Usage
 from agent.memory import MAX_SUMMARY_CHARS
 from agent.rcb.snippet import SnippetTask, build_prompt
+from agent.workspace import RepoWorkspace
 
 SUBMIT = "reflect: done\naction: SUBMIT"
 
@@ -42,10 +44,10 @@ def ws(tmp_path: Path) -> RepoWorkspace:
 
 
 def make_agent(model: ScriptModel, ws: RepoWorkspace, setting: str = "agent", max_steps: int = 3,
-               threshold: int = 100, keep: int = 2) -> CodeAgent:
+               threshold: int = 100, keep: int = 2, **options) -> CodeAgent:
     brief = TaskBrief(latex="PAPER-LATEX", instruction="TASK-INSTRUCTION", target="pkg/target.py")
     return CodeAgent(model, brief, ws, setting=setting, max_steps=max_steps, memory_threshold=threshold,
-                     memory_to_keep=keep)
+                     memory_to_keep=keep, **options)
 
 
 def last_prompt(model: ScriptModel, call: int) -> str:
@@ -83,7 +85,7 @@ def test_every_step_sees_the_digest_and_the_feedback(ws: RepoWorkspace) -> None:
 
 def test_malformed_answers_get_the_format_and_the_file_is_auto_submitted(ws: RepoWorkspace) -> None:
     model = ScriptModel(["I think the answer is 42", "action: EDIT 1 0\n```python\ny = 1\n```"])
-    result = make_agent(model, ws, max_steps=2).run_turn(0)
+    result = make_agent(model, ws, max_steps=2, actions=ACTIONS).run_turn(0)
     assert result.actions[0]["action"] == "INVALID" and not result.actions[0]["ok"]
     retry = last_prompt(model, 1)
     assert "no `action:` line was found" in retry and "reflect: <your reasoning>" in retry

@@ -45,7 +45,7 @@ def config(tmp_path: Path, dataset: Path, **keys: object) -> Path:
     script = tmp_path / "script.yaml"
     script.write_text("rules:\n  - responses: ['reflect: done\\naction: SUBMIT']\n")
     values = {"api-provider": "scripted", "model": "coder", "script": str(script), "work-dir": str(dataset),
-              "output-dir": str(tmp_path / "out"), **keys}
+              "output-dir": str(tmp_path / "out"), "guidance-level": 0, **keys}
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(values))
     return path

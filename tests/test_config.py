@@ -30,7 +30,7 @@ def base(tmp_path: Path) -> dict:
     script = tmp_path / "script.yaml"
     script.write_text("rules:\n  - responses: ['action: SUBMIT']\n")
     return {"api-provider": "scripted", "model": "coder", "script": str(script), "work-dir": str(dataset),
-            "output-dir": str(tmp_path / "out")}
+            "output-dir": str(tmp_path / "out"), "guidance-level": 0}
 
 
 def write(tmp_path: Path, values: dict) -> Path:
@@ -51,10 +51,13 @@ def error_of(tmp_path: Path, values: dict) -> str:
     return message
 
 
-def test_defaults_are_the_paper_settings(tmp_path: Path, base: dict) -> None:
-    cfg = load(tmp_path, base)
+def test_defaults_are_the_release_files_values(tmp_path: Path, base: dict, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
+    cfg = load(tmp_path, {k: v for k, v in base.items() if k != "guidance-level"})
     assert (cfg.evaluation_setting, cfg.max_turn, cfg.max_steps, cfg.guidance_type) == ("memory_agent", 10, 3, "fixed")
-    assert cfg.guidance_levels == (0,) and cfg.feedback_model is None and cfg.resume is True
+    assert cfg.guidance_levels == (4,) and (cfg.memory_threshold, cfg.memory_to_keep) == (15, 10)
+    assert (cfg.feedback_model.provider, cfg.feedback_model.model) == ("openai", "o4-mini")
+    assert cfg.resume is False and cfg.overwrite is False and cfg.replay_feedback_level is None
     assert cfg.init_seed_dir == cfg.output_dir / "init_seed"
     assert cfg.parallel_mode == "processes" and cfg.max_workers == 4
     assert cfg.runner.timeout_sec == 600 and cfg.runner.sandbox == "auto" and cfg.runner.memory_mb == 8192
@@ -79,14 +82,17 @@ def test_defaults_are_the_paper_settings(tmp_path: Path, base: dict) -> None:
     ({"sandbox": "maybe"}, "'sandbox' must be one of auto, off, required"),
     ({"env-backend": "docker"}, "'env-backend' must be one of conda, uv, venv, current"),
     ({"task-ids": ["3"]}, "'task-ids' must be a task id or a list of task ids, got '3'"),
-    ({"memory-to-keep": 30}, "'memory-to-keep' (30) must be smaller than 'memory-threshold' (20)"),
+    ({"memory-to-keep": 30}, "'memory-to-keep' (30) must be smaller than 'memory-threshold' (15)"),
     ({"script": "/nonexistent/script.yaml"}, "provider 'scripted' needs 'script' naming an existing script file"),
-    ({"work-dir": "/nonexistent/dataset"}, "dataset not found: 'work-dir' /nonexistent/dataset holds no"),
+    ({"work-dir": "/nonexistent/dataset"}, "dataset not found: 'work-dir' '/nonexistent/dataset' holds neither dataset/annotation_meta.jsonl"),
     ({"feedback-source": "file"}, "'feedback-file' must name an existing file"),
     ({"prices": "/nonexistent/prices.yaml"}, "'prices': cannot read price table /nonexistent/prices.yaml"),
     ({"api-provider": "replay"}, "provider 'replay' answers from the response cache: set 'cache-path'"),
     ({"feedback-source": "interactive", "parallel-mode": "threads"}, "set 'parallel-mode: none'"),
-    ({"guidance-level": 2}, "needs a feedback model: set 'human-api-provider' and 'human-agent-model'"),
+    ({"guidance-level": 2}, "no API key for provider 'openai' (model 'o4-mini'); export OPENAI_API_KEY or set "
+                            "'human-api-key'"),
+    ({"resume": True, "overwrite": True}, "set only one"),
+    ({"replay-feedback-level": 1, "replay-run-feedback-level": 2}, "not both"),
     ({"model": []}, "'model' is an empty list"),
     ({"model": ["a", "a"]}, "model 'a' appears twice in the sweep"),
     ({"models": [{"model": "x"}]}, "use either 'model' or 'models', not both"),
@@ -187,7 +193,7 @@ def test_default_yaml_documents_every_key_and_matches_the_defaults(monkeypatch) 
     monkeypatch.setenv("OPENAI_API_KEY", SENTINEL)
     monkeypatch.chdir(REPO)
     cfg = load_config(REPO / "config" / "default.yaml")
-    assert cfg.models[0].model == "gpt-5" and cfg.feedback_model is None
+    assert cfg.models[0].model == "gpt-4o" and cfg.feedback_model.model == "o4-mini"
 
 
 def test_shipped_offline_config_loads(monkeypatch) -> None:

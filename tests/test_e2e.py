@@ -85,7 +85,7 @@ def test_sweep_of_two_models_and_five_levels(tmp_path: Path) -> None:
     assert folders == sorted(f"memory_agent_coder-{m}_feedback_fixed_guidance_{level}"
                              for m in "ab" for level in range(5))
     assert run_record(out)["seeds_computed"] == 2
-    assert len(list((out / "init_seed").glob("*/task_1_seed.pkl"))) == 2
+    assert len(list((out / "init_seed").glob("*_task1_init.pkl"))) == 2
     for model in "ab":  # every level starts from the one seed: the same turn-0 attempt
         turn0 = {pickle.loads(p.read_bytes())[0]["code_interaction_history"][-1]["content"]
                  for p in out.glob(f"*coder-{model}_*/task_1_result.pkl")}
@@ -93,7 +93,7 @@ def test_sweep_of_two_models_and_five_levels(tmp_path: Path) -> None:
     table = [line.split() for line in done.stdout.splitlines()]
     rows = [line for line in table if line and line[0] in ("coder-a", "coder-b")]
     assert [(r[0], r[1], r[2]) for r in rows] == [(f"coder-{m}", f"L{level}", "1/1") for m in "ab" for level in range(5)]
-    assert table[0][:4] == ["model", "level", "solved", "Recall@2"]
+    assert table[0][:5] == ["model", "level", "solved", "incomplete", "Recall@2"]
 
 
 def test_failing_jobs_are_reported_and_the_others_finish(tmp_path: Path) -> None:
@@ -110,7 +110,7 @@ def test_failing_jobs_are_reported_and_the_others_finish(tmp_path: Path) -> None
     assert "1 job(s) failed" in done.stderr and "Traceback" not in done.stderr
     assert "task 1 (L0, coder) failed: InferenceError: scripted model: no rule" in done.stderr
     row = next(line.split() for line in done.stdout.splitlines() if line.startswith("coder"))
-    assert row[2:5] == ["1/2", "(1", "err)"]
+    assert row[2:4] == ["1/1", "1"]  # the failed job is incomplete, not unsolved
     record = run_record(tmp_path / "out")
     assert [(e["task_index"], e["error"].split(":")[0]) for e in record["errors"]] == [(1, "InferenceError")]
     assert len(results(tmp_path / "out")) == 2  # task 1 keeps its turn 0, task 2 finished

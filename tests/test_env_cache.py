@@ -67,6 +67,61 @@ def test_second_run_is_up_to_date_and_rebuilds_nothing(built: dict, capsys: pyte
     assert f"{tiny.name} (tiny; tiny_alias; tasks 1, 2): ready" in listed and ": failed" in listed
 
 
+def site_packages(python: Path) -> Path:
+    return next(python.parents[1].glob("lib/python3.*/site-packages"))
+
+
+def pyc_of(python: Path, module: str) -> list[Path]:
+    """The .pyc files of one installed package of the environment, for its own interpreter's tag."""
+    tag = subprocess.run([str(python), "-c", "import sys; print(sys.implementation.cache_tag)"],
+                         capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    return list((site_packages(python) / module).glob(f"__pycache__/*.{tag}.pyc"))
+
+
+def test_build_precompiles_and_the_read_only_sandbox_uses_the_pyc(built: dict) -> None:
+    """uv installs without bytecode; the build compiles it, and an import with writes impossible loads it."""
+    tiny = spec_for_task(built["dataset"], 1, env_settings("uv", built["envs"]))
+    root = env_root(tiny, env_settings("uv", built["envs"]))
+    python = root / "prefix" / "bin" / "python"
+    assert pyc_of(python, "_pytest") and pyc_of(python, "pluggy")
+    record = json.loads((root / "recode_env.json").read_text())["bytecode"]
+    assert record["site_packages"] == [str(site_packages(python))] and record["compileall_exit"] in (0, 1)
+    verbose = subprocess.run([str(python), "-v", "-c", "import _pytest.python"], capture_output=True, text=True,
+                             timeout=60, env={"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/usr/bin:/bin"})
+    loaded = [line for line in verbose.stderr.splitlines() if line.startswith("# code object from") and "_pytest" in line]
+    assert loaded and all(".pyc" in line for line in loaded), loaded[:3]
+
+
+def test_an_existing_env_without_bytecode_gets_it_once(built: dict, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = env_settings("uv", built["envs"])
+    tiny = spec_for_task(built["dataset"], 1, settings)
+    root = env_root(tiny, settings)
+    python = root / "prefix" / "bin" / "python"
+    marker = json.loads((root / "recode_env.json").read_text())
+    del marker["bytecode"]
+    (root / "recode_env.json").write_text(json.dumps(marker))
+    for pyc in site_packages(python).rglob("*.pyc"):
+        pyc.unlink()
+    assert not pyc_of(python, "_pytest")
+    assert manage_main([*built["args"], "--task-ids", "1,2"]) == 0
+    out = capsys.readouterr().out
+    assert f"{tiny.name} (tiny; tiny_alias; tasks 1, 2): bytecode compiled in" in out
+    assert pyc_of(python, "_pytest") and "bytecode" in json.loads((root / "recode_env.json").read_text())
+    stamp = (root / "recode_env.json").stat().st_mtime_ns
+    assert manage_main([*built["args"], "--task-ids", "1", "2"]) == 0
+    assert "all 1 environment up to date; nothing to do" in capsys.readouterr().out
+    assert (root / "recode_env.json").stat().st_mtime_ns == stamp
+
+
+@pytest.mark.slow
+def test_venv_build_precompiles_too(tmp_path: Path) -> None:
+    spec, settings = one_task_env(tmp_path, "pytest\n")
+    result = ensure_env(spec, settings, progress=lambda _: None)
+    python = Path(result.python)
+    assert result.status == "built" and pyc_of(python, "_pytest")
+    assert "bytecode" in json.loads((env_root(spec, settings) / "recode_env.json").read_text())
+
+
 def test_cache_hit_spawns_no_subprocess(built: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RECODE_ENV_DIR", str(built["envs"]))
     monkeypatch.setenv("RECODE_ENV_BACKEND", "uv")
@@ -110,7 +165,7 @@ def test_unbuilt_env_without_build_names_the_command(built: dict, monkeypatch: p
 
 def fake_plan_factory(counter: Path, delay: float):
     """A build_plan stand-in whose single command counts builds and links this interpreter as the env's."""
-    def fake_plan(backend: str, prefix: Path, requirements: Path, python_version: str) -> BuildPlan:
+    def fake_plan(backend: str, prefix: Path, requirements: Path, python_version: str, indexes: tuple = ()) -> BuildPlan:
         script = (
             "import os, sys, time\n"
             f"open({str(counter)!r}, 'a').write('build\\n')\n"
@@ -133,6 +188,7 @@ def test_concurrent_callers_build_once(tmp_path: Path, monkeypatch: pytest.Monke
     spec, settings = one_task_env(tmp_path)
     counter = tmp_path / "builds.txt"
     monkeypatch.setattr(env_cache, "build_plan", fake_plan_factory(counter, 0.5))
+    monkeypatch.setattr(env_cache, "compile_bytecode", lambda python, log, env: {"site_packages": []})
     results: list = []
     messages: list[str] = []
     threads = [threading.Thread(target=lambda: results.append(ensure_env(spec, settings, progress=messages.append))) for _ in range(2)]
@@ -157,7 +213,7 @@ def test_waits_for_a_build_in_another_process_and_reuses_it(tmp_path: Path, monk
         "    print('locked', flush=True)\n    time.sleep(1.0)\n"
         f"    os.makedirs({str(root / 'prefix' / 'bin')!r})\n"
         f"    os.symlink(sys.executable, {str(root / 'prefix' / 'bin' / 'python')!r})\n"
-        f"    open({str(root / 'recode_env.json')!r}, 'w').write('{{}}')\n"
+        f"    open({str(root / 'recode_env.json')!r}, 'w').write('{{\"bytecode\": {{}}}}')\n"
     )
     builder = subprocess.Popen([sys.executable, "-c", other], stdout=subprocess.PIPE, text=True)
     assert builder.stdout.readline().strip() == "locked"
@@ -172,7 +228,7 @@ def test_waits_for_a_build_in_another_process_and_reuses_it(tmp_path: Path, monk
 def test_env_without_pytest_fails_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec, settings = one_task_env(tmp_path, "six\n")
 
-    def no_pytest_plan(backend: str, prefix: Path, requirements: Path, python_version: str) -> BuildPlan:
+    def no_pytest_plan(backend: str, prefix: Path, requirements: Path, python_version: str, indexes: tuple = ()) -> BuildPlan:
         script = f"import os; os.makedirs({str(prefix / 'bin')!r}); os.symlink('/bin/false', {str(prefix / 'bin' / 'python')!r})"
         return BuildPlan(commands=((sys.executable, "-c", script),))
 

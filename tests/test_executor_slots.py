@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 import agent.executor as executor_module
-from agent.clean_test_runner import RunnerOptions, prepare, run_candidate, sandbox_prefix
+from agent.clean_test_runner import prepare, run_candidate, sandbox_prefix
 from agent.executor import InlineExecutor, ProcessExecutor, ThreadExecutor, make_executor
+from agent.runner.options import RunnerOptions
 from agent.scheduler import plan_run, run_plan
 from agent.slots import SlotConfig, TestSlots, serving
 from agent.utils import DatasetManager
@@ -108,7 +109,8 @@ def test_slots_count_running_tests() -> None:
 def test_no_slots_served_runs_the_test_directly(monkeypatch) -> None:
     """A Ray worker or a script serves no slots: the run goes straight to the runner, devices inherited."""
     seen = []
-    monkeypatch.setattr(executor_module, "run_candidate", lambda *args: seen.append(args) or {"ok": True})
+    monkeypatch.setattr("agent.clean_test_runner.run_candidate",
+                        lambda *args, report_to: seen.append(args) or {"ok": True})
     assert executor_module.run_tests(FakeDataset(), 1, "0", RunnerOptions()) == {"ok": True}
     assert seen and seen[0][3].cuda_devices is None
 
@@ -118,7 +120,7 @@ def test_processes_cancel_kills_test_runs_in_flight() -> None:
     with serving(executor.slots):
         futures = [executor.submit(job_with_test, 2 * i, 0) for i in range(3)]
         deadline = time.monotonic() + 30
-        while executor.slots.running < 2 and time.monotonic() < deadline:
+        while (executor.slots.running < 2 or len(executor.tests._processes) < 2) and time.monotonic() < deadline:
             time.sleep(0.05)
         workers = list(executor.tests._processes.values())
         started = time.monotonic()
@@ -154,7 +156,8 @@ def test_sandbox_binds_device_nodes_only_for_gpu_runs(tmp_path: Path, monkeypatc
     dataset = DatasetManager(DATASET)
     layout = prepare(dataset, 1, dataset.canonical(1), Path(os.path.realpath(tmp_path)) / "run")
     for devices, bound in (("0", fake_nodes), ("", []), (None, fake_nodes)):
-        argv = sandbox_prefix(RunnerOptions(cuda_devices=devices), dataset, "/usr/bin/python3", layout, True)
+        argv, problem = sandbox_prefix(RunnerOptions(cuda_devices=devices), dataset, "/usr/bin/python3", layout, False)
+        assert problem is None
         pairs = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--dev-bind"]
         assert pairs == bound
 

@@ -9,10 +9,10 @@ import yaml
 
 from agent.feedback import (
     CATEGORIES, FEEDBACK_SCHEMA, FIELDS, FeedbackFormatError, FeedbackReply, FeedbackRequest, FileFeedback,
-    LLMFeedback, ReplayFeedback, digest_brief, feedback_brief, format_feedback, format_test_digest,
-    load_feedback_file, one_line, parse_feedback, validate_records,
+    LLMFeedback, ReplayFeedback, feedback_brief, format_feedback, load_feedback_file, parse_feedback, validate_records,
 )
 from agent.inference import Completion, Usage
+from agent.text import one_line
 
 RECORD = {
     "interface": "dpo_loss", "category": "T2", "description": "DESC-the loss ignores beta",
@@ -117,45 +117,6 @@ def test_levels_reveal_fields_cumulatively_and_never_the_category(level: int, sh
         assert "Feedback 2: `second`" in text
 
 
-def test_digest_lists_each_test_failures_and_tests_that_never_ran() -> None:
-    execution = {"status": "failed", "tests": 2, "failures": 1, "errors": 0, "skipped": 0,
-                 "test_summary": {"test_a": True, "test_b": False},
-                 "failure_messages": ["test_b: AssertionError: 1 != 2\nTraceback (most recent call last): ..."],
-                 "output": "", "duration_sec": 1.0}
-    digest = format_test_digest(execution, ("test_a", "test_b", "test_c"))
-    assert "PASS test_a" in digest and "FAILED test_b" in digest and "NOT RUN test_c" in digest
-    assert "AssertionError: 1 != 2" in digest and "Traceback" in digest
-    assert "Tests run: 2, passed: 1, failures: 1" in digest
-
-
-def test_digest_of_a_collection_error_shows_the_output_tail() -> None:
-    execution = {"status": "error", "tests": 0, "failures": 0, "errors": 1, "skipped": 0, "test_summary": {},
-                 "failure_messages": [], "output": "ImportError: cannot import name 'dpo_loss'"}
-    digest = format_test_digest(execution, ("test_a",))
-    assert "ImportError" in digest and "NOT RUN test_a" in digest
-
-
-def test_a_digest_brief_keeps_totals_verdicts_and_the_first_error_but_no_traceback() -> None:
-    execution = {"status": "failed", "tests": 3, "failures": 2, "errors": 0, "skipped": 0,
-                 "test_summary": {"test_a": True, "test_b": False, "test_c": False},
-                 "failure_messages": ["test_b: AssertionError: 1 != 2\n>   assert f(1) == 2\nE   AssertionError",
-                                      "test_c: KeyError: 'beta'\n>   cfg['beta']\nE   KeyError"]}
-    brief = digest_brief(format_test_digest(execution, ("test_a", "test_b", "test_c", "test_d")))
-    assert brief == ("Status: failed. Tests run: 3, passed: 1, failures: 2, errors: 0, skipped: 0. "
-                     "Failed: test_b, test_c. Not run: test_d. Passed: test_a. "
-                     "First error: test_b: AssertionError: 1 != 2")
-    timeout = {**execution, "status": "timeout", "duration_sec": 30.0, "failure_messages": []}
-    assert "stopped after 30 s" in digest_brief(format_test_digest(timeout))
-
-
-def test_a_digest_brief_names_at_most_25_tests_per_verdict_and_keeps_other_text() -> None:
-    execution = {"status": "failed", "tests": 30, "failures": 30, "errors": 0, "skipped": 0,
-                 "test_summary": {f"test_{i}": False for i in range(30)}, "failure_messages": []}
-    assert "test_24 and 5 more." in digest_brief(format_test_digest(execution))
-    assert digest_brief("FAILED-BY-HAND\nsecond line") == "FAILED-BY-HAND second line"
-    assert digest_brief("") == ""
-
-
 def test_a_feedback_brief_keeps_interfaces_and_descriptions_only() -> None:
     text = format_feedback([RECORD, {**RECORD, "interface": "second", "description": "DESC-2\nmore"}], 4)
     assert feedback_brief(text) == "`dpo_loss`: DESC-the loss ignores beta; `second`: DESC-2 more"
@@ -204,13 +165,3 @@ def test_replay_uses_recorded_turns_and_falls_back_with_a_note() -> None:
     fallback = replay(request(turn=1))
     assert fallback.records == generated.records
     assert fallback.source == "llm (replay level 4 has no feedback at turn 1)"
-
-
-def test_digest_masks_addresses_and_temp_paths() -> None:
-    import tempfile
-    message = (f"test_a: ImportError at {tempfile.gettempdir()}/recode-run-x1y2/ws/pkg/mod.py\n"
-               "monkeypatch = <MonkeyPatch object at 0x7f43a1b2c3d0>")
-    execution = {"status": "failed", "tests": 1, "failures": 1, "errors": 0, "skipped": 0,
-                 "test_summary": {"test_a": False}, "failure_messages": [message]}
-    digest = format_test_digest(execution)
-    assert "<tmp>/ws/pkg/mod.py" in digest and "object at 0x..." in digest and "x1y2" not in digest

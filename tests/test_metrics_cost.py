@@ -76,7 +76,7 @@ def test_cost_table(result_dir: Path, tmp_path: Path, capsys) -> None:
     assert rows["L0"]["cost $"] == pytest.approx(0.30) and rows["L0"]["wall h"] == pytest.approx(30 / 3600)
     assert rows["L1"]["infra-error tasks"] == 1 and rows["all"]["turns"] == 4
     assert any("lower bound: 3 model calls or turns" in note for note in table["notes"])
-    assert any("infrastructure errors 1" in note for note in table["notes"])
+    assert any("incomplete 1 (infra_error 1;" in note for note in table["notes"])
 
 
 def test_release_only_results_have_no_price_and_no_time(tmp_path: Path) -> None:

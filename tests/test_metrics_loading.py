@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.metrics_helpers import MODEL, passed, run_dir, turn, write_result
+from metric_aggregate import coverage_notes, summarize
+from metric_passrate_unitest import solved_within
 from result_files import (ResultFileError, RunSelection, discover_models, load_run, load_turns, run_folder_name,
                           safe_load_pickle)
 
@@ -88,8 +90,10 @@ def test_infra_errors_come_from_turn_status_or_the_state_file(tmp_path: Path) ->
             json.dumps({"finished": False, "error": error}))
     run = load_run(MODEL, 0, range(1, 7), RunSelection(result_dir))
     assert run.infra_errors == [1, 2, 4, 5]
-    assert run.missing == [5, 6]
-    assert run.unfinished == [4]
+    assert run.missing == []
+    assert run.incomplete == {1: "infra_error", 2: "infra_error", 4: "infra_error", 5: "infra_error",
+                              6: "stopped by an error"}
+    assert run.unfinished == []
     assert sorted(run.errors) == [4, 5, 6]
 
 
@@ -101,3 +105,24 @@ def test_models_are_discovered_per_setting_and_guidance_type(tmp_path: Path) -> 
     assert discover_models(RunSelection(result_dir)) == ["m1", "m_2"]
     assert discover_models(RunSelection(result_dir, setting="agent")) == ["m3"]
     assert discover_models(RunSelection(tmp_path / "absent")) == []
+
+
+def test_stopped_jobs_are_incomplete_never_solved_or_unsolved(tmp_path: Path) -> None:
+    """Feedback missing and budget stops (record key or state), reference access: left out of every average."""
+    result_dir = tmp_path / "res"
+    write_result(result_dir, 0, 1, [turn(0, failures=1, status="failed"), passed(1)])
+    write_result(result_dir, 0, 2, [turn(0, failures=1, status="failed", stop_reason="feedback_missing")])
+    write_result(result_dir, 0, 3, [turn(0, failures=1, status="failed")])
+    (run_dir(result_dir, 0) / "task_3_state.json").write_text(
+        json.dumps({"finished": False, "error": "budget reached", "stop_reason": "budget"}))
+    write_result(result_dir, 0, 4, [turn(0, errors=4, status="reference_access")])
+    write_result(result_dir, 0, 5, [turn(0, failures=1, status="failed")])
+    write_result(result_dir, 0, 6, [turn(0, failures=1, status="failed", stop_reason="feedback_missing"),
+                                    turn(1, failures=1, status="failed")])  # resumed and went on: complete
+    (run_dir(result_dir, 0) / "task_6_state.json").write_text(json.dumps({"finished": True, "stop_reason": None}))
+    run = load_run(MODEL, 0, range(1, 7), RunSelection(result_dir))
+    assert run.incomplete == {2: "feedback_missing", 3: "budget", 4: "reference_access"}
+    summary = summarize(run, solved_within(None))
+    assert (summary.value, summary.scored) == (pytest.approx(1 / 3), 3)
+    (note,) = coverage_notes([summary])
+    assert "3/6 tasks used" in note and "incomplete 3 (budget 1, feedback_missing 1, reference_access 1;" in note

@@ -27,7 +27,7 @@ AFFINE, INPUT_CHECK, SCALE_LOGITS, STABLE_EXP = 4, 5, 7, 8
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> DatasetManager:
     out = tmp_path_factory.mktemp("rcb_e2e") / "dataset"
-    assert import_main(["--pset", str(PSET), "--out", str(out)]) == 0
+    assert import_main(["--pset", str(PSET), "--out", str(out), "--no-resolve"]) == 0
     return DatasetManager(out)
 
 

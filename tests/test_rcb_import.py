@@ -35,7 +35,8 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def run_import(out: Path, *extra: str, pset: Path = PSET) -> int:
-    return import_main(["--pset", str(pset), "--out", str(out), *extra])
+    """Import without asking the package index (the derivation itself is covered in test_rcb_envs.py)."""
+    return import_main(["--pset", str(pset), "--out", str(out), "--no-resolve", *extra])
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +84,10 @@ def test_task_files_placeholder_and_canonical(imported):
     for fragment in ('"affine"', "`tiny_norm/layers.py`", "line 20", "ScaledTanh.__call__", "- tiny_norm/utils.py"):
         assert fragment in instruction
     info = dataset.test_sh(4)
-    assert (info.env_name, info.workdir, info.pythonpath_root, info.timeout, info.test_file) == (
-        "recode_rcb", "", "", 60, "paper2code_test.py")
+    assert (info.workdir, info.pythonpath_root, info.timeout, info.test_file) == ("", "", 60, "paper2code_test.py")
+    assert info.env_name == dataset.get(4).extra["environment"] and info.env_name.startswith("rcb_")
+    requirements = (imported / "requirements" / f"{info.env_name}.txt").read_text().splitlines()
+    assert {"numpy", "pytest", "pytest-timeout"} <= set(requirements)
 
 
 def test_no_tag_line_in_any_produced_file(imported):
@@ -98,22 +101,22 @@ def test_reference_copy_and_test_files_never_ship_in_the_repository(imported):
     assert sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file()) == [
         "tiny_norm/__init__.py", "tiny_norm/layers.py", "tiny_norm/utils.py"]
     test_py = (imported / "annotations" / "annotation_1" / "test.py").read_text()
-    assert "modules = ('tiny_norm.layers_ref',)" in test_py
+    assert "_RECODE_FROM_CANONICAL = ('tiny_norm.layers_ref',)" in test_py
     assert test_py.index("_RecodeReferenceFinder") < test_py.index("from tiny_norm.layers import")
+    assert DatasetManager(imported).get(1).extra["hidden_references"] == ["tiny_norm/layers_ref.py"]
 
 
-def test_reference_that_differs_stays_visible_with_a_warning(tmp_path, capsys):
+def test_reference_that_differs_is_served_from_the_test_file(tmp_path):
     pset = tmp_path / "pset"
     shutil.copytree(PSET, pset)
     ref = pset / "temp-softmax" / "softmax_ref.py"
     ref.write_text(ref.read_text().replace("weights / weights.sum", "weights / (weights.sum"))
     ref.write_text(ref.read_text().replace("keepdims=True)\n", "keepdims=True))\n", 1))
     assert run_import(tmp_path / "ds", "--papers", "temp-softmax", pset=pset) == 0
-    assert "softmax_ref.py differs from softmax.py" in capsys.readouterr().err
     dataset = DatasetManager(tmp_path / "ds")
-    assert (dataset.repo_dir(1) / "softmax_ref.py").is_file()
-    assert dataset.get(1).extra["reference_in_repo"] is True
-    assert "_RecodeReferenceFinder" not in dataset.read(1, "test.py")
+    assert not (dataset.repo_dir(1) / "softmax_ref.py").exists()
+    test_py = dataset.read(1, "test.py")
+    assert "_RECODE_FROM_CANONICAL = ()" in test_py and "weights / (weights.sum" in test_py
 
 
 def test_reimport_replaces_rows_keeps_ids_and_other_rows(tmp_path):
@@ -219,7 +222,6 @@ def test_adapted_test_keeps_future_imports_first_and_compiles():
     adapted = adapt_test(source, ["x_ref"])
     compile(adapted, "paper2code_test.py", "exec")
     assert adapted.index("from __future__") < adapted.index("_RecodeReferenceFinder") < adapted.index("import x_ref")
-    assert adapt_test(source, []) == source
 
 
 def test_snippet_task_reads_context_files_and_refuses_other_tasks(imported, tmp_path):

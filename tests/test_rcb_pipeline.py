@@ -40,7 +40,7 @@ def write_config(tmp_path: Path, name: str, dataset: Path, setting: str, rules: 
 
 def test_imported_paper_runs_in_snippet_and_memory_agent_settings_and_is_scored(tmp_path: Path) -> None:
     dataset = tmp_path / "rcb"
-    assert import_main(["--pset", str(PSET), "--out", str(dataset), "--papers", "temp-softmax"]) == 0
+    assert import_main(["--pset", str(PSET), "--out", str(dataset), "--papers", "temp-softmax", "--no-resolve"]) == 0
     mapping = [json.loads(line) for line in (dataset / "researchcodebench_map.jsonl").read_text().splitlines()]
     lines = {row["snippet"]: row["code_lines"] for row in mapping}
     assert lines == {"scale logits": 1, "stable exp": 2}

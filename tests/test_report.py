@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.metrics_helpers import REPO
-from tests.report_helpers import CORRUPT_TASK, HOSTILE, MODEL, RELEASE_TASK, PageScan, build_results
+from tests.report_helpers import (CORRUPT_TASK, HOSTILE, MODEL, RELEASE_TASK, PageScan, build_results, trajectory,
+                                  write_run)
+from tests.metrics_helpers import write_dataset
 from analysis import main_analysis
 from result_files import run_folder_name
 
@@ -145,3 +147,22 @@ def test_user_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[str], me
     assert done.returncode == 2
     assert done.stderr.strip().startswith(message.format(tmp=tmp_path))
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_a_job_stopped_for_missing_feedback_is_reported_incomplete(tmp_path: Path, capsys) -> None:
+    """Neither solved nor unsolved: out of the tables' averages, marked in the map and on its page."""
+    dataset = write_dataset(tmp_path / "ds", {1: 1, 2: 1})
+    stopped = trajectory(2, 2, None, turns=2)
+    stopped[-1]["stop_reason"] = "feedback_missing"
+    folder = write_run(tmp_path / "res", MODEL, "fixed", 2, {1: trajectory(1, 2, 0), 2: stopped})
+    (folder / "task_2_state.json").write_text('{"finished": false, "error": "no feedback", '
+                                              '"stop_reason": "feedback_missing"}')
+    _, analysis = main_analysis("", ["--result-dir", str(tmp_path / "res"), "--dataset-dir", str(dataset),
+                                     "--levels", "2", "--skip", "codebert,codebleu,cost", "--out", str(tmp_path / "out")])
+    recall = next(t for t in analysis.tables() if t.title.startswith("Unit-test pass rate, Recall@10"))
+    assert [row[1:] for row in recall.rows] == [[1.0]]
+    assert any("1/2 tasks used" in note and "incomplete 1 (feedback_missing 1;" in note for note in recall.notes)
+    index = PageScan(analysis.index.read_text(encoding="utf-8")).text
+    assert "incomplete: feedback_missing" in index
+    page = PageScan((tmp_path / "out" / page_name(MODEL, "fixed", 2, 2)).read_text(encoding="utf-8")).text
+    assert "Incomplete (feedback_missing): neither solved nor unsolved" in page and "job stopped: feedback_missing" in page

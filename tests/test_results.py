@@ -106,15 +106,67 @@ def test_set_aside_keeps_an_old_result(tmp_path: Path) -> None:
 
 
 def test_seed_layout_and_validation(tmp_path: Path) -> None:
-    path = seed_path(tmp_path, "memory_agent", "org/model-x", 5)
-    assert path == tmp_path / "memory_agent_org_model-x" / "task_5_seed.pkl"
-    assert load_seed(path) is None
-    seed = {"format": 1, "record": record(0, task=5)}
+    path = seed_path(tmp_path, "org/model-x", 5)
+    assert path == tmp_path / "org_model-x_task5_init.pkl"
+    assert load_seed(path, "memory_agent") is None
+    turn0 = record(0, task=5, code_input_tokens=[5], code_output_tokens=[2], feedback_input_token=[],
+                   feedback_output_token=[], feedback_interaction_history=[], feedback_items=None)
+    seed = {"setting": "memory_agent", "feedback_model": None, "unclaimed_usage": [{"input_tokens": 5}],
+            "record": turn0}
     save_seed(path, seed)
-    assert load_seed(path) == seed
+    stored = pickle.loads(path.read_bytes())
+    assert isinstance(stored, list) and len(stored) == 1 and stored[0]["feedback_items"] == []
+    loaded = load_seed(path, "memory_agent")
+    assert loaded["record"]["feedback_items"] is None and loaded["unclaimed_usage"] == [{"input_tokens": 5}]
+    with pytest.raises(ResultError, match="evaluation-setting 'memory_agent', not 'baseline'"):
+        load_seed(path, "baseline")
+    assert seed_path(tmp_path, "org/model-x", 5, "memory_agent") == path
+    assert seed_path(tmp_path, "org/model-x", 5, "baseline") == tmp_path / "org_model-x_task5_baseline_init.pkl"
     path.write_bytes(pickle.dumps({"format": 99}))
     with pytest.raises(ResultError, match="not a turn-0 seed"):
-        load_seed(path)
+        load_seed(path, "memory_agent")
+
+
+def test_release_execution_shape() -> None:
+    ours = {"tests": 3, "errors": 1, "failures": 2, "skipped": 1, "status": "failed",
+            "failure_messages": ["test_a: assert 1 == 2\ntrace", "test_b: boom\ntrace", "test_s: skipped why",
+                                 "test_m: not in the report (expected by annotation_meta test_cases)"],
+            "outcomes": {"test_a": "failure", "test_b": "error", "test_s": "skipped", "test_ok": "passed"},
+            "missing_tests": ["test_m"],
+            "test_summary": {"test_a": False, "test_b": False, "test_s": False, "test_ok": True, "test_m": False}}
+    shaped = results.release_execution(ours)
+    assert shaped["failure_messages"] == ["FAILURE in test_a: assert 1 == 2\ntrace", "ERROR in test_b: boom\ntrace",
+                                          "FAILURE in test_m: not in the report (expected by annotation_meta "
+                                          "test_cases)"]
+    assert shaped["test_summary"] == {"test.py::test_a": False, "test.py::test_b": False, "test.py::test_s": False,
+                                      "test.py::test_ok": True, "test.py::test_m": False}
+    assert results.release_execution(shaped) == shaped
+    session = results.release_execution({"failure_messages": ["session: the process ended"], "outcomes": {}})
+    assert session["failure_messages"] == ["ERROR in session: the process ended"]
+
+
+def test_a_release_record_is_upgraded_with_every_key_of_ours() -> None:
+    feedback = [{"interface": "f", "category": "T2", "description": "wrong sign", "analysis": "a",
+                 "actionable_feedback": "flip it", "direct_code_feedback": "return -x"}]
+    release = {"task_index": 3, "turn_number": 0, "code_input_tokens": [100, 50], "code_output_tokens": [10, 5],
+               "final_code": "x = 1\n", "agent_memory": [{"role": "user", "content": "m"}],
+               "code_interaction_history": [], "feedback_input_token": [70], "feedback_output_token": [7],
+               "feedback_interaction_history": [{"role": "user", "content": "compare"},
+                                                {"role": "assistant", "content": feedback}],
+               "execution_result": {"tests": 2, "errors": 0, "failures": 1, "skipped": 0,
+                                    "failure_messages": ["FAILURE in test_b: assert 1 == 2"],
+                                    "test_summary": {"test.py::test_a": True, "test.py::test_b": False}}}
+    upgraded = results.upgrade_record(release, level=2, test_cases=["test_a", "test_b", "test_c"])
+    assert set(upgraded) == set(RECORD_KEYS)
+    assert upgraded["status"] == "failed" and upgraded["feedback_items"] == feedback
+    assert "Description: wrong sign" in upgraded["feedback_text"] and "flip it" not in upgraded["feedback_text"]
+    assert "PASS test.py::test_a" in upgraded["test_digest"] and "NOT RUN test_c" in upgraded["test_digest"]
+    assert upgraded["token_totals"] == {"code_input_tokens": 150, "code_output_tokens": 15,
+                                        "feedback_input_token": 70, "feedback_output_token": 7}
+    assert [u["input_tokens"] for u in upgraded["code_usage"]] == [100, 50]
+    assert {k: upgraded[k] for k in release} == {**release, "execution_result": {
+        **release["execution_result"], "status": "failed"}}
+    assert results.upgrade_record(upgraded, level=2) is upgraded
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from tests.run_support import (
     write_scripts,
 )
 
-RUN = {**STANDARD_RUN, "parallel-mode": "processes"}
+RUN = {**STANDARD_RUN, "parallel-mode": "processes", "resume": True}
 
 
 @pytest.fixture

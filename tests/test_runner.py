@@ -2,8 +2,13 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -29,16 +34,20 @@ def dataset(tmp_path: Path):
     return make_task(tmp_path / "dataset")
 
 
-def test_canonical_passes_wrong_fails_and_dataset_is_untouched(dataset) -> None:
+def test_canonical_passes_wrong_fails_and_dataset_is_untouched(dataset, tmp_path: Path) -> None:
     before = tree_digest(dataset.root)
-    good = run_candidate(dataset, 1, CANONICAL, QUICK)
-    bad = run_candidate(dataset, 1, WRONG, QUICK)
+    report = tmp_path / "reports" / "turn_1.xml"
+    good = run_candidate(dataset, 1, CANONICAL, QUICK, report_to=report)
     assert (good["status"], good["tests"], good["failures"], good["errors"]) == ("passed", 2, 0, 0)
     assert good["test_summary"] == {"test_add": True, "test_scale": True} and good["exit_code"] == 0
-    assert "<testcase" in Path(good["report_path"]).read_text()
+    assert good["report_path"] == str(report) and "<testcase" in report.read_text()
+    assert good["interpreter"] == sys.executable
+    bad = run_candidate(dataset, 1, WRONG, QUICK)
     assert (bad["status"], bad["tests"], bad["failures"], bad["exit_code"]) == ("failed", 2, 2, 1)
-    assert bad["failure_messages"][0].startswith("test_add: assert")
+    assert bad["failure_messages"][0].startswith("test_add: assert") and bad["report_path"] is None
     assert tree_digest(dataset.root) == before
+    forged = run_candidate(dataset, 1, "import os\nos._exit(0)\n", QUICK, report_to=report)
+    assert forged["status"] == "error" and forged["report_path"] is None and not report.exists()
 
 
 def test_partial_credit_is_counted_per_test(dataset) -> None:
@@ -155,20 +164,52 @@ def test_sandbox_hides_dataset_harness_processes_network_and_root(dataset) -> No
     assert "DATASET False HARNESS False PIDS [1, 2] IFACES ['lo'] ROOT False HOME True" in output
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
+def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(REPO / "agent" / "clean_test_runner.py"), *args],
-                          capture_output=True, text=True, cwd=REPO)
+                          capture_output=True, text=True, cwd=REPO, env=env)
 
 
-def test_cli_gold_check_json_and_release_report(dataset) -> None:
-    before = tree_digest(dataset.root)
-    done = _cli("--work-dir", str(dataset.root), "--task-id", "1", "--json", "--timeout-sec", "30")
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["status"] == "passed"
+def test_cli_release_flags_on_disk_target_and_json(dataset, tmp_path: Path) -> None:
+    """The release's command line: --work-dir holds dataset/, the target file on disk is what is tested."""
+    work_dir = dataset.root.parent
     report = dataset.task_dir(1) / "pytest_report" / "report.xml"
-    assert str(report) in done.stderr and "test_scale" in report.read_text()
+    blank = _cli("--work-dir", str(work_dir), "--task-id", "1", "--timeout-sec", "30")
+    assert blank.returncode == 1 and blank.stdout.startswith("task 1: failed")
+    assert "cannot import name 'add'" in report.read_text()
+    dataset.target_path(1).write_text(CANONICAL)
+    before = {k: v for k, v in tree_digest(dataset.root).items() if "pytest_report" not in k}
+    done = _cli("--work-dir", str(work_dir), "--task-id", "1", "--json", "--timeout-sec", "30")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["status"] == "passed" and result["interpreter"] == sys.executable
+    assert result["report_path"] == str(report) and "test_scale" in report.read_text()
+    assert str(report) in done.stderr and "task 1: passed" in done.stderr
     after = {k: v for k, v in tree_digest(dataset.root).items() if "pytest_report" not in k}
     assert after == before
+
+
+def test_cli_canonical_and_dataset_folder_itself(dataset) -> None:
+    done = _cli("--dataset-dir", str(dataset.root), "--task-id", "1", "--canonical", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout)["status"] == "passed", done.stderr
+
+
+def test_cli_env_mode_flags_reach_the_environment_cache(dataset, tmp_path: Path, monkeypatch, capsys) -> None:
+    """--env-map-path names the environment, --python-version its Python; without --env-mode: this interpreter."""
+    asked = []
+
+    def resolve(dataset, index, backend, build=True, *, python_version=None, env_name=None):
+        asked.append((backend, python_version, env_name))
+        return sys.executable
+
+    monkeypatch.setattr("agent.env_cache.resolve_python", resolve)
+    env_map = tmp_path / "env_map.json"
+    env_map.write_text(json.dumps({"1": "test_common1"}))
+    common = ["--work-dir", str(dataset.root), "--task-id", "1", "--canonical", "--timeout-sec", "30"]
+    assert runner.main(common + ["--env-map-path", str(env_map), "--python-version", "3.10"]) == 0
+    assert runner.main(common) == 0
+    assert runner.main(common + ["--env-mode", "--env-backend", "uv"]) == 0
+    assert asked == [(None, "3.10", "test_common1"), ("current", None, None), ("uv", None, None)]
+    assert capsys.readouterr().out.count("task 1: passed") == 3
 
 
 def test_cli_candidate_file_failure_exit_code(dataset, tmp_path: Path) -> None:
@@ -187,6 +228,7 @@ def test_cli_candidate_file_failure_exit_code(dataset, tmp_path: Path) -> None:
     (["--work-dir", "/no/such/dataset", "--task-id", "1"], "dataset not found"),
     (["--task-id", "9"], "unknown task id 9"),
     (["--task-id", "1", "--candidate", "/no/such/file.py"], "candidate file not found"),
+    (["--task-id", "1", "--env-map-path", "/no/such/map.json"], "--env-map-path /no/such/map.json"),
 ])
 def test_cli_user_errors_are_one_line(dataset, args: list[str], message: str) -> None:
     if "--work-dir" not in args:
@@ -194,3 +236,80 @@ def test_cli_user_errors_are_one_line(dataset, args: list[str], message: str) ->
     done = _cli(*args)
     assert done.returncode == 2 and message in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+SLEEPER = "import time\ntime.sleep(120)\n" + CANONICAL
+LOCKS_ITS_FILES = CANONICAL + '''
+import os
+os.makedirs("locked/inner", exist_ok=True)
+open("locked/inner/data.txt", "w").write("x")
+open(os.path.join(os.environ["TMPDIR"], "scratch.txt"), "w").write("x")
+os.chmod("locked/inner", 0)
+os.chmod("locked", 0)
+'''
+
+
+@pytest.fixture
+def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temp folder of this test alone, for the runner and any process it starts."""
+    folder = tmp_path / "tmpdir"
+    folder.mkdir()
+    monkeypatch.setenv("TMPDIR", str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def test_nothing_is_left_in_the_temp_folder_after_a_batch(dataset, private_tmp: Path, monkeypatch) -> None:
+    """Success, failure, collection error, forged exit, refused candidate, locked files, timeout, Ctrl-C."""
+    batch = [CANONICAL, WRONG, HALF_RIGHT, "def add(:\n", "import os\nos._exit(0)\n", "import canonical\n",
+             LOCKS_ITS_FILES]
+    statuses = []
+    for sandbox in ("auto", "off"):
+        options = RunnerOptions(timeout_sec=30, sandbox=sandbox)
+        statuses += [run_candidate(dataset, 1, candidate, options)["status"] for candidate in batch]
+        statuses.append(run_candidate(dataset, 1, SLEEPER, RunnerOptions(timeout_sec=2, sandbox=sandbox))["status"])
+    assert statuses == ["passed", "failed", "failed", "failed", "error", "error", "passed", "timeout"] * 2
+
+    real_run = runner.run_process
+
+    def interrupted(*args, **kwargs):
+        real_run(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run_process", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_candidate(dataset, 1, CANONICAL, QUICK)
+    runner._cleaner.submit(int).result()  # deletions after normal runs happen off the caller's path
+    assert sorted(p.name for p in private_tmp.iterdir()) == []
+
+
+def test_ctrl_c_on_the_cli_leaves_nothing_behind(dataset, private_tmp: Path, tmp_path: Path) -> None:
+    candidate = tmp_path / "sleeper.py"
+    candidate.write_text(SLEEPER)
+    proc = subprocess.Popen([sys.executable, str(REPO / "agent" / "clean_test_runner.py"), "--work-dir",
+                             str(dataset.root), "--task-id", "1", "--candidate", str(candidate)],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not list(private_tmp.glob(f"{runner.RUN_PREFIX}*/ws")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # pytest is running the sleeping candidate now
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    assert list(private_tmp.iterdir()) == []
+
+
+@pytest.mark.skipif(bwrap_problem() is not None, reason="needs a working bubblewrap")
+def test_interpreter_in_a_venv_under_tmp_runs_sandboxed(dataset, tmp_path: Path, monkeypatch) -> None:
+    """The venv lives under /tmp (private in the sandbox) below a 0700 folder; an unreadable one is named."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    monkeypatch.setattr(runner, "resolve_interpreter", lambda *a: (str(venv / "bin" / "python"), None))
+    options = RunnerOptions(timeout_sec=30, sandbox="required")
+    result = run_candidate(dataset, 1, CANONICAL, options)
+    assert result["status"] == "passed" and result["interpreter"] == str(venv / "bin" / "python"), result
+    if os.geteuid() == 0 and shutil.which("setpriv"):  # tests then run as a fresh uid, which a 0700 venv excludes
+        venv.chmod(0o700)
+        result = run_candidate(dataset, 1, CANONICAL, options)
+        assert result["status"] == "infra_error"
+        assert f"{venv} cannot be made visible in the sandbox" in result["failure_messages"][0]

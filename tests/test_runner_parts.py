@@ -11,7 +11,18 @@ import pytest
 from agent.runner.lint import reference_access
 from agent.runner.verdict import GuardRecord, failed_run, judge, read_channel
 from agent.runner.processes import CappedBuffer
-from agent.runner.sandbox import bwrap_argv, drop_privileges, limits_prefix, scrubbed_env
+from agent.runner.sandbox import (
+    bwrap_argv,
+    bwrap_failure,
+    drop_privileges,
+    limits_prefix,
+    pth_folders,
+    scrubbed_env,
+    unreadable_problem,
+    untraversable_folders,
+)
+
+REPO = Path(__file__).resolve().parents[1]
 
 KEY = b"k" * 32
 REPORT = (b'<testsuites><testsuite name="pytest" tests="2" errors="0" failures="1" skipped="0">'
@@ -42,22 +53,58 @@ def test_scrubbed_env_keeps_only_the_allow_list() -> None:
 
 
 def test_bwrap_argv_hides_then_shows_then_binds(tmp_path: Path) -> None:
-    home, dataset, env, run = (tmp_path / n for n in ("home", "home/data", "home/env", "run"))
-    for folder in (home, dataset, env, run / "wd"):
-        folder.mkdir(parents=True)
-    argv = bwrap_argv("bwrap", run_dir=str(run), workdir=str(run / "wd"), hidden=[str(home), str(dataset)],
-                      visible=[str(env), "/usr"], readonly_files=[str(run / "wd" / "canonical.py")], tmp_size_mb=None)
+    if str(REPO).startswith("/tmp/"):
+        pytest.skip("needs a hidden folder outside /tmp: the checkout is under /tmp")
+    guard, run = REPO / "agent" / "runner" / "pytest_guard", tmp_path / "run"
+    (run / "wd").mkdir(parents=True)
+    argv = bwrap_argv("bwrap", run_dir=str(run), workdir=str(run / "wd"), hidden=[str(REPO), str(REPO / "agent")],
+                      visible=[str(guard), "/usr"], readonly_files=[str(run / "wd" / "canonical.py")], tmp_size_mb=None)
     joined = " ".join(argv)
     assert argv[:5] == ["bwrap", "--ro-bind", "/", "/", "--dev"] and argv[-1] == "--"
     for flag in ("--unshare-pid", "--unshare-net", "--die-with-parent", "--new-session", "--cap-drop ALL",
                  "--perms 1777 --tmpfs /tmp", f"--chdir {run / 'wd'}"):
         assert flag in joined
-    assert f"--tmpfs {dataset}" not in joined  # already inside the hidden home
-    assert joined.index(f"--tmpfs {home}") < joined.index(f"--ro-bind {env} {env}") < joined.index(f"--bind {run}")
+    assert f"--tmpfs {REPO / 'agent'} " not in joined  # already inside the hidden checkout
+    assert joined.index(f"--tmpfs {REPO}") < joined.index(f"--ro-bind {guard} {guard}") < joined.index(f"--bind {run}")
     assert joined.index(f"--bind {run} {run}") < joined.index(f"--ro-bind {run / 'wd' / 'canonical.py'}")
     assert "--ro-bind /usr /usr" not in joined  # not hidden, so nothing to mount back
     assert f"--tmpfs {run / 'wd' / '__pycache__'} --remount-ro {run / 'wd' / '__pycache__'}" in joined
-    assert f"--perms 0755 --tmpfs {home}" in joined  # an unprivileged test user can traverse it
+    assert f"--perms 0755 --tmpfs {REPO}" in joined  # an unprivileged test user can traverse it
+
+
+def test_bwrap_argv_mounts_back_what_lives_under_tmp(tmp_path: Path) -> None:
+    """A venv under /tmp is mounted into the private /tmp; a hidden folder under /tmp needs no mount of its own."""
+    venv, dataset, run = tmp_path / "venv", tmp_path / "dataset", tmp_path / "run"
+    for folder in (venv, dataset, run):
+        folder.mkdir()
+    argv = bwrap_argv("bwrap", run_dir=str(run), workdir=str(run), hidden=[str(dataset)], visible=[str(venv)],
+                      readonly_files=[], tmp_size_mb=None)
+    joined = " ".join(argv)
+    assert f"--tmpfs {dataset}" not in joined
+    assert f"--perms 0755 --dir {tmp_path} --ro-bind {venv} {venv}" in joined
+    assert joined.index("--tmpfs /tmp") < joined.index(f"--ro-bind {venv}") < joined.index(f"--bind {run} {run}")
+
+
+def test_untraversable_folders_and_unreadable_paths(tmp_path: Path) -> None:
+    locked, inner = tmp_path / "locked", tmp_path / "locked" / "env"
+    inner.mkdir(parents=True)
+    locked.chmod(0o700)
+    assert str(locked) in untraversable_folders([str(inner)])
+    assert unreadable_problem([str(inner)]) is None
+    inner.chmod(0o700)
+    problem = unreadable_problem([str(inner)])
+    assert str(inner) in problem and "0700" in problem and "chmod -R o+rX" in problem
+    assert "No such file" in unreadable_problem([str(tmp_path / "gone")])
+    assert bwrap_failure("noise\nbwrap: Can't find source path /x/env: No such file or directory\n") == \
+        "bwrap: Can't find source path /x/env: No such file or directory"
+
+
+def test_pth_folders_follow_editable_installs(tmp_path: Path) -> None:
+    site, project = tmp_path / "env" / "lib" / "python3.11" / "site-packages", tmp_path / "src" / "project"
+    site.mkdir(parents=True)
+    project.mkdir(parents=True)
+    (site / "project.pth").write_text(f"{project}\n# comment\nimport sitecustom_hook\n{tmp_path / 'missing'}\n")
+    assert pth_folders((str(tmp_path / "env"),)) == (str(project),)
 
 
 def test_bwrap_argv_mount_points_gpus_and_caps_left_to_setpriv(tmp_path: Path) -> None:

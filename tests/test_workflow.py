@@ -121,15 +121,15 @@ def test_the_seed_is_computed_once_when_processes_race(tmp_path: Path) -> None:
     for worker in workers:
         worker.join(60)
     assert sorted(results.get(timeout=5) for _ in workers) == [False, False, True]
-    seed = pickle.loads(seed_path(cfg.init_seed_dir, "baseline", "scripted-coder", 6).read_bytes())
-    assert seed["record"]["status"] == "passed" and seed["record"]["feedback_items"] == []
+    seed = pickle.loads(seed_path(cfg.init_seed_dir, "scripted-coder", 6).read_bytes())
+    assert len(seed) == 1 and seed[0]["status"] == "passed" and seed[0]["feedback_items"] == []
 
 
-def test_replayed_feedback_is_formatted_at_this_level_with_a_documented_fallback(tmp_path: Path) -> None:
+def test_a_run_on_replayed_feedback_formats_it_at_this_level_with_a_documented_fallback(tmp_path: Path) -> None:
     source_cfg = make_config(tmp_path, evaluation_setting="agent", guidance_level=4, max_turn=3)
     _, level4 = run(source_cfg, 4, 3)
     assert len(level4) == 2  # solved at turn 1, so it has no feedback for turn 1
-    cfg = make_config(tmp_path, evaluation_setting="agent", guidance_level=1, max_turn=3, replay_feedback_level=4)
+    cfg = make_config(tmp_path, evaluation_setting="agent", guidance_level=1, max_turn=3, replay_run_feedback_level=4)
     _, turns = run(cfg, 1, 3)
     assert result_folder(cfg, cfg.models[0], 1).name.endswith("_guidance_1_replay4")
     assert turns[0]["feedback_source"] == "replay:L4"

@@ -145,8 +145,8 @@ def read_pip_settings() -> PipSettings:
     return parse_pip_settings(text, dict(os.environ))
 
 
-def uv_index_args(settings: PipSettings) -> list[str]:
-    """uv flags equivalent to pip's settings.
+def uv_index_args(settings: PipSettings, extra_index_urls: tuple[str, ...] = ()) -> list[str]:
+    """uv flags equivalent to pip's settings, plus ``extra_index_urls`` of the environment (PyTorch indexes).
 
     pip merges all indexes and picks the best version; uv by default stops at
     the first index that has a package, so ``unsafe-best-match`` restores pip's
@@ -157,61 +157,107 @@ def uv_index_args(settings: PipSettings) -> list[str]:
         args.append("--no-index")
     if settings.index_url:
         args += ["--index-url", settings.index_url]
-    for url in settings.extra_index_urls:
+    for url in (*settings.extra_index_urls, *extra_index_urls):
         args += ["--extra-index-url", url]
     for link in settings.find_links:
         args += ["--find-links", link]
     for constraint in settings.constraints:
         args += ["--constraint", constraint]
-    if settings.extra_index_urls or settings.find_links:
+    if settings.extra_index_urls or settings.find_links or extra_index_urls:
         args += ["--index-strategy", "unsafe-best-match"]
     return args
 
 
+def _pip_index_args(extra_index_urls: tuple[str, ...]) -> tuple[str, ...]:
+    """pip reads the user's own settings itself; only the environment's indexes are added."""
+    return tuple(arg for url in extra_index_urls for arg in ("--extra-index-url", url))
+
+
 @dataclass(frozen=True)
 class BuildPlan:
-    """The commands that build one environment, in order, and extra environment variables for them."""
+    """The commands that build one environment, in order, and extra environment variables for them.
+
+    ``installer`` + arguments + ``installer_tail`` is one more install into the
+    environment (post-install steps use it).
+    """
 
     commands: tuple[tuple[str, ...], ...]
     extra_env: dict[str, str] = field(default_factory=dict)
+    installer: tuple[str, ...] = ()
+    installer_tail: tuple[str, ...] = ()
+
+    def install(self, requirements: tuple[str, ...], no_deps: bool = False, find_links: tuple[str, ...] = ()) -> tuple[str, ...]:
+        """Command installing ``requirements`` (pip requirement strings) into the environment."""
+        if not self.installer:
+            raise EnvError("this build plan has no installer for post-install steps")
+        links = tuple(arg for link in find_links for arg in ("--find-links", link))
+        return (*self.installer, *(("--no-deps",) if no_deps else ()), *requirements, *links, *self.installer_tail)
 
 
-def conda_plan(conda: str, prefix: Path, requirements: Path, python_version: str) -> BuildPlan:
-    """conda creates the prefix with python + pip; the prefix's pip (which reads pip's config) installs."""
-    return BuildPlan(
-        commands=(
-            (conda, "create", "--yes", "--quiet", "--prefix", str(prefix), f"python={python_version}", "pip"),
-            (str(interpreter(prefix)), "-m", "pip", "install", "--requirement", str(requirements)),
-        )
-    )
+def _pip_plan(create: tuple[str, ...], prefix: Path, requirements: Path, extra_index_urls: tuple[str, ...]) -> BuildPlan:
+    """Create, then install with the environment's own pip (which reads the user's pip configuration)."""
+    installer = (str(interpreter(prefix)), "-m", "pip", "install")
+    tail = _pip_index_args(extra_index_urls)
+    return BuildPlan(commands=(create, (*installer, "--requirement", str(requirements), *tail)),
+                     installer=installer, installer_tail=tail)
 
 
-def uv_plan(uv: str, prefix: Path, requirements: Path, python_version: str, pip: PipSettings) -> BuildPlan:
+def conda_plan(
+    conda: str, prefix: Path, requirements: Path, python_version: str, extra_index_urls: tuple[str, ...] = ()
+) -> BuildPlan:
+    """conda creates the prefix with python + pip; the prefix's pip installs."""
+    create = (conda, "create", "--yes", "--quiet", "--prefix", str(prefix), f"python={python_version}", "pip")
+    return _pip_plan(create, prefix, requirements, extra_index_urls)
+
+
+def uv_plan(
+    uv: str, prefix: Path, requirements: Path, python_version: str, pip: PipSettings,
+    extra_index_urls: tuple[str, ...] = (),
+) -> BuildPlan:
     extra_env = {"SSL_CERT_FILE": pip.cert} if pip.cert and "SSL_CERT_FILE" not in os.environ else {}
+    installer = (uv, "pip", "install", "--python", str(interpreter(prefix)))
+    tail = tuple(uv_index_args(pip, extra_index_urls))
     return BuildPlan(
         commands=(
             (uv, "venv", "--python", base_python(python_version), str(prefix)),
-            (uv, "pip", "install", "--python", str(interpreter(prefix)), "--requirement", str(requirements), *uv_index_args(pip)),
+            (*installer, "--requirement", str(requirements), *tail),
         ),
         extra_env=extra_env,
+        installer=installer,
+        installer_tail=tail,
     )
 
 
-def venv_plan(prefix: Path, requirements: Path, python_version: str) -> BuildPlan:
-    return BuildPlan(
-        commands=(
-            (base_python(python_version), "-m", "venv", str(prefix)),
-            (str(interpreter(prefix)), "-m", "pip", "install", "--requirement", str(requirements)),
-        )
-    )
+def venv_plan(prefix: Path, requirements: Path, python_version: str, extra_index_urls: tuple[str, ...] = ()) -> BuildPlan:
+    return _pip_plan((base_python(python_version), "-m", "venv", str(prefix)), prefix, requirements, extra_index_urls)
 
 
-def build_plan(backend: str, prefix: Path, requirements: Path, python_version: str) -> BuildPlan:
+def build_plan(
+    backend: str, prefix: Path, requirements: Path, python_version: str, extra_index_urls: tuple[str, ...] = ()
+) -> BuildPlan:
     """The build commands of ``backend``; raises EnvError when its tool is missing."""
     if backend == "conda":
-        return conda_plan(require_tool("conda"), prefix, requirements, python_version)
+        return conda_plan(require_tool("conda"), prefix, requirements, python_version, extra_index_urls)
     if backend == "uv":
-        return uv_plan(require_tool("uv"), prefix, requirements, python_version, read_pip_settings())
+        return uv_plan(require_tool("uv"), prefix, requirements, python_version, read_pip_settings(), extra_index_urls)
     if backend == "venv":
-        return venv_plan(prefix, requirements, python_version)
+        return venv_plan(prefix, requirements, python_version, extra_index_urls)
     raise EnvError(f"backend '{backend}' builds no environments")
+
+
+# Prints the environment's site-packages folders, one per line (purelib and platlib may differ, e.g. lib64).
+SITE_PACKAGES_QUERY = "import sysconfig; print('\\n'.join(sorted({sysconfig.get_path('purelib'), sysconfig.get_path('platlib')})))"
+# Prints torch.__version__ and torch.version.cuda ('None' for CPU builds).
+TORCH_VERSION_QUERY = "import torch; print(torch.__version__); print(torch.version.cuda)"
+
+
+def bytecode_command(python: Path, site_packages: list[str]) -> tuple[str, ...]:
+    """Precompile the environment's packages with its own interpreter.
+
+    The sandbox mounts site-packages read-only, so without this every
+    evaluation recompiles what it imports. No ``--invalidation-mode``:
+    compileall then uses the interpreter's default (timestamp, or checked-hash
+    under SOURCE_DATE_EPOCH), exactly what its import system checks, and a
+    read-only bind mount keeps the source timestamps the .pyc files record.
+    """
+    return (str(python), "-m", "compileall", "-q", "-j0", *site_packages)

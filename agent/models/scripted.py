@@ -1,7 +1,7 @@
 r"""The ``scripted`` provider: deterministic answers from a YAML rule file, no network.
 
 It lets the agent loop, the feedback module and benchmarks run end to end
-offline with known outcomes. File format (see contracts.md "Models"; single
+offline with known outcomes. File format (single
 quotes keep YAML from reading backslashes in regular expressions)::
 
     latency-sec: 0.0                 # optional fixed latency per call (benchmarks)

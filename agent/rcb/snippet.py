@@ -13,31 +13,13 @@ import re
 import textwrap
 from dataclasses import dataclass
 
+from agent.constants import SNIPPET_CONTEXT_FILE, SNIPPET_PROMPT
 from agent.rcb.annotations import SIZE_PATTERN, TODO_LINE, split_lines
 from agent.utils import DatasetError, DatasetManager
 from agent.workspace import PathEscapeError, resolve_inside
 
 _FENCE_OPEN = re.compile(r"^[ \t]*```python[ \t]*$")
 _FENCE_CLOSE = re.compile(r"^[ \t]*```[ \t]*$")
-
-PROMPT = """\
-You are given a research paper and part of the code repository that implements it. One block of code \
-has been removed from a file of that repository; your job is to write it.
-
-## Paper
-{paper}
-{context}
-## File `{file_path}` with the missing block
-```python
-{masked_file}
-```
-
-## Task
-Write the code of the block "{block}": the lines that replace the placeholder comment \
-`{todo}` and the line after it. The rest of the file stays as it is. Answer with the block's code only, \
-in a single ```python fenced code block, indented exactly as it must appear in the file."""
-
-CONTEXT_FILE = "### `{path}`\n```python\n{text}\n```\n"
 
 
 class SnippetError(ValueError):
@@ -75,8 +57,8 @@ def load_snippet_task(dataset: DatasetManager, index: int) -> SnippetTask:
 
 def build_prompt(task: SnippetTask) -> str:
     """The single user message of a snippet run: paper, context files, masked file, block name."""
-    context = "".join(CONTEXT_FILE.format(path=path, text=text.rstrip("\n")) for path, text in task.context_files)
-    return PROMPT.format(paper=task.paper.rstrip("\n"), context=f"\n## Context files\n{context}" if context else "",
+    context = "".join(SNIPPET_CONTEXT_FILE.format(path=path, text=text.rstrip("\n")) for path, text in task.context_files)
+    return SNIPPET_PROMPT.format(paper=task.paper.rstrip("\n"), context=f"\n## Context files\n{context}" if context else "",
                          file_path=task.file_path, masked_file=task.masked_file.rstrip("\n"), block=task.block,
                          todo=TODO_LINE.format(name=task.block))
 
@@ -96,7 +78,8 @@ def extract_last_python_block(answer: str) -> str | None:
     return found
 
 
-def _placeholder_at(lines: list[str], block: str) -> int:
+def placeholder_at(lines: list[str], block: str) -> int:
+    """Index of the block's TODO line in ``lines`` (its size line follows); SnippetError if absent."""
     todo = TODO_LINE.format(name=block)
     for i, line in enumerate(lines[:-1]):
         if line.strip() == todo and SIZE_PATTERN.match(lines[i + 1].rstrip("\n")):
@@ -110,7 +93,7 @@ def insert_block(masked_file: str, block: str, code: str, *, reindent: bool = Fa
     Verbatim by default; ``reindent`` dedents ``code`` and indents it to the placeholder's indentation.
     """
     lines = split_lines(masked_file)
-    at = _placeholder_at(lines, block)
+    at = placeholder_at(lines, block)
     if reindent:
         indent = lines[at][: len(lines[at]) - len(lines[at].lstrip(" \t"))]
         code = textwrap.indent(textwrap.dedent(code), indent)

@@ -1,10 +1,12 @@
 """Texts of an imported ResearchCodeBench task: adapted test entry point, test.sh, instruction, test names.
 
-Pure functions over source text. The paper's test imports an untouched
-``<stem>_ref.py`` copy of the annotated file; shipping that copy inside the
-repository would hand the answer to any agent that can read files, so the
-adapted test resolves the reference module to the task's ``canonical.py``
-(which the runner copies beside it and guards) through a small import hook.
+Pure functions over source text. The paper's test imports untouched
+reference copies (``<stem>_ref.py``); shipping them inside the repository
+would hand the answer to any agent that can read files, so the adapted test
+serves them through an import hook from the hidden side: from the task's
+``canonical.py`` (which the runner copies beside it and guards) when the copy
+is the annotated file without tags, else from sources embedded in the test
+file itself (hidden and read-only at test time like canonical.py).
 """
 from __future__ import annotations
 
@@ -17,29 +19,113 @@ from agent.rcb.annotations import SIZE_LINE, TODO_LINE
 PAPER_TEST_NAME = "paper2code_test.py"
 DEFAULT_ENV_NAME = "recode_rcb"
 DEFAULT_TIMEOUT = 60
+# The release fails a snippet whose test output contains any of these, whatever the exit code.
+ERROR_MARKERS = ("Error:", "Exception:", "Traceback", "failed")
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
-_PREAMBLE = '''\
-# Added by the RECODE-H importer: the paper's reference module ({names}) is loaded from
-# canonical.py, which the harness copies beside this file, so no copy of the answer ships in the repository.
-import importlib.util as _recode_importlib_util
+_PREAMBLE = """\
+# Added by the RECODE-H importer (see agent/rcb/tasks.py). The paper's reference modules are served from
+# the hidden side (canonical.py beside this file, or the copies below), so no reference ships in the
+# repository; uninstallable imports the tests never use are stubs; and, as in the ResearchCodeBench
+# release, a test whose output shows an error marker fails even when it passes.
+import importlib.util as _recode_util
 import os as _recode_os
 import sys as _recode_sys
 
+import pytest as _recode_pytest
+
+_RECODE_HERE = _recode_os.path.dirname(_recode_os.path.abspath(__file__))
+_RECODE_FROM_CANONICAL = {canonical!r}
+_RECODE_REFERENCES = {embedded!r}
+_RECODE_STUBS = {stubs!r}
+_RECODE_MARKERS = {markers!r}
+
+
+class _RecodeSourceLoader:
+    def __init__(self, path, source):
+        self.path, self.source = path, source
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        module.__file__ = self.path
+        exec(compile(self.source, self.path, "exec"), module.__dict__)
+
 
 class _RecodeReferenceFinder:
-    modules = {modules!r}
-    path = _recode_os.path.join(_recode_os.path.dirname(_recode_os.path.abspath(__file__)), "canonical.py")
-
     @classmethod
     def find_spec(cls, fullname, path=None, target=None):
-        if fullname in cls.modules:
-            return _recode_importlib_util.spec_from_file_location(fullname, cls.path)
+        if fullname in _RECODE_FROM_CANONICAL:
+            return _recode_util.spec_from_file_location(fullname, _recode_os.path.join(_RECODE_HERE, "canonical.py"))
+        if fullname in _RECODE_REFERENCES:
+            relative, source = _RECODE_REFERENCES[fullname]
+            loader = _RecodeSourceLoader(_recode_os.path.join(_RECODE_HERE, relative), source)
+            return _recode_util.spec_from_loader(fullname, loader)
+        return None
+
+
+class RecodeStubUsed(RuntimeError):
+    pass
+
+
+class _RecodeStubValue:
+    def __init__(self, name, reason):
+        self._recode_name, self._recode_reason = name, reason
+
+    def _recode_fail(self):
+        raise RecodeStubUsed(f"RECODE-H stub: '{{self._recode_name}}' was used, but it is a stand-in for a module that "
+                             f"cannot be installed offline ({{self._recode_reason}})")
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return _RecodeStubValue(f"{{self._recode_name}}.{{name}}", self._recode_reason)
+
+    def __call__(self, *args, **kwargs):
+        self._recode_fail()
+
+    def __mro_entries__(self, bases):
+        return (type(self._recode_name.rsplit(".", 1)[-1], (), {{"__init__": lambda obj, *a, **k: self._recode_fail()}}),)
+
+
+class _RecodeStubLoader:
+    def __init__(self, reason):
+        self.reason = reason
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        module.__file__ = f"<RECODE-H stub of {{module.__name__}}>"
+        module.__path__ = []
+        module.__getattr__ = lambda name: _RecodeStubValue(f"{{module.__name__}}.{{name}}", self.reason)
+
+
+class _RecodeStubFinder:
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        top = fullname.split(".")[0]
+        if top in _RECODE_STUBS:
+            return _recode_util.spec_from_loader(fullname, _RecodeStubLoader(_RECODE_STUBS[top]), is_package=True)
         return None
 
 
 _recode_sys.meta_path.insert(0, _RecodeReferenceFinder)
-'''
+_recode_sys.meta_path.append(_RecodeStubFinder)
+
+
+@_recode_pytest.fixture(autouse=True)
+def _recode_release_error_markers(capfd):
+    yield
+    out, err = capfd.readouterr()
+    _recode_sys.stdout.write(out)
+    _recode_sys.stderr.write(err)
+    found = [marker for marker in _RECODE_MARKERS if marker in out or marker in err]
+    if found:
+        _recode_pytest.fail(f"the test's output contains {{found[0]!r}}: the ResearchCodeBench release fails "
+                            "a snippet whose output shows an error marker, even when its test passes", pytrace=False)
+"""
 
 _TEST_SH = '''\
 #!/bin/bash
@@ -128,15 +214,20 @@ def _insert_at(tree: ast.Module) -> int:
     return end
 
 
-def adapt_test(test_source: str, reference_modules: list[str]) -> str:
-    """The paper's test with an import hook serving ``reference_modules`` from canonical.py (unchanged if none)."""
-    if not reference_modules:
-        return test_source
+def adapt_test(test_source: str, from_canonical: list[str], references: dict[str, tuple[str, str]] | None = None,
+               stubs: dict[str, str] | None = None) -> str:
+    """The paper's test with the importer's preamble (see ``_PREAMBLE``) after its docstring and future imports.
+
+    ``from_canonical``: reference module names served from canonical.py;
+    ``references``: module name -> (repository path, source) of reference
+    copies served from this file; ``stubs``: top-level module -> why it is a stub.
+    """
     lines = test_source.splitlines(keepends=True)
     at = _insert_at(ast.parse(test_source))
     if at and not lines[at - 1].endswith("\n"):
         lines[at - 1] += "\n"
-    preamble = _PREAMBLE.format(names=", ".join(reference_modules), modules=tuple(reference_modules))
+    preamble = _PREAMBLE.format(canonical=tuple(sorted(from_canonical)), embedded=dict(sorted((references or {}).items())),
+                                stubs=dict(sorted((stubs or {}).items())), markers=ERROR_MARKERS)
     return "".join(lines[:at]) + preamble + "\n" + "".join(lines[at:])
 
 

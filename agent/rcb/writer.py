@@ -1,6 +1,6 @@
 """Write ResearchCodeBench task plans into a dataset folder, replacing an earlier import of the same papers.
 
-Layout written (SPEC §1 plus two optional files):
+Layout written (the dataset layout of README.md, "The full dataset", plus two optional files):
 ``annotations/annotation_<id>/{instruction.txt, latex.txt, canonical.py, test.py, test.sh, <paper id>/...}``,
 rows appended to ``annotation_meta.jsonl`` (the rows of other tasks are kept
 byte for byte) and ``researchcodebench_map.jsonl`` beside it (index, paper,
@@ -86,7 +86,8 @@ def meta_row(index: int, plan: TaskPlan) -> dict:
         "index": index, "repo_dir_name": plan.paper, "target_file_path": plan.file, "if_test": True,
         "init_content": plan.init_content, "test_cases": list(plan.test_cases), "benchmark": BENCHMARK,
         "paper": plan.paper, "file": plan.file, "snippet": plan.snippet, "line": plan.line,
-        "context_files": list(plan.context_files), "reference_in_repo": plan.reference_in_repo,
+        "context_files": list(plan.context_files), "environment": plan.env_name, "stubs": dict(plan.stubs),
+        "hidden_references": list(plan.drop),
     }
 
 

@@ -12,9 +12,13 @@ caller), no network, no capabilities (as root it also becomes a fresh
 unprivileged uid through ``setpriv``), a new session, and dies with the
 runner. The caller's home directory, the harness checkout and the dataset
 are hidden behind empty tmpfs mounts (API keys in dotfiles, canonical.py of
-every task); the interpreter's prefix and the guard plugin are mounted back
-read-only. Only the run's private folder
-is writable, and within it canonical.py, the test file and the working
+every task). What the tests need is mounted back read-only wherever it lives
+(under /tmp, a home folder, /root or a network mount): the interpreter's
+prefix and base installation, folders its ``.pth`` files add, the guard
+plugin and any folder the user names. A folder on the way that the
+unprivileged test user could not traverse (``/root`` is 0700) is replaced by
+a traversable empty one with just those paths inside. Only the run's private
+folder is writable, and within it canonical.py, the test file and the working
 directory's ``__pycache__`` are read-only.
 """
 from __future__ import annotations
@@ -28,7 +32,7 @@ import subprocess
 from pathlib import Path
 from typing import Mapping
 
-SANDBOX_MODES = ("auto", "off", "required")
+from agent.runner.options import SANDBOX_MODES  # noqa: F401 (re-exported for the runner)
 ENV_ALLOWLIST = (
     "PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TERM",
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
@@ -65,6 +69,70 @@ def interpreter_roots(python: str) -> list[str]:
             if key.strip() == "home" and value.strip():
                 roots.add(str(Path(os.path.realpath(value.strip())).parent))
     return sorted(roots)
+
+
+@functools.lru_cache(maxsize=None)
+def pth_folders(roots: tuple[str, ...]) -> tuple[str, ...]:
+    """Existing folders named by the ``.pth`` files of the site-packages under ``roots`` (editable installs).
+
+    Cached per process: environments do not change under a running harness.
+    """
+    found = set()
+    for root in roots:
+        for site in glob.glob(os.path.join(root, "lib", "python*", "site-packages")) + \
+                glob.glob(os.path.join(root, "lib", "site-packages")):
+            for pth in glob.glob(os.path.join(site, "*.pth")):
+                try:
+                    lines = Path(pth).read_text(encoding="utf-8", errors="replace").splitlines()
+                except OSError:
+                    continue
+                for line in lines:
+                    line = line.strip()
+                    if line and not line.startswith(("#", "import ", "import\t")):
+                        folder = os.path.realpath(os.path.join(site, line))
+                        if os.path.isdir(folder):
+                            found.add(folder)
+    return tuple(sorted(found))
+
+
+def untraversable_folders(paths: list[str]) -> list[str]:
+    """Folders above ``paths`` that a user with no ownership or group (the fresh test uid) cannot enter.
+
+    They are hidden behind a traversable tmpfs, into which the paths are mounted back.
+    """
+    blocked = set()
+    for path in paths:
+        for parent in Path(path).parents:
+            if str(parent) != "/" and os.path.isdir(parent) and not os.stat(parent).st_mode & 0o001:
+                blocked.add(str(parent))
+    return sorted(blocked)
+
+
+def unreadable_problem(paths: list[str]) -> str | None:
+    """One line naming a path the fresh test uid could not read even once mounted, or None.
+
+    Only the top of each folder (and a file itself) is checked: that is where a
+    private mode (``umask 077``, a 0700 venv) shows, and a deep walk would cost
+    every run.
+    """
+    for path in paths:
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as exc:
+            return f"{path} cannot be made visible in the sandbox: {exc.strerror}"
+        need = 0o005 if os.path.isdir(path) else 0o004
+        if mode & need != need:
+            return (f"{path} cannot be made visible in the sandbox: its mode {mode & 0o777:04o} lets the unprivileged "
+                    f"test user not read it; run 'chmod -R o+rX {path}' or run the harness as a normal user")
+    return None
+
+
+def bwrap_failure(output: str) -> str | None:
+    """bubblewrap's own message when it could not set the sandbox up (it names the path and the reason)."""
+    for line in output.splitlines():
+        if line.startswith("bwrap: "):
+            return line.strip()
+    return None
 
 
 def _inside(path: str, parents: list[str]) -> bool:
@@ -110,14 +178,14 @@ def bwrap_argv(bwrap: str, *, run_dir: str, workdir: str, hidden: list[str], vis
     if tmp_size_mb and bwrap_supports_size(bwrap):
         argv += ["--size", str(tmp_size_mb << 20)]
     argv += ["--tmpfs", "/tmp"]
-    outer = []
+    outer: list[str] = []
     for path in sorted(set(hidden), key=len):
-        if os.path.isdir(path) and not _inside(path, outer):
+        if os.path.isdir(path) and not _inside(path, outer + ["/tmp"]):  # the private /tmp hides its own
             outer.append(path)
             argv += ["--perms", "0755", "--tmpfs", path]
     tmpfs_roots = outer + ["/tmp"]
     for path in sorted(set(visible), key=len):
-        if os.path.exists(path) and _inside(path, outer):
+        if os.path.exists(path) and _inside(path, tmpfs_roots):
             argv += _parent_dirs(path, tmpfs_roots) + ["--ro-bind", path, path]
     argv += _parent_dirs(run_dir, tmpfs_roots) + ["--bind", run_dir, run_dir]
     for path in readonly_files:

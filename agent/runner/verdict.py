@@ -179,8 +179,13 @@ def summarize(cases: list[CaseResult], expected: tuple[str, ...], *, exit_code: 
         summary[name] = False
         result["failure_messages"].append(f"{name}: not in the report (expected by annotation_meta test_cases)")
     counts = {kind: sum(c.outcome == kind for c in cases) for kind in ("failure", "error", "skipped")}
+    outcomes: dict[str, str] = {}  # per test, its worst outcome: the release-shaped messages need the kind
+    for case in cases:
+        if outcomes.get(case.name) != "error":
+            outcomes[case.name] = case.outcome if case.outcome != "passed" else outcomes.get(case.name, "passed")
     result.update(tests=len(cases) + len(missing), failures=counts["failure"] + len(missing),
-                  errors=counts["error"], skipped=counts["skipped"], test_summary=summary)
+                  errors=counts["error"], skipped=counts["skipped"], test_summary=summary,
+                  outcomes=outcomes, missing_tests=missing)
     clean = not missing and cases and not any(counts.values()) and exit_code == 0
     result["status"] = "passed" if clean else "failed"
     return result

@@ -357,7 +357,7 @@ def _modules_by_file(paths: tuple[str, ...]) -> dict[str, list[types.ModuleType]
     names = {os.path.basename(p) for p in paths}
     found: dict[str, list[types.ModuleType]] = {p: [] for p in paths}
     for module in list(sys.modules.values()):
-        file = getattr(module, "__file__", None)
+        file = getattr(module, "__dict__", {}).get("__file__")  # a lazy module would import on a missing attribute
         if isinstance(file, str) and os.path.basename(file) in names:
             real = _REAL(file)
             if real in found:
@@ -399,7 +399,7 @@ def _reachable_modules(roots: list[types.ModuleType], skip: set[int], depth: int
 
 
 def _in_repo(module: types.ModuleType) -> bool:
-    file = getattr(module, "__file__", None)
+    file = getattr(module, "__dict__", {}).get("__file__")  # a lazy module would import on a missing attribute
     return isinstance(file, str) and os.path.abspath(file).startswith(_REPO)  # sys.path entries are real paths
 
 

@@ -1,0 +1,50 @@
+"""Write a scripted-model rule file answering every ResearchCodeBench snippet of a dataset.
+
+    python scripts/rcb_scripted_answers.py --dataset-dir DIR --answer reference|placeholder --out FILE.yaml
+
+``reference`` answers each block with its ground truth (expect 100 scaled
+pass@1 on every runnable paper); ``placeholder`` leaves the placeholder in
+place (expect exactly the code-line share of the weak tests). Use the file as
+``script:`` of a config with ``api-provider: scripted`` and
+``evaluation-setting: snippet``.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import argparse
+
+import yaml
+
+from agent.atomic_file import atomic_write_text
+from agent.rcb.answers import ANSWERS, answer_rules
+from agent.rcb.snippet import SnippetError, load_snippet_task
+from agent.utils import DatasetError, DatasetManager
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset-dir", required=True, help="dataset written by scripts/import_researchcodebench.py")
+    parser.add_argument("--answer", choices=ANSWERS, required=True)
+    parser.add_argument("--out", required=True, help="rule file to write (YAML)")
+    args = parser.parse_args(argv)
+    try:
+        dataset = DatasetManager(args.dataset_dir)
+        tasks = [(load_snippet_task(dataset, meta.index), dataset.canonical(meta.index))
+                 for meta in dataset.select(None) if meta.extra.get("snippet")]
+        if not tasks:
+            raise DatasetError(f"{dataset.meta_path} has no ResearchCodeBench snippet task; import papers first")
+        rules = answer_rules(tasks, args.answer)
+    except (DatasetError, SnippetError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    atomic_write_text(Path(args.out), yaml.safe_dump({"rules": rules}, sort_keys=False, width=100000))
+    print(f"wrote {len(rules)} rule(s) answering with the {args.answer} to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

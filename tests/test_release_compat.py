@@ -1,0 +1,348 @@
+"""A user of the authors' release switches to this harness without editing anything.
+
+Driven with the release's own ``config/default.yaml`` (its keys and shipped
+values, written out below), filled in as a user would (key, model names,
+task ids), from a folder laid out like the release's checkout (``config/``,
+``work_dir/dataset``) used as the working folder, against a local
+OpenAI-compatible server reached through ``OPENAI_BASE_URL`` only. Result
+files and seeds "written by the release" are built by hand in the release's
+record shape. Engineers add their own classes here: one class per concern.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.action import ActionFormatError, parse_answer
+from agent.agents import CodeAgent, TaskBrief
+from agent.config import ConfigError, load_config
+from agent.constants import FEEDBACK_REQUEST, FEEDBACK_SYSTEM
+from agent.inference import PROVIDER_ENV_VARS, Completion, Usage
+from agent.utils import DatasetManager
+from agent.workspace import RepoWorkspace
+from tests.fake_providers import FakeProvider, FakeUsage, ReceivedRequest, Reply, openai_completion
+
+REPO = Path(__file__).resolve().parents[1]
+CLI = REPO / "agent" / "research_code_generation.py"
+DATASET = DatasetManager(REPO / "work_dir" / "dataset")
+TASK = 1
+USER_KEY = "sk-user-filled-in-0000"
+WRONG = "def not_the_answer():\n    return None\n"
+FEEDBACK = [{"interface": "dpo_loss", "category": "T2", "description": "DESCRIPTION-wrong-sign",
+             "analysis": "ANALYSIS-paper-eq-7", "actionable_feedback": "ACTIONABLE-flip-it",
+             "direct_code_feedback": "return -x"}]
+RUN_FOLDER = "memory_agent_gpt-4o_feedback_fixed_guidance_{level}"
+
+# The release's config/default.yaml: every key with the value its shipped file sets.
+RELEASE_DEFAULT_YAML = """\
+api-key: "YOUR_API_KEY"
+api-provider: "openai"
+model: "gpt-4o"
+deployment: ""
+endpoint: ""
+api-version: ""
+human-api-key: "YOUR_API_KEY"
+human-api-provider: "openai"
+human-agent-model: "o4-mini"
+human-deployment: ""
+human-endpoint: ""
+human-api-version: ""
+guidance-level: 4
+guidance-type: "fixed"
+evaluation-setting: "memory_agent"
+max-turn: 10
+max-steps: 3
+memory-threshold: 15
+memory-to-keep: 10
+work-dir: "work_dir"
+output-dir: "experiment_results"
+init_seed: "init_seed"
+resume: false
+task-ids:
+replay-feedback-level:
+"""
+
+
+def filled_in(**values: object) -> str:
+    """The release file with some lines edited the way a user edits them (``key: value`` in place)."""
+    text = RELEASE_DEFAULT_YAML.replace('"YOUR_API_KEY"', f'"{USER_KEY}"')
+    text = text.replace("task-ids:\n", f"task-ids: [{TASK}]\n")
+    for key, value in values.items():
+        key = key if key == "init_seed" else key.replace("_", "-")
+        text, found = re.subn(rf"^{re.escape(key)}:.*$", f"{key}: {json.dumps(value)}", text, flags=re.M)
+        assert found == 1, key
+    return text
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """A release-like checkout: config/default.yaml and work_dir/dataset (the sample tasks)."""
+    root = tmp_path / "checkout"
+    (root / "config").mkdir(parents=True)
+    (root / "work_dir").mkdir()
+    (root / "work_dir" / "dataset").symlink_to(REPO / "work_dir" / "dataset")
+    (root / "config" / "default.yaml").write_text(filled_in())
+    return root
+
+
+class ReleaseUserServer:
+    """One OpenAI-compatible server for both models: wrong code before ``solve_at``, then the reference.
+
+    The code model answers in the release's format (the command on the line after ``action:``).
+    """
+
+    def __init__(self, solve_at: int | None = 1) -> None:
+        self.solve_at = solve_at
+        self.server = FakeProvider("openai", self.respond)
+
+    def respond(self, request: ReceivedRequest) -> Reply:
+        prompt = request.last_user_text
+        if request.body["model"] == "o4-mini":
+            text = json.dumps({"feedback": FEEDBACK})
+        elif "Summarise the history" in prompt:
+            text = "Earlier turns replaced the file; tests failed."
+        elif "## Result of your last action (REPLACE" in prompt:
+            text = "reflect: test it\naction:\nSUBMIT"
+        else:
+            turn = int(re.search(r"## Turn (\d+), step", prompt).group(1))
+            solved = self.solve_at is not None and turn >= self.solve_at
+            code = DATASET.canonical(TASK) if solved else WRONG
+            text = f"reflect: write it\naction:\nREPLACE\n```python\n{code}```"
+        return Reply(body=openai_completion(text, FakeUsage(input_tokens=100, output_tokens=20)))
+
+    def code_prompts(self) -> list[str]:
+        return [r.last_user_text for r in self.server.requests if r.body["model"] == "gpt-4o"]
+
+    def __enter__(self) -> ReleaseUserServer:
+        self.server.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.__exit__(*exc)
+
+
+def run_release_command(root: Path, server: ReleaseUserServer, *flags: str) -> subprocess.CompletedProcess:
+    """``python agent/research_code_generation.py`` from the checkout, as the release's README runs it."""
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_ENV_VARS}
+    env.update(OPENAI_BASE_URL=server.server.base_url, RECODE_ENV_BACKEND="current")
+    return subprocess.run([sys.executable, str(CLI), *flags], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def load_turns(path: Path) -> list[dict]:
+    return pickle.loads(path.read_bytes())
+
+
+def release_turn(turn: int, code: str, *, feedback: list[dict] | None = FEEDBACK, solved: bool = False) -> dict:
+    """One turn record as the release writes it (only its keys, its types)."""
+    cases = DATASET.get(TASK).test_cases
+    failed = [] if solved else list(cases[:3])
+    return {
+        "task_index": TASK, "turn_number": turn, "code_input_tokens": [1200, 900], "code_output_tokens": [300, 40],
+        "final_code": code, "agent_memory": [{"role": "user", "content": f"memory of turn {turn}"}],
+        "code_interaction_history": [{"role": "user", "content": "prompt"}, {"role": "assistant", "content": "a"}],
+        "execution_result": {
+            "tests": len(cases), "errors": 0, "failures": len(failed), "skipped": 0,
+            "failure_messages": [f"FAILURE in {name}: AssertionError: mismatch\nassert 1 == 2" for name in failed],
+            "test_summary": {f"test.py::{name}": name not in failed for name in cases},
+        },
+        "feedback_input_token": [5000] if feedback else [], "feedback_output_token": [700] if feedback else [],
+        "feedback_interaction_history": ([{"role": "user", "content": "compare the attempt"},
+                                          {"role": "assistant", "content": feedback}] if feedback else []),
+    }
+
+
+def write_pickle(path: Path, value: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps(value))
+
+
+class TestReleaseConfigRunsUnchanged:
+    def test_the_filled_in_default_yaml_runs_records_and_skips_finished_work(self, checkout: Path) -> None:
+        with ReleaseUserServer(solve_at=1) as server:
+            done = run_release_command(checkout, server)
+            assert done.returncode == 0, done.stderr
+            calls = len(server.server.requests)
+            assert {r.headers["authorization"] for r in server.server.requests} == {f"Bearer {USER_KEY}"}
+            assert {r.body["model"] for r in server.server.requests} == {"gpt-4o", "o4-mini"}
+
+            out = checkout / "experiment_results"
+            turns = load_turns(out / RUN_FOLDER.format(level=4) / f"task_{TASK}_result.pkl")
+            assert [t["turn_number"] for t in turns] == [0, 1] and turns[1]["status"] == "passed"
+            seed = load_turns(out / "init_seed" / f"gpt-4o_task{TASK}_init.pkl")
+            assert isinstance(seed, list) and len(seed) == 1 and seed[0]["final_code"] == turns[0]["final_code"]
+            # the release's record types, readable the way its notebooks read them
+            assert sum(turns[0]["code_input_tokens"]) == 100 * len(turns[0]["code_input_tokens"]) > 0
+            assert sum(turns[0]["feedback_input_token"]) == 100 and turns[1]["feedback_input_token"] == []
+            assert turns[0]["feedback_interaction_history"][1]["content"] == FEEDBACK
+            assert turns[0]["feedback_interaction_history"][0]["role"] == "user"
+            assert turns[1]["feedback_interaction_history"] == []
+            result = turns[0]["execution_result"]
+            assert set(result["test_summary"]) == {f"test.py::{n}" for n in DATASET.get(TASK).test_cases}
+            assert result["failure_messages"] and all(m.startswith(("FAILURE in ", "ERROR in "))
+                                                      for m in result["failure_messages"])
+            assert turns[0]["token_totals"]["code_input_tokens"] == sum(turns[0]["code_input_tokens"])
+            assert "ACTIONABLE-flip-it" in turns[0]["feedback_text"]  # level 4 shows every field
+
+            again = run_release_command(checkout, server)  # resume: false skips the finished task
+            assert again.returncode == 0, again.stderr
+            assert len(server.server.requests) == calls
+
+    def test_config_values_as_the_release_means_them(self, checkout: Path, monkeypatch) -> None:
+        monkeypatch.chdir(checkout)
+        cfg = load_config("config/default.yaml")
+        assert cfg.work_dir == (checkout / "work_dir" / "dataset").resolve()
+        assert cfg.output_dir == checkout / "experiment_results"
+        assert cfg.init_seed_dir == checkout / "experiment_results" / "init_seed"
+        assert (cfg.guidance_levels, cfg.memory_threshold, cfg.memory_to_keep, cfg.resume) == ((4,), 15, 10, False)
+        assert cfg.models[0].endpoint is None and cfg.models[0].deployment is None  # "" means not set
+        assert cfg.task_ids == (TASK,) and cfg.replay_feedback_level is None
+        (checkout / "config" / "dataset.yaml").write_text(filled_in(work_dir="work_dir/dataset"))
+        assert load_config("config/dataset.yaml").work_dir == cfg.work_dir  # the dataset folder itself works too
+
+    def test_the_placeholder_key_falls_back_to_the_environment(self, checkout: Path, monkeypatch) -> None:
+        monkeypatch.chdir(checkout)
+        (checkout / "config" / "raw.yaml").write_text(RELEASE_DEFAULT_YAML)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+        cfg = load_config("config/raw.yaml")
+        assert cfg.models[0].api_key == cfg.feedback_model.api_key == "sk-from-env"
+
+    def test_a_missing_dataset_names_the_folder_it_was_resolved_against(self, checkout: Path, monkeypatch) -> None:
+        elsewhere = checkout.parent / "elsewhere"
+        elsewhere.mkdir()
+        monkeypatch.chdir(elsewhere)
+        with pytest.raises(ConfigError) as info:
+            load_config(checkout / "config" / "default.yaml")
+        assert f"'work_dir' (relative to the working folder {elsewhere})" in str(info.value)
+        assert "holds neither dataset/annotation_meta.jsonl nor annotation_meta.jsonl" in str(info.value)
+
+
+class TestReleaseResultsResumeAndSeeds:
+    def test_a_partial_release_result_is_skipped_then_continued_with_resume(self, checkout: Path) -> None:
+        result = checkout / "experiment_results" / RUN_FOLDER.format(level=4) / f"task_{TASK}_result.pkl"
+        release = [release_turn(0, WRONG)]
+        write_pickle(result, release)
+        with ReleaseUserServer(solve_at=1) as server:
+            skipped = run_release_command(checkout, server)
+            assert skipped.returncode == 0, skipped.stderr
+            assert server.server.requests == [] and load_turns(result) == release  # resume: false keeps it
+
+            (checkout / "config" / "default.yaml").write_text(filled_in(resume=True))
+            resumed = run_release_command(checkout, server)
+            assert resumed.returncode == 0, resumed.stderr
+            turns = load_turns(result)
+            assert [t["turn_number"] for t in turns] == [0, 1] and turns[1]["status"] == "passed"
+            assert {k: turns[0][k] for k in release[0]} == {**release[0], "execution_result": {
+                **release[0]["execution_result"], "status": "failed"}}
+            first = server.code_prompts()[0]
+            assert "## Turn 1, step 1" in first and "DESCRIPTION-wrong-sign" in first and "ACTIONABLE-flip-it" in first
+            assert "FAILED test.py::" in first  # the digest rebuilt from the release's execution_result
+
+        sys.path.insert(0, str(REPO / "metrics"))
+        from metric_passrate_unitest import get_model_passrates
+
+        rates = get_model_passrates("gpt-4o", [TASK], checkout / "experiment_results",
+                                    dataset_dir=checkout / "work_dir" / "dataset")
+        assert rates[4] == 1.0
+
+    def test_overwrite_recomputes_and_keeps_the_old_file(self, checkout: Path) -> None:
+        folder = checkout / "experiment_results" / RUN_FOLDER.format(level=4)
+        write_pickle(folder / f"task_{TASK}_result.pkl", [release_turn(0, WRONG, feedback=None, solved=True)])
+        (checkout / "config" / "default.yaml").write_text(filled_in(max_turn=1) + "overwrite: true\n")
+        with ReleaseUserServer(solve_at=0) as server:
+            done = run_release_command(checkout, server)
+            assert done.returncode == 0, done.stderr
+        assert load_turns(folder / f"task_{TASK}_result.pkl")[0]["final_code"] == DATASET.canonical(TASK)
+        kept = list(folder.glob(f"task_{TASK}_result.*.pkl.bak"))
+        assert len(kept) == 1 and load_turns(kept[0])[0]["final_code"] == WRONG
+
+    def test_a_release_seed_is_reused_by_every_level(self, checkout: Path) -> None:
+        seed_code = "def from_the_release_seed():\n    return 0\n"
+        write_pickle(checkout / "experiment_results" / "init_seed" / f"gpt-4o_task{TASK}_init.pkl",
+                     [release_turn(0, seed_code)])
+        (checkout / "config" / "default.yaml").write_text(filled_in(max_turn=2))
+        with ReleaseUserServer(solve_at=1) as server:
+            done = run_release_command(checkout, server)
+            assert done.returncode == 0, done.stderr
+            assert all("## Turn 0," not in p for p in server.code_prompts())  # turn 0 came from the seed
+            assert not any(r.body["model"] == "o4-mini" for r in server.server.requests)  # so did its feedback
+        turns = load_turns(checkout / "experiment_results" / RUN_FOLDER.format(level=4) / f"task_{TASK}_result.pkl")
+        assert turns[0]["final_code"] == seed_code and turns[0]["feedback_source"] == "seed"
+        assert turns[0]["feedback_items"] == FEEDBACK and turns[1]["status"] == "passed"
+
+
+class TestReleaseReplay:
+    def test_replay_feedback_level_runs_one_new_turn_from_each_stored_turn(self, checkout: Path) -> None:
+        source = checkout / "experiment_results" / RUN_FOLDER.format(level=4) / f"task_{TASK}_result.pkl"
+        write_pickle(source, [release_turn(0, WRONG), release_turn(1, WRONG + "# turn 1\n")])
+        (checkout / "config" / "default.yaml").write_text(filled_in(guidance_level=1, replay_feedback_level=4))
+        with ReleaseUserServer(solve_at=None) as server:
+            done = run_release_command(checkout, server)
+            assert done.returncode == 0, done.stderr
+            prompts = [p for p in server.code_prompts() if "step 1 of" in p]
+            assert not any(r.body["model"] == "o4-mini" for r in server.server.requests)
+        replay = checkout / "experiment_results" / RUN_FOLDER.format(level=1) / f"task_{TASK}_result_replay_level4.pkl"
+        turns = load_turns(replay)
+        assert [t["turn_number"] for t in turns] == [1, 2] and [t["guidance_level"] for t in turns] == [1, 1]
+        assert ["## Turn 1, step 1" in prompts[0], "## Turn 2, step 1" in prompts[1]] == [True, True]
+        assert "# turn 1" in prompts[1] and "# turn 1" not in prompts[0]  # each from its stored file
+        for prompt in prompts:  # the stored raw feedback, formatted at the configured level 1
+            assert "DESCRIPTION-wrong-sign" in prompt and "ANALYSIS-paper-eq-7" not in prompt
+        assert not (replay.parent / f"task_{TASK}_result.pkl").exists()
+        assert load_turns(source)[1]["final_code"].endswith("# turn 1\n")  # the source run is only read
+
+
+class _OneAnswer:
+    """A model giving one fixed answer; ``system`` is the system prompt it was last sent."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.system = ""
+
+    def complete(self, messages: list[dict], *, response_schema: dict | None = None) -> Completion:
+        self.system = next((m["content"] for m in messages if m["role"] == "system"), "")
+        return Completion(self.text, Usage("fake", "m", 1, 1, 0, 0, 0.0, 0.0))
+
+
+class TestReleaseAgentProtocol:
+    def test_the_command_may_follow_on_the_next_line(self) -> None:
+        action = parse_answer("reflect: rewrite it\naction:\nREPLACE\n```python\nx = 1\n```")
+        assert (action.name, action.code) == ("REPLACE", "x = 1\n")
+        assert parse_answer("reflect: look\naction:\n\nREAD pkg/a.py").argument == "pkg/a.py"
+        with pytest.raises(ActionFormatError, match="names no action"):
+            parse_answer("reflect: hm\naction:\n```python\nx = 1\n```")
+
+    def test_the_release_action_set_by_default_with_edit_opt_in(self, tmp_path: Path) -> None:
+        (tmp_path / "repo").mkdir()
+        (tmp_path / "repo" / "t.py").write_text("a = 1\n")
+        ws = RepoWorkspace(tmp_path / "repo", "t.py")
+        brief = TaskBrief("latex", "task", "t.py")
+        model = _OneAnswer("reflect: fix\naction: EDIT 1 1\n```python\na = 2\n```")
+        agent = CodeAgent(model, brief, ws, setting="agent", max_steps=1, memory_threshold=15, memory_to_keep=10)
+        result = agent.run_turn(0)
+        assert result.actions[0]["action"] == "INVALID" and ws.code == "a = 1\n"
+        assert "unknown action 'EDIT'" in result.actions[0]["argument"]
+        assert "REPLACE" in model.system and "EDIT" not in model.system
+        cfg_agent = CodeAgent(_OneAnswer("reflect: fix\naction: EDIT 1 1\n```python\na = 2\n```"), brief, ws,
+                              setting="agent", max_steps=1, memory_threshold=15, memory_to_keep=10,
+                              actions=("READ", "BROWSE", "RETRIEVE", "REPLACE", "EDIT", "SUBMIT"))
+        assert cfg_agent.run_turn(0).actions[0]["action"] == "EDIT" and ws.code == "a = 2\n"
+
+    def test_baseline_keeps_every_python_block(self, tmp_path: Path) -> None:
+        (tmp_path / "repo").mkdir()
+        ws = RepoWorkspace(tmp_path / "repo", "t.py")
+        answer = "Imports:\n```python\nimport math\n```\nThen:\n```python\ndef f():\n    return math.pi\n```"
+        CodeAgent(_OneAnswer(answer), TaskBrief("l", "t", "t.py"), ws, setting="baseline", max_steps=1,
+                  memory_threshold=15, memory_to_keep=10).run_turn(0)
+        assert ws.code == "import math\n\ndef f():\n    return math.pi\n"
+
+    def test_the_feedback_prompt_asks_for_every_difference(self) -> None:
+        assert "not only the ones that cause errors" in FEEDBACK_REQUEST
+        assert "EVERY difference you find" in FEEDBACK_SYSTEM
