@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
@@ -72,6 +73,7 @@ class TestSlots:
         self._changed = threading.Condition()
         self._cpu_busy = 0
         self._on_gpu = {gpu: 0 for gpu in config.gpus}
+        self._waiting: dict[bool, deque[object]] = {False: deque(), True: deque()}
         self.spans: list[Span] = []
 
     @property
@@ -88,16 +90,26 @@ class TestSlots:
 
     @contextmanager
     def hold(self, needs_gpu: bool) -> Iterator[str | None]:
-        """Wait for a slot; yields the device id of a GPU slot, None for a CPU slot."""
+        """Wait for a slot, first come first served; yields the device id of a GPU slot, None for a CPU slot.
+
+        Serving in arrival order keeps each job's place from one turn to the
+        next, so jobs that started together spread out instead of queueing
+        behind each other again at every turn (and none waits indefinitely).
+        """
+        line = self._waiting[needs_gpu]
+        ticket = object()
         with self._changed:
+            line.append(ticket)
             if needs_gpu:
-                self._changed.wait_for(lambda: self._free_gpu() is not None)
+                self._changed.wait_for(lambda: line[0] is ticket and self._free_gpu() is not None)
                 gpu = self._free_gpu()
                 self._on_gpu[gpu] += 1
             else:
-                self._changed.wait_for(lambda: self._cpu_busy < self.config.test_slots)
+                self._changed.wait_for(lambda: line[0] is ticket and self._cpu_busy < self.config.test_slots)
                 gpu = None
                 self._cpu_busy += 1
+            line.popleft()
+            self._changed.notify_all()  # the next in line may fit as well
         start = time.monotonic()
         try:
             yield gpu

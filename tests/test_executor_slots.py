@@ -208,3 +208,21 @@ def test_slot_key_mistakes_are_one_line(tmp_path: Path, keys: dict, message: str
     with pytest.raises(ConfigError) as info:
         make_config(tmp_path, **keys)
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_slots_serve_in_arrival_order() -> None:
+    slots = TestSlots(SlotConfig(test_slots=1), timed_test_run)
+    order: list[int] = []
+    threads = []
+    with slots.hold(needs_gpu=False):
+        for i in range(6):
+            def take(i: int = i) -> None:
+                with slots.hold(needs_gpu=False):
+                    order.append(i)
+            threads.append(threading.Thread(target=take))
+            threads[-1].start()
+            while len(slots._waiting[False]) < i + 1:
+                time.sleep(0.005)
+    for thread in threads:
+        thread.join(timeout=10)
+    assert order == list(range(6))
