@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 from agent.action import (
     CODE_ACTIONS, RELEASE_ACTIONS, ActionFormatError, Observation, execute, numbered, parse_answer, python_blocks,
 )
-from agent.clean_test_runner import run_candidate
 from agent.config import SETTINGS
+from agent.executor import run_tests
 from agent.constants import (
     ACTION_HELP, AGENT_SYSTEM, BASELINE_SYSTEM, FORMAT_ERROR, MEMORY_DIGEST, MEMORY_FEEDBACK, MEMORY_RESULT, MEMORY_STEP,
     SECTION_BASELINE_ASK, SECTION_DIGEST, SECTION_FEEDBACK, SECTION_FILE, SECTION_FILE_EMPTY, SECTION_FILE_PLAIN,
@@ -256,7 +256,7 @@ class HumanAgent:
 
     def evaluate(self, code: str, report_to: Path | None = None) -> dict:
         """The runner's execution result for ``code`` (full text of the target file), its JUnit report at ``report_to``."""
-        return run_candidate(self.dataset, self.index, code, self.runner, report_to=report_to)
+        return run_tests(self.dataset, self.index, code, self.runner, report_to=report_to)
 
     def feedback(self, *, turn: int, level: int, code: str, previous_code: str, digest: str) -> FeedbackReply:
         if self.source is None:

@@ -230,7 +230,7 @@ def sandbox_prefix(options: RunnerOptions, dataset: DatasetManager, python: str,
         hidden += untraversable_folders(visible + [layout.run_dir])
     argv = bwrap_argv(shutil.which("bwrap"), run_dir=layout.run_dir, workdir=layout.workdir, hidden=hidden,
                       visible=visible, readonly_files=[layout.test, layout.canonical], tmp_size_mb=options.memory_mb,
-                      drop_caps=not drop_user, devices=gpu_devices())
+                      drop_caps=not drop_user, devices=[] if options.cuda_devices == "" else gpu_devices())
     return argv, None
 
 
@@ -372,6 +372,8 @@ def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[s
     base = user_base()
     if base:
         extra["PYTHONUSERBASE"] = base
+    if options.cuda_devices is not None:  # ids in nvidia-smi's order, not CUDA's fastest-first default
+        extra.update(CUDA_VISIBLE_DEVICES=options.cuda_devices, CUDA_DEVICE_ORDER="PCI_BUS_ID")
     if plan.uid is not None:
         extra.update(USER=TEST_USER, LOGNAME=TEST_USER)  # getpass.getuser() has no passwd entry to find
     env = scrubbed_env(os.environ, home=layout.home, tmpdir="/tmp" if prefix else layout.tmp,

@@ -22,7 +22,7 @@ import dataclasses
 import difflib
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
@@ -37,6 +37,7 @@ from agent.models.providers import OFFLINE_PROVIDERS, resolve_key
 from agent.models.providers import PROVIDERS as REMOTE_PROVIDERS
 from agent.results import safe_model_name
 from agent.runner.options import SANDBOX_MODES, RunnerOptions
+from agent.slots import SlotConfig, cpu_count
 from agent.utils import DOWNLOAD_HINT
 
 PROVIDERS = (*REMOTE_PROVIDERS, *OFFLINE_PROVIDERS)
@@ -92,6 +93,7 @@ RUN_KEYS = (
     "replay-feedback-level", "replay-run-feedback-level", "feedback-source", "feedback-file", "prices", "cache-path", "sandbox",
     "test-timeout-sec", "memory-mb", "max-processes", "env-backend", "reindent-snippet", "edit-action", "max-workers",
     "parallel-mode", "ray-address", "ray-num-cpus", "ray-num-gpus", "max-cost-usd", "max-task-cost-usd",
+    "test-slots", "gpu-slots", "gpus", "jobs-per-gpu",
 )
 # Keys where an explicit null means "no limit" rather than "use the default".
 NULLABLE_KEYS = frozenset({"memory-mb", "max-processes"})
@@ -140,6 +142,7 @@ class RunConfig:
     ray_address: str | None
     ray_num_cpus: float
     ray_num_gpus: float
+    slots: SlotConfig = field(default_factory=SlotConfig)
     max_cost_usd: float | None = None
     max_task_cost_usd: float | None = None
 
@@ -467,6 +470,24 @@ def _parallel_mode(reader: _Reader, feedback_source: str) -> str:
     return mode
 
 
+def _slots(reader: _Reader) -> SlotConfig:
+    """Test runs at once: ``test-slots`` on CPUs (default: one per CPU), ``jobs-per-gpu`` on each of ``gpus``."""
+    gpus = reader.get("gpus") or []
+    if not isinstance(gpus, list) or not all(_is_int(g) or isinstance(g, str) and g for g in gpus):
+        raise reader.fail(f"'gpus' must be a list of CUDA device ids like [0, 1], got {gpus!r}")
+    if len(set(map(str, gpus))) < len(gpus):
+        raise reader.fail(f"'gpus' lists a device twice: {gpus!r}")
+    if gpus and reader.get("parallel-mode") == "ray":
+        raise reader.fail("'gpus' is for the local parallel modes; under ray set 'ray-num-gpus' per job")
+    config = SlotConfig(test_slots=reader.integer("test-slots", 1) or cpu_count(), gpus=tuple(map(str, gpus)),
+                        jobs_per_gpu=reader.integer("jobs-per-gpu", 1) or 1,
+                        gpu_slots=reader.integer("gpu-slots", 1))
+    if config.gpu_slots is not None and config.gpu_slots > len(gpus) * config.jobs_per_gpu:
+        raise reader.fail(f"'gpu-slots' ({config.gpu_slots}) exceeds gpus x jobs-per-gpu "
+                          f"({len(gpus)} x {config.jobs_per_gpu}); list more 'gpus' or raise 'jobs-per-gpu'")
+    return config
+
+
 def _unset_empty(raw: dict[str, Any]) -> dict[str, Any]:
     """Drop keys whose value is an empty string (the release's "not set"), also inside ``models`` entries."""
     clean = {key: value for key, value in raw.items() if value != ""}
@@ -540,6 +561,7 @@ def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
         ray_address=reader.text("ray-address"),
         ray_num_cpus=reader.number("ray-num-cpus"),
         ray_num_gpus=reader.number("ray-num-gpus"),
+        slots=_slots(reader),
         max_cost_usd=_cap(reader, "max-cost-usd"),
         max_task_cost_usd=_cap(reader, "max-task-cost-usd"),
     )

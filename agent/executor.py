@@ -1,11 +1,21 @@
-"""Where jobs run: in this process, in threads, in worker processes, or as Ray tasks.
+"""Where jobs and their test runs run: in this process, in threads, with a pool of test processes, or on Ray.
 
-Every backend has the same two-method surface: ``submit(fn, *args)`` returns a
-``concurrent.futures.Future`` and ``shutdown(cancel=...)`` ends the workers, so
-the scheduler is written once. A job that raises resolves its future with the
-exception in every mode; the caller records it and carries on. ``channel()``
-gives a picklable ``send`` that workers call to report progress, and a
-``drain`` the driver polls.
+Every backend satisfies :class:`Executor`: ``submit(fn, *args)`` returns a
+``concurrent.futures.Future``, ``shutdown(cancel=...)`` ends the workers, and
+``channel()`` gives a picklable ``send`` that jobs call to report progress and
+a ``drain`` the driver polls, so the scheduler is written once. A job that
+raises resolves its future with the exception in every mode; the caller
+records it and carries on.
+
+Jobs spend their time waiting on model APIs, so the local modes run them as
+threads of this process (a waiting job costs a thread, not a process) and
+send their test runs through the executor's test slots (``agent/slots.py``):
+
+* ``none``: one job at a time, in the caller's thread (deterministic order, easiest to debug);
+* ``threads``: up to ``max_workers`` job threads; a test run's preparation and verdict run in its job's thread;
+* ``processes``: up to ``max_workers`` job threads; each test run is prepared and judged in a pool of
+  worker processes, one per slot, so the driver's interpreter stays free for the jobs;
+* ``ray``: each job is a Ray task that runs its own tests (Ray's per-job CPUs and GPUs bound them).
 """
 from __future__ import annotations
 
@@ -13,15 +23,22 @@ import multiprocessing
 import os
 import queue
 import signal
+import threading
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
-from multiprocessing.managers import SyncManager
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
+
+from agent.runner.options import RunnerOptions
+from agent.slots import SlotConfig, TestSlots, active_slots
+from agent.utils import DatasetManager
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TERMINATE_GRACE_SEC = 3.0  # for a worker to kill its test run and clean up after SIGTERM
 RAY_HINT = "pip install -r requirements-extras.txt (or pip install ray)"
 PARALLEL_MODES = ("processes", "threads", "none", "ray")
+Drain = Callable[[], list]
 
 
 class ExecutorError(Exception):
@@ -45,6 +62,20 @@ class _Sender:
             pass
 
 
+class Executor(Protocol):
+    """What the scheduler needs of a backend."""
+
+    mode: str
+    slots: TestSlots | None  # the test slots of its jobs' test runs; None: each job runs its own (Ray)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future: ...
+
+    def channel(self) -> tuple[_Sender, Drain]: ...
+
+    def shutdown(self, *, cancel: bool = False) -> bool:
+        """End the workers (on ``cancel``, without waiting for jobs); False if some job thread still runs."""
+
+
 def _drain(source: Any) -> list[Any]:
     """Everything queued so far; a queue whose manager is gone (shutdown, Ctrl-C) has nothing more."""
     items = []
@@ -55,10 +86,43 @@ def _drain(source: Any) -> list[Any]:
             return items
 
 
+def _local_channel() -> tuple[_Sender, Drain]:
+    """Progress within this process: jobs are threads (or inline), so a plain thread-safe queue serves."""
+    box: queue.SimpleQueue = queue.SimpleQueue()
+    return _Sender(box), lambda: _drain(box)
+
+
+def _runner() -> Callable[..., dict]:
+    """The test runner, imported when first needed: the configuration reads this module's modes and must
+    not pull in the runner's machinery (sandbox probes, process control)."""
+    from agent.clean_test_runner import run_candidate
+
+    return run_candidate
+
+
+def run_tests(dataset: DatasetManager, index: int, candidate: str, options: RunnerOptions,
+              report_to: Path | None = None) -> dict:
+    """One test run, through this process's test slots when it serves some (``agent/slots.py``).
+
+    With a GPU list the run sees exactly its device (``CUDA_VISIBLE_DEVICES``),
+    or none at all when its task needs no GPU.
+    """
+    slots = active_slots()
+    if slots is None:
+        return _runner()(dataset, index, candidate, options, report_to=report_to)
+    with slots.hold(slots.config.needs_gpu(dataset.get(index).extra)) as gpu:
+        if slots.config.gpus:
+            options = replace(options, cuda_devices=gpu or "")
+        return slots.call(dataset, index, candidate, options, report_to=report_to)
+
+
 class InlineExecutor:
-    """Runs each job at submit time in this process: deterministic order, easiest to debug."""
+    """Runs each job at submit time in this thread: deterministic order, easiest to debug."""
 
     mode = "none"
+
+    def __init__(self, slots: SlotConfig, call: Callable[..., dict] | None = None) -> None:
+        self.slots = TestSlots(slots, call or _runner())
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         future: Future = Future()
@@ -68,24 +132,27 @@ class InlineExecutor:
             future.set_exception(exc)
         return future
 
-    def channel(self) -> tuple[_Sender, Callable[[], list]]:
-        box: queue.SimpleQueue = queue.SimpleQueue()
-        return _Sender(box), lambda: _drain(box)
+    def channel(self) -> tuple[_Sender, Drain]:
+        return _local_channel()
 
     def shutdown(self, *, cancel: bool = False) -> bool:
         return True
 
 
-class ThreadExecutor(InlineExecutor):
-    """A thread pool: jobs spend their time waiting on model APIs and test subprocesses, so threads suffice."""
+class ThreadExecutor:
+    """Jobs as threads of this process: a waiting job costs a thread's stack, its tests take a slot."""
 
     mode = "threads"
 
-    def __init__(self, max_workers: int) -> None:
+    def __init__(self, max_workers: int, slots: SlotConfig, call: Callable[..., dict] | None = None) -> None:
         self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="recode-job")
+        self.slots = TestSlots(slots, call or _runner())
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         return self.pool.submit(fn, *args)
+
+    def channel(self) -> tuple[_Sender, Drain]:
+        return _local_channel()
 
     def shutdown(self, *, cancel: bool = False) -> bool:
         """Threads cannot be killed: on cancel, returns False while jobs are still running."""
@@ -115,59 +182,77 @@ def _init_worker() -> None:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
-def _in_worker(fn: Callable[..., Any], *args: Any) -> Any:
-    """Run one job in a pool worker; once a terminate() has unwound it, end the worker instead of
-    letting the pool hand it the next job."""
+def _in_worker(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run one test run in a pool worker; once a terminate() has unwound it, end the worker instead of
+    letting the pool hand it the next one."""
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     finally:
         if _terminating:
             os._exit(128 + signal.SIGTERM)
 
 
-class ProcessExecutor(InlineExecutor):
-    """Worker processes started by forkserver (spawn where unavailable), so no lock or thread is forked."""
+class ProcessExecutor:
+    """Job threads whose test runs go to worker processes (one per slot), started by forkserver
+    (spawn where unavailable) so no lock or thread is forked."""
 
     mode = "processes"
 
-    def __init__(self, max_workers: int) -> None:
+    def __init__(self, max_workers: int, slots: SlotConfig, call: Callable[..., dict] | None = None) -> None:
         methods = multiprocessing.get_all_start_methods()
         self.context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-        self.pool = ProcessPoolExecutor(max_workers=max_workers, mp_context=self.context, initializer=_init_worker)
-        self.manager: Any = None
+        self.workers = slots.test_slots + slots.gpu_capacity
+        self.run_fn = call or _runner()
+        self.tests = self._new_pool()
+        self.replacing = threading.Lock()
+        self.closing = False
+        self.jobs = ThreadExecutor(max_workers, slots, self._run_in_pool)
+        self.slots = self.jobs.slots
+
+    def _new_pool(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=self.context, initializer=_init_worker)
+
+    def _run_in_pool(self, *args: Any, **kwargs: Any) -> dict:
+        """The test run on a worker; a pool broken by a lost worker is replaced for the runs after this one."""
+        pool = self.tests
+        try:
+            return pool.submit(_in_worker, self.run_fn, *args, **kwargs).result()
+        except BrokenProcessPool:
+            with self.replacing:
+                if self.tests is pool and not self.closing:
+                    self.tests = self._new_pool()
+            raise
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
-        return self.pool.submit(_in_worker, fn, *args)
+        return self.jobs.submit(fn, *args)
 
-    def channel(self) -> tuple[_Sender, Callable[[], list]]:
-        if self.manager is None:
-            manager = SyncManager(ctx=self.context)
-            manager.start(_ignore_sigint)
-            self.manager = manager
-        box = self.manager.Queue()
-        return _Sender(box), lambda: _drain(box)
+    def channel(self) -> tuple[_Sender, Drain]:
+        return _local_channel()
 
     def shutdown(self, *, cancel: bool = False) -> bool:
-        if cancel:
-            workers = list(getattr(self.pool, "_processes", {}).values())
-            settler = getattr(self.pool, "_executor_manager_thread", None)
-            self.pool.shutdown(wait=False, cancel_futures=True)
-            for process in workers:
-                process.terminate()
-            for process in workers:
-                process.join(timeout=TERMINATE_GRACE_SEC)
-                if process.is_alive():
-                    process.kill()
-                    process.join()
-            # With its workers gone the pool fails their futures (BrokenProcessPool) from its own
-            # thread; waiting for that thread means every future is settled when shutdown returns.
-            if settler is not None:
-                settler.join(timeout=TERMINATE_GRACE_SEC)
-        else:
-            self.pool.shutdown(wait=True)
-        if self.manager is not None:
-            self.manager.shutdown()
-        return True
+        """On cancel, test workers are terminated (their runs killed) before the job threads are let go."""
+        with self.replacing:
+            self.closing = True
+        if not cancel:
+            done = self.jobs.shutdown()
+            self.tests.shutdown(wait=True)
+            return done
+        pool = self.tests
+        workers = list(getattr(pool, "_processes", {}).values())
+        settler = getattr(pool, "_executor_manager_thread", None)
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in workers:
+            process.terminate()
+        for process in workers:
+            process.join(timeout=TERMINATE_GRACE_SEC)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        # With its workers gone the pool fails their futures (BrokenProcessPool) from its own
+        # thread; waiting for that thread means every test run's future is settled on return.
+        if settler is not None:
+            settler.join(timeout=TERMINATE_GRACE_SEC)
+        return self.jobs.shutdown(cancel=True)
 
 
 class RayExecutor:
@@ -181,6 +266,7 @@ class RayExecutor:
     """
 
     mode = "ray"
+    slots = None
 
     def __init__(self, max_workers: int, address: str | None = None, num_cpus: float = 1.0,
                  num_gpus: float = 0.0, max_retries: int = 3) -> None:
@@ -223,7 +309,7 @@ class RayExecutor:
         future.add_done_callback(lambda done: self.refs.pop(done, None))
         return future
 
-    def channel(self) -> tuple[_Sender, Callable[[], list]]:
+    def channel(self) -> tuple[_Sender, Drain]:
         from ray.util.queue import Queue
 
         box = Queue()
@@ -244,15 +330,16 @@ def unwrap_error(exc: BaseException) -> BaseException:
     return cause if isinstance(cause, BaseException) else exc
 
 
-def make_executor(mode: str, max_workers: int, *, ray_address: str | None = None, ray_num_cpus: float = 1.0,
-                  ray_num_gpus: float = 0.0) -> InlineExecutor | RayExecutor:
-    """The backend for ``mode`` (processes | threads | none | ray)."""
+def make_executor(mode: str, max_workers: int, slots: SlotConfig | None = None, *,
+                  ray_address: str | None = None, ray_num_cpus: float = 1.0, ray_num_gpus: float = 0.0) -> Executor:
+    """The backend for ``mode`` (processes | threads | none | ray); ``slots`` default: one per CPU, no GPU."""
+    slots = slots or SlotConfig()
     if mode == "none":
-        return InlineExecutor()
+        return InlineExecutor(slots)
     if mode == "threads":
-        return ThreadExecutor(max_workers)
+        return ThreadExecutor(max_workers, slots)
     if mode == "processes":
-        return ProcessExecutor(max_workers)
+        return ProcessExecutor(max_workers, slots)
     if mode == "ray":
         return RayExecutor(max_workers, ray_address, ray_num_cpus, ray_num_gpus)
     raise ExecutorError(f"unknown parallel mode '{mode}'; choose one of {', '.join(PARALLEL_MODES)}")

@@ -3,7 +3,8 @@
     python agent/research_code_generation.py [--yaml-location config/default.yaml]
         [--max-workers N] [--parallel-mode processes|threads|none|ray]
 
-Prints a progress bar (jobs, dollars so far) and, at the end, a table per
+Shows progress (jobs done, turns, tests running, dollars so far: a bar on a
+terminal, a line per finished job otherwise) and, at the end, a table per
 model x level. Ctrl-C stops cleanly: finished turns are on disk; with
 ``resume: true`` the same command continues the interrupted tasks. Mistakes a user can make end with one line and exit code 2.
 Exit codes: 0 all jobs done, 1 some job failed (feedback that could not be
@@ -20,13 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tqdm import tqdm  # noqa: E402
-
 from agent.budget import BudgetError, check_prices  # noqa: E402
 from agent.config import ConfigError, RunConfig, load_config  # noqa: E402
 from agent.env_cache import EnvError  # noqa: E402
 from agent.executor import PARALLEL_MODES, ExecutorError, make_executor  # noqa: E402
 from agent.inference import InferenceError, build_model  # noqa: E402
+from agent.progress import Progress  # noqa: E402
 from agent.run_metadata import build_metadata, metadata_path, write_metadata  # noqa: E402
 from agent.run_summary import format_table, stop_notes, summarize  # noqa: E402
 from agent.scheduler import plan_run, run_plan  # noqa: E402
@@ -66,35 +66,6 @@ def check_models(cfg: RunConfig) -> None:
         build_model(spec, prices=cfg.prices, cache_path=str(cfg.cache_path) if cfg.cache_path else None)
 
 
-class Progress:
-    """The tqdm bar: one tick per finished job, postfix = dollars spent so far (per turn where reported)."""
-
-    def __init__(self, total: int) -> None:
-        self.bar = tqdm(total=total, unit="job", dynamic_ncols=True, file=sys.stderr)
-        self.streamed: dict = {}
-        self.final = 0.0
-        self.errors = 0
-
-    def _show(self, refresh: bool = True) -> None:
-        self.bar.set_postfix_str(f"${self.final + sum(self.streamed.values()):.4f}" +
-                                 (f", {self.errors} failed" if self.errors else ""), refresh=refresh)
-
-    def turn(self, job: object, message: dict) -> None:
-        self.streamed[job] = self.streamed.get(job, 0.0) + (message.get("cost_usd") or 0.0)
-        self._show(refresh=False)
-
-    def job_done(self, job: object, outcome: dict) -> None:
-        """The job's own total replaces the per-turn deltas streamed for it."""
-        self.streamed.pop(job, None)
-        self.final += outcome["cost_usd"] or 0.0
-        self.errors += outcome["state"] == "error"
-        if outcome["state"] == "error":
-            self.bar.write(f"task {outcome['task_index']} (L{outcome['level']}, {outcome['model']}) failed: "
-                           f"{outcome['error']}", file=sys.stderr)
-        self.bar.update(1)
-        self._show()
-
-
 def run(cfg: RunConfig, argv: list[str]) -> int:
     """Everything after validation: metadata, the jobs, the table. Returns the exit code."""
     tasks = select_tasks(cfg)
@@ -109,14 +80,16 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
                           "choose a writable folder") from None
     plan = plan_run(cfg, tasks)
     start_ledger(cfg, plan.jobs)
-    executor = make_executor(cfg.parallel_mode, cfg.max_workers, ray_address=cfg.ray_address,
+    executor = make_executor(cfg.parallel_mode, cfg.max_workers, cfg.slots, ray_address=cfg.ray_address,
                              ray_num_cpus=cfg.ray_num_cpus, ray_num_gpus=cfg.ray_num_gpus)
-    progress = Progress(len(plan.jobs))
+    slots = executor.slots
+    progress = Progress(len(plan.jobs), tests_running=lambda: None if slots is None else slots.running)
     start = time.monotonic()
     try:
-        outcomes, stats = run_plan(cfg, plan, executor, on_outcome=progress.job_done, on_progress=progress.turn)
+        outcomes, stats = run_plan(cfg, plan, executor, on_outcome=progress.job_done, on_progress=progress.turn,
+                                   on_poll=progress.tick)
     except KeyboardInterrupt:
-        progress.bar.close()
+        progress.close()
         clean = executor.shutdown(cancel=True)
         write_metadata(meta_file, {**record, "status": "interrupted", "wall_time_sec": time.monotonic() - start})
         print(f"interrupted: finished turns are saved; {_again(cfg)} to resume", file=sys.stderr)
@@ -124,7 +97,7 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
             sys.stderr.flush()
             os._exit(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
-    progress.bar.close()
+    progress.close()
     executor.shutdown()
     rows = summarize(outcomes, [model.model for model in cfg.models])
     failed = [o for o in outcomes if o["state"] == "error"]

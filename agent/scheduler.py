@@ -3,8 +3,10 @@
 The only dependency between jobs is the turn-0 seed shared by every level of
 one (model, task): it is computed once, by a seed job, and the level jobs that
 read it are released as soon as it exists. Everything else runs in parallel,
-at most ``max_in_flight`` at a time. A failing job never stops the others: its
-exception becomes an outcome with state "error".
+at most ``max_workers`` at a time; their test runs wait for the executor's
+test slots (``agent/slots.py``), which this process serves while the plan
+runs. A failing job never stops the others: its exception becomes an outcome
+with state "error".
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from agent.config import RunConfig
-from agent.executor import unwrap_error
+from agent.executor import Executor, unwrap_error
+from agent.slots import serving
 from agent.inference import ModelSpec
 from agent.workflow import Job, ensure_seed, is_finished, run_task
 
@@ -68,13 +71,24 @@ def _run_job(cfg: RunConfig, job: Job, report: Callable[[dict], None]) -> dict[s
 def run_plan(
     cfg: RunConfig,
     plan: Plan,
-    executor: Any,
+    executor: Executor,
     *,
     on_outcome: Callable[[Job, dict], None] = lambda job, outcome: None,
     on_progress: Callable[[Job, dict], None] = lambda job, message: None,
+    on_poll: Callable[[], None] = lambda: None,
     poll_sec: float = 0.5,
 ) -> tuple[list[dict], RunStats]:
-    """Run seeds, then each level job once its seed exists; returns outcomes in completion order."""
+    """Run seeds, then each level job once its seed exists; returns outcomes in completion order.
+
+    ``on_poll`` is called every ``poll_sec`` at least (a progress display refreshes its counters).
+    """
+    with serving(executor.slots):
+        return _drive(cfg, plan, executor, on_outcome, on_progress, on_poll, poll_sec)
+
+
+def _drive(cfg: RunConfig, plan: Plan, executor: Executor, on_outcome: Callable[[Job, dict], None],
+           on_progress: Callable[[Job, dict], None], on_poll: Callable[[], None],
+           poll_sec: float) -> tuple[list[dict], RunStats]:
     stats = RunStats()
     seed_of = {key: [] for key in plan.seeds}
     ready: deque[Job] = deque()
@@ -100,6 +114,7 @@ def run_plan(
         done, _ = wait(in_flight, timeout=poll_sec, return_when=FIRST_COMPLETED)
         for job, message in drain():
             on_progress(job, message)
+        on_poll()
         for future in done:
             item = in_flight.pop(future)
             error = future.exception()

@@ -1,10 +1,13 @@
 """Benchmarks of the run loop on the sample tasks, with scripted models (no network, no key):
 
-(a) parallel efficiency T1 / (n * Tn) at 1, 2 and 4 workers, each model call
-    taking a fixed latency so the workload is dominated by waiting on the
-    model, as real runs are (target >= 0.85 at 4 workers). Each turn also
-    runs the task's tests (~0.7 s of CPU here), which is why the default
-    latency is 2 s rather than less: on 2 cores, 4 workers' test runs contend;
+(a) jobs in flight vs test slots: 8, 32 and 64 jobs at once on this machine,
+    every model call taking a fixed latency (default 10 s, like a real API),
+    every turn running the task's real tests through the test slots
+    (default: one per CPU). Wall time is compared with the ideal bound
+    max(model-bound, test-bound): the longest chain of model calls one job
+    waits for (its seed's and its own), and the test runs' duration summed
+    over the slots (target efficiency >= 0.85). Also prints the peak
+    resident memory of the whole process tree (driver, test workers, tests);
 (b) prompt tokens of the last turn over the first in a long memory_agent run
     that never solves its task, so memory summarisation is what bounds the
     prompt (target <= 1.5). Turn 0 shows no test digest or feedback, later
@@ -12,27 +15,38 @@
     and the growth from turn 1 (the first turn with both) on;
 (c) API calls and seconds to rerun a finished run (target 0 calls).
 
-    RECODE_ENV_BACKEND=current python scripts/bench_loop.py [--latency 2.0] [--mode processes]
+    RECODE_ENV_BACKEND=current python scripts/bench_loop.py [--part slots|memory|rerun]
+        [--jobs 8 32 64] [--latency 10] [--mode processes|threads]
 
-Prints ratios; asserts nothing (timings depend on the machine).
+Prints the measurements; asserts nothing (timings depend on the machine).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import pickle
+import statistics
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import yaml  # noqa: E402
 
+from agent.clean_test_runner import run_candidate  # noqa: E402
 from agent.config import RunConfig, load_config  # noqa: E402
 from agent.executor import make_executor  # noqa: E402
+from agent.results import load_seed, seed_path  # noqa: E402
 from agent.scheduler import plan_run, run_plan  # noqa: E402
+from agent.slots import cpu_count  # noqa: E402
+from agent.text_table import fixed_width  # noqa: E402
 from agent.utils import DatasetManager  # noqa: E402
+from agent.workflow import result_folder  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 WRONG_CODE = "def not_the_answer():\n    return None\n"
@@ -68,20 +82,27 @@ def make_config(folder: Path, scripts: tuple[Path, Path], **keys: object) -> Run
         "work-dir": str(REPO / "work_dir" / "dataset"), "output-dir": str(folder / "results"),
         "sandbox": "off", **keys,
     }
+    if "models" in keys:
+        del values["model"]
     path = folder / "bench.yaml"
     path.write_text(yaml.safe_dump(values))
     return load_config(path)
 
 
-def timed_run(cfg: RunConfig, tasks: list[int], mode: str, workers: int) -> tuple[float, list[dict], int]:
-    """Seconds, outcomes and seeds computed for one run of the plan (the CLI's path minus the bar)."""
-    executor = make_executor(mode, workers)
+def timed_run(cfg: RunConfig, tasks: list[int], mode: str, workers: int) -> tuple[float, list[dict], int, float]:
+    """Seconds, outcomes, seeds computed and seconds of test runs (summed over the slots) of one run
+    of the plan (the CLI's path minus the bar)."""
+    executor = make_executor(mode, workers, cfg.slots)
     start = time.perf_counter()
     try:
         outcomes, stats = run_plan(cfg, plan_run(cfg, tasks), executor, poll_sec=0.05)
     finally:
         executor.shutdown()
-    return time.perf_counter() - start, outcomes, stats.seeds_computed
+    failed = [o["error"] for o in outcomes if o["state"] == "error"]
+    if failed:
+        raise SystemExit(f"bench run failed: {failed[0]}")
+    busy = sum(span.end - span.start for span in executor.slots.spans)
+    return time.perf_counter() - start, outcomes, stats.seeds_computed, busy
 
 
 def numpy_tasks(count: int) -> list[int]:
@@ -91,17 +112,136 @@ def numpy_tasks(count: int) -> list[int]:
     return chosen[:count]
 
 
-def bench_parallel(scripts: tuple[Path, Path], tasks: list[int], mode: str) -> dict[int, tuple[float, float]]:
-    """n -> (seconds, efficiency) for 1, 2, 4 workers; every run starts from empty results."""
-    times: dict[int, float] = {}
-    for workers in (1, 2, 4):
-        with tempfile.TemporaryDirectory(prefix="bench_parallel_") as tmp:
-            cfg = make_config(Path(tmp), scripts, **{"guidance-level": [0, 2], "max-turn": 2, "max-workers": workers})
-            times[workers], outcomes, _ = timed_run(cfg, tasks, mode, workers)
-            failed = [o["error"] for o in outcomes if o["state"] == "error"]
-            if failed:
-                raise SystemExit(f"bench run failed: {failed[0]}")
-    return {n: (t, times[1] / (n * t)) for n, t in times.items()}
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+
+
+def tree_rss(root: int) -> int:
+    """Resident bytes of ``root`` and every process below it (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        try:
+            with open(f"/proc/{pid}/statm") as handle:
+                total += int(handle.read().split()[1]) * PAGE_BYTES
+        except (OSError, IndexError, ValueError):
+            pass
+        stack.extend(children.get(pid, ()))
+    return total
+
+
+class PeakMemory:
+    """Samples the process tree's resident memory in a thread while the block runs; ``peak`` in bytes."""
+
+    def __init__(self, every_sec: float = 0.2) -> None:
+        self.every_sec = every_sec
+        self.peak = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self.stop.is_set():
+            self.peak = max(self.peak, tree_rss(os.getpid()))
+            self.stop.wait(self.every_sec)
+
+    def __enter__(self) -> PeakMemory:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def solo_test_sec(cfg: RunConfig, tasks: list[int], repeats: int = 3) -> dict[int, float]:
+    """Median seconds of one test run of each task's wrong submission, alone on the machine."""
+    dataset = DatasetManager(cfg.work_dir)
+    seconds = {}
+    for task in tasks:
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            run_candidate(dataset, task, WRONG_CODE, cfg.runner)
+            times.append(time.perf_counter() - start)
+        seconds[task] = statistics.median(times)
+    return seconds
+
+
+def _calls(usage: list[dict]) -> int:
+    return sum(1 for u in usage if not u.get("from_cache"))
+
+
+@dataclass(frozen=True)
+class Chain:
+    """The job that waited longest: its model calls and its test runs (its seed's, then its own turns')."""
+
+    calls: int
+    tests: int
+    task: int
+
+
+def chains_and_runs(cfg: RunConfig, tasks: list[int], latency: float,
+                    solo: dict[int, float]) -> tuple[Chain, dict[int, int]]:
+    """The longest job chain at solo test speed, and the test runs made per task (one per seed, one per
+    later turn), read back from what the run wrote."""
+    chains, runs = [], dict.fromkeys(tasks, 0)
+    for model in cfg.models:
+        for task in tasks:
+            path = seed_path(cfg.init_seed_dir, model.model, task, cfg.evaluation_setting)
+            seed = load_seed(path, cfg.evaluation_setting)["record"]
+            runs[task] += 1
+            for level in cfg.guidance_levels:
+                path = result_folder(cfg, model, level) / f"task_{task}_result.pkl"
+                later = pickle.loads(path.read_bytes())[1:]
+                runs[task] += len(later)
+                calls = sum(_calls(t["code_usage"]) + _calls(t["feedback_usage"]) for t in [seed, *later])
+                chains.append(Chain(calls, 1 + len(later), task))
+    return max(chains, key=lambda c: c.calls * latency + c.tests * solo[c.task]), runs
+
+
+def bench_slots(scripts: tuple[Path, Path], tasks: list[int], mode: str, jobs: list[int], latency: float,
+                max_turn: int) -> Iterator[tuple[str, ...]]:
+    """One row per job count: jobs, seeds, test runs, test run seconds, the bounds, wall time, efficiency,
+    peak MB.
+
+    The ideal is max(chain-bound, test-bound): the job that waits longest
+    waits for its model calls and, in turn, for its own test runs; all test
+    runs share the slots. Test seconds are given twice: each task's solo time
+    measured before the runs (solo), and the runs' own mean duration in the
+    run (in run). On a machine shared with other work the solo time is taken
+    at another load than the run; the in-run figures are what the slots
+    really had to serve, so efficiency against them shows time lost to
+    scheduling alone.
+    """
+    levels = [0, 2]
+    solo: dict[int, float] = {}
+    for count in jobs:
+        models = max(1, count // (len(tasks) * len(levels)))
+        with tempfile.TemporaryDirectory(prefix="bench_slots_") as tmp:
+            cfg = make_config(Path(tmp), scripts, **{
+                "models": [{"model": f"bench-coder-{i}"} for i in range(models)], "guidance-level": levels,
+                "max-turn": max_turn, "max-workers": models * len(tasks) * len(levels)})
+            solo = solo or solo_test_sec(cfg, tasks)
+            with PeakMemory() as memory:
+                wall, outcomes, seeds, busy = timed_run(cfg, tasks, mode, cfg.max_workers)
+            chain, runs = chains_and_runs(cfg, tasks, latency, solo)
+        slots, total = cfg.slots.test_slots, sum(runs.values())
+        in_run = busy / total
+        model_bound = chain.calls * latency
+        chain_solo, chain_run = model_bound + chain.tests * solo[chain.task], model_bound + chain.tests * in_run
+        tests_solo, tests_run = sum(runs[t] * solo[t] for t in tasks) / slots, busy / slots
+        ideal_solo, ideal_run = max(chain_solo, tests_solo), max(chain_run, tests_run)
+        yield (str(len(outcomes)), str(seeds), str(total), f"{statistics.mean(solo.values()):.2f} / {in_run:.2f}",
+               f"{model_bound:.0f}", f"{chain_solo:.0f} / {chain_run:.0f}", f"{tests_solo:.0f} / {tests_run:.0f}",
+               f"{wall:.0f}", f"{ideal_solo / wall:.2f} / {ideal_run / wall:.2f}", f"{memory.peak / 2**20:.0f} MB")
 
 
 def bench_prompt_growth(scripts: tuple[Path, Path], task: int, turns: int) -> tuple[list[int], int]:
@@ -122,30 +262,51 @@ def bench_rerun(scripts: tuple[Path, Path], tasks: list[int], mode: str) -> tupl
     """(API calls, seconds) of rerunning a finished run, and the first run's seconds."""
     with tempfile.TemporaryDirectory(prefix="bench_rerun_") as tmp:
         cfg = make_config(Path(tmp), scripts, **{"guidance-level": [0, 2], "max-turn": 3})
-        first, _, _ = timed_run(cfg, tasks, mode, 2)
-        again, outcomes, seeds = timed_run(cfg, tasks, mode, 2)
+        first, *_ = timed_run(cfg, tasks, mode, 2)
+        again, outcomes, seeds, _ = timed_run(cfg, tasks, mode, 2)
     return sum(o["api_calls"] for o in outcomes) + seeds, again, first
+
+
+PARTS = ("slots", "memory", "rerun")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--latency", type=float, default=2.0, help="seconds per scripted model call")
-    parser.add_argument("--mode", default="processes", choices=("processes", "threads", "ray"))
-    parser.add_argument("--tasks", type=int, default=4, help="sample tasks in the parallel benchmark")
+    parser.add_argument("--part", choices=PARTS, action="append", help="run only these parts (default: all)")
+    parser.add_argument("--latency", type=float, default=10.0, help="seconds per scripted model call in (a)")
+    parser.add_argument("--jobs", type=int, nargs="+", default=[8, 32, 64], help="jobs in flight in (a)")
+    parser.add_argument("--max-turn", type=int, default=3, help="turns per job in (a)")
+    parser.add_argument("--mode", default="processes", choices=("processes", "threads"))
+    parser.add_argument("--tasks", type=int, default=4, help="sample tasks used (jobs = models x tasks x 2 levels)")
     parser.add_argument("--turns", type=int, default=10, help="turns of the prompt-growth run")
     args = parser.parse_args()
+    parts = args.part or PARTS
     tasks = numpy_tasks(args.tasks)
     with tempfile.TemporaryDirectory(prefix="bench_scripts_") as tmp:
         slow = write_scripts(Path(tmp) / "slow", args.latency)
         fast = write_scripts(Path(tmp) / "fast", 0.0)
-        parallel = bench_parallel(slow, tasks, args.mode)
-        per_turn, opening = bench_prompt_growth(fast, tasks[0], args.turns)
-        calls, rerun_sec, first_sec = bench_rerun(fast, tasks, args.mode)
-    print(f"(a) parallel efficiency T1/(n*Tn), {len(tasks)} tasks x 2 levels, {args.latency}s per model call, "
-          f"{args.mode}:")
-    for n, (seconds, efficiency) in parallel.items():
-        target = "  (target >= 0.85)" if n == 4 else ""
-        print(f"    {n} worker(s): {seconds:6.1f} s  efficiency {efficiency:.2f}{target}")
+        if "slots" in parts:
+            print(f"(a) jobs in flight vs test slots: {args.latency:g} s per model call, {len(tasks)} sample tasks x "
+                  f"2 levels x N models, max-turn {args.max_turn}, {args.mode}, test-slots {cpu_count()} "
+                  f"(target efficiency >= 0.85)", flush=True)
+            rows = []
+            for row in bench_slots(slow, tasks, args.mode, args.jobs, args.latency, args.max_turn):
+                rows.append(row)
+                print(f"    {row[0]} jobs done, load average {os.getloadavg()[0]:.1f}", flush=True)
+            print("    seconds; 'a / b' = with solo / in-run test durations; ideal = max(chain-bound, test-bound)")
+            header = ("jobs", "seeds", "test runs", "test run", "model-bound", "chain-bound", "test-bound", "wall",
+                      "efficiency", "peak RSS (tree)")
+            print("\n".join("    " + line for line in fixed_width(header, rows)))
+        if "memory" in parts:
+            per_turn, opening = bench_prompt_growth(fast, tasks[0], args.turns)
+            print_prompt_growth(per_turn, opening)
+        if "rerun" in parts:
+            calls, rerun_sec, first_sec = bench_rerun(fast, tasks, args.mode)
+            print(f"(c) rerun of a finished run: {calls} API calls, {rerun_sec:.1f} s "
+                  f"(first run {first_sec:.1f} s; target 0 calls)")
+
+
+def print_prompt_growth(per_turn: list[int], opening: int) -> None:
     first, second, last = per_turn[0], per_turn[min(1, len(per_turn) - 1)], per_turn[-1]
     print(f"(b) prompt tokens, last turn / first turn over {len(per_turn)} turns (memory_agent): "
           f"{last / first:.2f} (target <= 1.5)\n"
@@ -155,8 +316,6 @@ def main() -> None:
           f"    growth from memory: last / turn 1 (the first with a digest and feedback) {last / second:.2f}, "
           f"peak / turn 1 {max(per_turn[1:] or per_turn) / second:.2f}\n"
           f"    largest prompt per turn: {per_turn}")
-    print(f"(c) rerun of a finished run: {calls} API calls, {rerun_sec:.1f} s "
-          f"(first run {first_sec:.1f} s; target 0 calls)")
 
 
 if __name__ == "__main__":

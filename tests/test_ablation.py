@@ -64,7 +64,7 @@ class Counter:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls = self.tests = 0
-        complete, run_candidate = ScriptedModel.complete, agents.run_candidate
+        complete, run_tests = ScriptedModel.complete, agents.run_tests
 
         def counted_complete(model, *args, **kwargs):
             self.calls += 1
@@ -72,10 +72,10 @@ class Counter:
 
         def counted_run(*args, **kwargs):
             self.tests += 1
-            return run_candidate(*args, **kwargs)
+            return run_tests(*args, **kwargs)
 
         monkeypatch.setattr(ScriptedModel, "complete", counted_complete)
-        monkeypatch.setattr(agents, "run_candidate", counted_run)
+        monkeypatch.setattr(agents, "run_tests", counted_run)
 
     def reset(self) -> tuple[int, int]:
         seen, (self.calls, self.tests) = (self.calls, self.tests), (0, 0)

@@ -65,16 +65,6 @@ def test_ray_retries_a_job_whose_worker_died(tmp_path, local_ray) -> None:
         executor.shutdown()
 
 
-def test_processes_cancel_terminates_running_workers(tmp_path) -> None:
-    executor = make_executor("processes", 2)
-    futures = [executor.submit(time.sleep, 60) for _ in range(3)]
-    time.sleep(0.5)
-    workers = list(executor.pool._processes.values())
-    assert executor.shutdown(cancel=True) is True
-    assert workers and not any(p.is_alive() for p in workers)
-    assert all(f.done() for f in futures)
-
-
 def test_ray_missing_is_one_line(monkeypatch) -> None:
     import builtins
 

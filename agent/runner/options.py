@@ -22,6 +22,7 @@ class RunnerOptions:
     env_backend: str | None = None
     python_version: str | None = None  # of environments built on demand (default: the backend's)
     visible: tuple[str, ...] = ()  # host folders the tests may read inside the sandbox (e.g. model weights)
+    cuda_devices: str | None = None  # the run's CUDA_VISIBLE_DEVICES ("" = no GPU, device nodes hidden); None = inherit
 
     def __post_init__(self) -> None:
         if self.sandbox not in SANDBOX_MODES:

@@ -1,0 +1,141 @@
+"""Test slots: how many test runs may start at once, and on which GPU.
+
+Model calls and test runs are scheduled separately. Jobs spend most of their
+time waiting on model APIs, so many of them (``max-workers``) can be in
+flight at once, while their test runs compete for cores and devices. Every
+test run therefore first takes a slot here: a CPU slot (at most
+``test-slots`` at once), or, for a task that needs a GPU, one device of
+``gpus`` with fewer than ``jobs-per-gpu`` runs on it (at most ``gpu-slots``
+GPU runs in all). A GPU run takes no CPU slot, so 8 GPUs x 2 jobs means 16
+GPU runs at once on any number of cores.
+
+The slots are a resource of the process that drives the jobs, so the active
+:class:`TestSlots` is process-wide (``serving``); a process that serves none
+(a Ray worker, a script) runs its tests directly.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Mapping
+
+GPU_META_KEY = "needs_gpu"  # annotation_meta.jsonl: false for a task whose tests need no GPU
+
+
+def cpu_count() -> int:
+    """CPUs this process may use (the affinity mask, which containers and taskset narrow)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class SlotConfig:
+    """Limits on concurrent test runs; ``gpus`` are CUDA device ids (``nvidia-smi`` numbering)."""
+
+    test_slots: int = field(default_factory=cpu_count)
+    gpus: tuple[str, ...] = ()
+    jobs_per_gpu: int = 1
+    gpu_slots: int | None = None  # None: len(gpus) * jobs_per_gpu
+
+    @property
+    def gpu_capacity(self) -> int:
+        full = len(self.gpus) * self.jobs_per_gpu
+        return full if self.gpu_slots is None else min(self.gpu_slots, full)
+
+    def needs_gpu(self, task_extra: Mapping[str, Any]) -> bool:
+        """With a GPU list, a task needs a GPU unless its metadata says ``needs_gpu: false``."""
+        return bool(self.gpus) and task_extra.get(GPU_META_KEY, True) is not False
+
+
+@dataclass(frozen=True)
+class Span:
+    """One test run as the slots saw it (monotonic seconds)."""
+
+    start: float
+    end: float
+    gpu: str | None
+
+
+class TestSlots:
+    """Admission of test runs in this process; ``call`` runs one (in this thread or on a worker pool)."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    def __init__(self, config: SlotConfig, call: Callable[..., dict]) -> None:
+        self.config = config
+        self.call = call
+        self._changed = threading.Condition()
+        self._cpu_busy = 0
+        self._on_gpu = {gpu: 0 for gpu in config.gpus}
+        self._waiting: dict[bool, deque[object]] = {False: deque(), True: deque()}
+        self.spans: list[Span] = []
+
+    @property
+    def running(self) -> int:
+        """Test runs holding a slot now (for the progress bar)."""
+        with self._changed:
+            return self._cpu_busy + sum(self._on_gpu.values())
+
+    def _free_gpu(self) -> str | None:
+        if sum(self._on_gpu.values()) >= self.config.gpu_capacity:
+            return None
+        free = [gpu for gpu, n in self._on_gpu.items() if n < self.config.jobs_per_gpu]
+        return min(free, key=lambda gpu: self._on_gpu[gpu]) if free else None
+
+    @contextmanager
+    def hold(self, needs_gpu: bool) -> Iterator[str | None]:
+        """Wait for a slot, first come first served; yields the device id of a GPU slot, None for a CPU slot.
+
+        Serving in arrival order keeps each job's place from one turn to the
+        next, so jobs that started together spread out instead of queueing
+        behind each other again at every turn (and none waits indefinitely).
+        """
+        line = self._waiting[needs_gpu]
+        ticket = object()
+        with self._changed:
+            line.append(ticket)
+            if needs_gpu:
+                self._changed.wait_for(lambda: line[0] is ticket and self._free_gpu() is not None)
+                gpu = self._free_gpu()
+                self._on_gpu[gpu] += 1
+            else:
+                self._changed.wait_for(lambda: line[0] is ticket and self._cpu_busy < self.config.test_slots)
+                gpu = None
+                self._cpu_busy += 1
+            line.popleft()
+            self._changed.notify_all()  # the next in line may fit as well
+        start = time.monotonic()
+        try:
+            yield gpu
+        finally:
+            with self._changed:
+                if gpu is None:
+                    self._cpu_busy -= 1
+                else:
+                    self._on_gpu[gpu] -= 1
+                self.spans.append(Span(start, time.monotonic(), gpu))
+                self._changed.notify_all()
+
+
+_active: TestSlots | None = None
+
+
+def active_slots() -> TestSlots | None:
+    return _active
+
+
+@contextmanager
+def serving(slots: TestSlots | None) -> Iterator[None]:
+    """Make ``slots`` this process's test slots while the jobs of a run are in flight."""
+    global _active
+    previous, _active = _active, slots
+    try:
+        yield
+    finally:
+        _active = previous

@@ -1,0 +1,54 @@
+"""Progress: a bar on a terminal; elsewhere one line per finished job with the same counters, no flood."""
+from __future__ import annotations
+
+import io
+
+from agent.progress import Progress
+
+
+def outcome(task: int, state: str = "finished", solved: bool = False, cost: float | None = 0.25,
+            error: str | None = None) -> dict:
+    return {"task_index": task, "level": 2, "model": "coder", "state": state, "solved": solved, "turns": 3,
+            "cost_usd": cost, "error": error}
+
+
+def feed(progress: Progress) -> None:
+    for _ in range(3):
+        progress.turn("job-a", {"cost_usd": 0.1, "turn": 0})
+        progress.tick()
+    progress.turn("job-b", {"cost_usd": 0.05, "turn": 0})
+    progress.job_done("job-a", outcome(1, solved=True, cost=0.3))
+    progress.job_done("job-b", outcome(2, state="error", cost=None, error="InfraError: no environment"))
+    progress.job_done("job-c", outcome(3, state="skipped"))
+
+
+def test_not_a_terminal_one_line_per_finished_job() -> None:
+    stream = io.StringIO()
+    running = iter([2, 1, 0] + [0] * 20)
+    progress = Progress(3, tests_running=lambda: next(running), stream=stream)
+    feed(progress)
+    progress.close()
+    lines = stream.getvalue().splitlines()
+    assert lines == [
+        "[1/3] task 1 (L2, coder) solved, 3 turns, $0.3000 | 4 turns, 2 tests running, $0.3500",
+        "[2/3] task 2 (L2, coder) failed: InfraError: no environment, 3 turns | 4 turns, 1 tests running, $0.3000, "
+        "1 failed",
+        "[3/3] task 3 (L2, coder) not solved (already finished), 3 turns, $0.2500 | 4 turns, 0 tests running, "
+        "$0.5500, 1 failed",
+    ]
+
+
+def test_terminal_bar_shows_jobs_turns_tests_and_dollars() -> None:
+    stream = io.StringIO()
+    progress = Progress(3, tests_running=lambda: 2, stream=stream, live=True)
+    feed(progress)
+    progress.close()
+    text = stream.getvalue()
+    assert "3/3" in text and "4 turns, 2 tests running, $0.5500, 1 failed" in text
+    assert "task 2 (L2, coder) failed: InfraError: no environment" in text
+    assert "[1/3]" not in text
+
+
+def test_tests_running_left_out_when_unknown() -> None:
+    progress = Progress(1, stream=io.StringIO())
+    assert progress.counters() == "0 turns, $0.0000"
