@@ -67,8 +67,9 @@ from dataclasses import dataclass
 
 from agent.runner.lint import reference_access
 from agent.runner.options import RunnerOptions
+from agent.runner.phases import phase
 from agent.runner.verdict import REFERENCE_ACCESS, access_verdict, failed_run, judge, read_channel, sealed_report
-from agent.runner.processes import PidsCgroup, run_process
+from agent.runner.processes import Completed, PidsCgroup, run_process
 from agent.runner.sandbox import (
     SANDBOX_MODES,
     bwrap_argv,
@@ -307,9 +308,10 @@ def run_candidate(dataset: DatasetManager, index: int, candidate: str,
     a broken task.
     """
     meta = dataset.get(index)
-    dataset.check_task(index)
+    with phase("lint"):
+        dataset.check_task(index)
+        findings = reference_access(candidate)
     expected = meta.test_cases
-    findings = reference_access(candidate)
     if findings:
         python, junit = None, None
         result = failed_run(expected, REFERENCE_ACCESS, "reference access: " + "; ".join(findings))
@@ -323,38 +325,43 @@ def run_candidate(dataset: DatasetManager, index: int, candidate: str,
 
 def _run_in_private_folder(dataset: DatasetManager, index: int, candidate: str, options: RunnerOptions,
                            env_name: str | None, expected: tuple[str, ...]) -> tuple[str | None, dict, bytes | None]:
-    python, problem = resolve_interpreter(dataset, index, options, env_name)
+    with phase("resolve"):
+        python, problem = resolve_interpreter(dataset, index, options, env_name)
+        sandboxed = use_sandbox(options) if python is not None else False
     if python is None:
         return None, failed_run(expected, "infra_error", f"no environment for task {index}: {problem}"), None
-    sandboxed = use_sandbox(options)
     if sandboxed is None:
         return python, failed_run(expected, "infra_error", f"sandbox required but unavailable: {bwrap_problem()}"), None
     run_dir = Path(os.path.realpath(tempfile.mkdtemp(prefix=RUN_PREFIX)))
     finished = False
     plan = None
     try:
-        layout = prepare(dataset, index, candidate, run_dir)
-        plan = process_plan(options, sandboxed)
-        prefix: list[str] = []
-        if sandboxed:
-            prefix, problem = sandbox_prefix(options, dataset, python, layout, drop_user=plan.uid is not None)
-            if problem:
-                finished = True
-                return python, failed_run(expected, "infra_error", problem), None
-        if plan.uid is not None:
-            give_to(layout.run_dir, plan.uid)
-            prefix += drop_privileges(shutil.which("setpriv"), plan.uid)
+        with phase("copy"):
+            layout = prepare(dataset, index, candidate, run_dir)
+        with phase("sandbox set-up"):
+            plan = process_plan(options, sandboxed)
+            prefix: list[str] = []
+            problem = None
+            if sandboxed:
+                prefix, problem = sandbox_prefix(options, dataset, python, layout, drop_user=plan.uid is not None)
+            if plan.uid is not None and not problem:
+                give_to(layout.run_dir, plan.uid)
+                prefix += drop_privileges(shutil.which("setpriv"), plan.uid)
+        if problem:
+            finished = True
+            return python, failed_run(expected, "infra_error", problem), None
         result, junit = _execute(options, layout, python, prefix, plan, expected)
         finished = True
         return python, result, junit
     finally:
-        if plan is not None and plan.cgroup is not None:
-            plan.cgroup.remove()
-        if finished:
-            _cleaner.submit(remove_tree, run_dir)
-        else:  # the process may be about to exit: delete now, and wait for earlier deletions
-            remove_tree(run_dir)
-            _cleaner.submit(int).result()
+        with phase("cleanup"):
+            if plan is not None and plan.cgroup is not None:
+                plan.cgroup.remove()
+            if finished:
+                _cleaner.submit(remove_tree, run_dir)
+            else:  # the process may be about to exit: delete now, and wait for earlier deletions
+                remove_tree(run_dir)
+                _cleaner.submit(int).result()
 
 
 def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[str], plan: ProcessPlan,
@@ -383,10 +390,18 @@ def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[s
     launcher = limits_prefix(memory_mb=options.memory_mb, nproc=nproc,
                              cgroup_procs=cgroup.procs_file if cgroup else None, prlimit=prlimit)
     preexec = None if prlimit or not (options.memory_mb or nproc) else rlimit_hook(options.memory_mb, nproc)
-    done = run_process(launcher + prefix + pytest_argv(python, layout), env=env,
-                       cwd=layout.workdir, timeout_sec=options.timeout_sec, output_limit=options.output_limit_bytes,
-                       channel_fd=channel_read, pass_fds=(key_read, channel_write), cgroup=cgroup,
-                       pid_namespace=bool(prefix), preexec=preexec)
+    with phase("process"):
+        done = run_process(launcher + prefix + pytest_argv(python, layout), env=env,
+                           cwd=layout.workdir, timeout_sec=options.timeout_sec, output_limit=options.output_limit_bytes,
+                           channel_fd=channel_read, pass_fds=(key_read, channel_write), cgroup=cgroup,
+                           pid_namespace=bool(prefix), preexec=preexec)
+    with phase("verdict"):
+        return _verdict(done, key, expected, options, layout, python, bool(prefix))
+
+
+def _verdict(done: Completed, key: bytes, expected: tuple[str, ...], options: RunnerOptions, layout: Layout,
+             python: str, sandboxed: bool) -> tuple[dict, bytes | None]:
+    """Judge what the process left: the guard's channel, its exit code, the JUnit report."""
     record = read_channel(done.channel, key)
     if done.timed_out:
         used = access_verdict(expected, record, duration=done.duration_sec, output=done.output)
@@ -394,7 +409,7 @@ def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[s
                                   f"timed out after {options.timeout_sec:g} s; every process of the run was killed",
                                   duration=done.duration_sec, output=done.output), None
     if not record.hello:
-        setup = bwrap_failure(done.output) if prefix else None
+        setup = bwrap_failure(done.output) if sandboxed else None
         reason = (f"the sandbox could not be set up ({setup})" if setup else
                   f"pytest did not start with the guard plugin (interpreter {python}, exit code {done.exit_code})")
         return failed_run(expected, "infra_error", reason, exit_code=done.exit_code, duration=done.duration_sec,

@@ -23,6 +23,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -76,6 +77,7 @@ MARKER = "recode_env.json"
 LOG = "build.log"
 LOCK = "build.lock"
 PREFIX = "prefix"
+PYTEST_WARMED = "pytest_plugins_exit"  # key of the marker's "bytecode" record: pytest's rewrite cache is filled
 
 
 @dataclass(frozen=True)
@@ -251,11 +253,11 @@ def ensure_env(
     try:
         if not rebuild and _is_ready(root):
             marker = _read_marker(root)
-            if "bytecode" in marker:
+            if PYTEST_WARMED in marker.get("bytecode", {}):
                 return BuildResult(spec.name, "up to date", str(env_python(spec, settings)), str(root / LOG), 0.0)
             start = time.monotonic()
             with (root / LOG).open("a", encoding="utf-8") as log:
-                bytecode = compile_bytecode(env_python(spec, settings), log, dict(os.environ))
+                bytecode = compile_bytecode(env_python(spec, settings), log, dict(os.environ), marker.get("bytecode"))
             if bytecode is None:
                 raise EnvError(f"precompiling the packages of {spec.name} failed; see {root / LOG}")
             atomic_write_text(root / MARKER, json.dumps({**marker, "bytecode": bytecode}, indent=2))
@@ -281,21 +283,41 @@ def _run_logged(command: tuple[str, ...], log, env: dict[str, str], capture: boo
     return done.returncode, done.stdout or ""
 
 
-def compile_bytecode(python: Path, log, env: dict[str, str]) -> dict | None:
+def compile_bytecode(python: Path, log, env: dict[str, str], done: dict | None = None) -> dict | None:
     """Precompile the environment's site-packages; the marker's record of it, or None when it could not run.
 
     compileall exits 1 when some file does not compile (packages ship
     templates or old-syntax test data); importing such a file fails anyway,
-    so that still counts as done.
+    so that still counts as done. ``done``: the record of an earlier
+    compileall, so that only the pytest step is added.
     """
-    code, out = _run_logged((str(python), "-c", SITE_PACKAGES_QUERY), log, env, capture=True)
-    folders = [line for line in out.splitlines() if line.strip()]
-    if code != 0 or not folders:
-        return None
-    code, _ = _run_logged(bytecode_command(python, folders), log, env)
-    if code not in (0, 1):
-        return None
-    return {"site_packages": folders, "compileall_exit": code, "compiled_at": time.time()}
+    if done is None:
+        code, out = _run_logged((str(python), "-c", SITE_PACKAGES_QUERY), log, env, capture=True)
+        folders = [line for line in out.splitlines() if line.strip()]
+        if code != 0 or not folders:
+            return None
+        code, _ = _run_logged(bytecode_command(python, folders), log, env)
+        if code not in (0, 1):
+            return None
+        done = {"site_packages": folders, "compileall_exit": code, "compiled_at": time.time()}
+    warmed = warm_pytest_plugins(python, log, env)
+    return None if warmed is None else {**done, PYTEST_WARMED: warmed}
+
+
+def warm_pytest_plugins(python: Path, log, env: dict[str, str]) -> int | None:
+    """Let pytest cache its assertion-rewritten copies of the plugins it loads by itself; its exit code.
+
+    pytest rewrites the packages of every plugin it finds through entry points
+    (pytest-timeout, anyio, ...) at each start unless a cached copy lies in
+    their ``__pycache__``; site-packages is read-only in the sandbox, so only
+    a start here, with writes allowed, can leave one. Collecting an empty
+    folder loads them all and runs nothing (exit 5, no tests).
+    """
+    with tempfile.TemporaryDirectory(prefix="recode-warm-") as empty:
+        command = (str(python), "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", empty)
+        writable = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        code, _ = _run_logged(command, log, writable)
+    return code if code in (0, 5) else None
 
 
 def _error_hint(log_path: Path) -> str:

@@ -1,10 +1,31 @@
-"""Overhead of the contained test runner, and the cost of an environment-cache hit.
+"""Cost of one evaluation through our runner against the task's own way of running its test, and where it goes.
 
-For every sample task (environments warmed first) it times, side by side in
-one run and alternating order, (a) ``run_candidate`` on canonical.py and (b)
-bare ``pytest`` on the same files in the same environment, as test.sh runs
-it. It prints the median of each and their ratio (target <= 1.15), then the
-median time of ``resolve_python`` on a warm environment (target <= 50 ms).
+    python scripts/bench_runner.py --dataset-dir DIR [--repeats 5] [--papers minp,DyT] [--sandbox auto]
+
+One task per paper (ResearchCodeBench datasets; other datasets: every task),
+its canonical answer, environments warm. Each repetition runs, in an order
+rotated from one repetition to the next (paired: a slow moment of a shared
+machine hits all of them alike), six commands in the same environment:
+
+  a   the task's own command: ``python paper2code_test.py`` in a copy of the
+      paper folder, as the ResearchCodeBench release runs it (other tasks:
+      the pytest command of test.sh), bytecode of the paper's files cached
+      as a user's repeated runs would have it;
+  a0  the same without that cache (our runs never write bytecode);
+  p   bare ``python -m pytest`` on the same test file, no bytecode cache;
+  g   our runner with the sandbox off: guard plugin, JUnit report, limits;
+  b   the in-loop evaluation path (``agent.executor.run_tests``), sandbox on;
+  c   the CLI ``agent/clean_test_runner.py --canonical --json`` (a second
+      interpreter on top of b).
+
+It prints per paper b/a (target <= 1.15) and c/a (target <= 1.3), medians
+of the paired per-repetition ratios, and the
+breakdown of b - a and c - b in ms, each a median of paired per-repetition
+differences or a phase the runner itself timed (``agent.runner.phases``):
+bytecode a0-a, pytest p-a0, guard (process time of g)-p, sandbox
+(bwrap/setpriv process time b-g, plus host-side set-up), copy, verdict
+(channel and JUnit parsing), other (rest of b), cli c-b. Then the
+environment-cache hit time (target <= 50 ms) and the machine's load.
 """
 from __future__ import annotations
 
@@ -14,63 +35,180 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass, replace
+from typing import Callable
 
-from agent.clean_test_runner import Layout, RunnerOptions, prepare, resolve_interpreter, run_candidate
+from agent.clean_test_runner import REPO_ROOT, Layout, RunnerOptions, prepare, resolve_interpreter, run_candidate
 from agent.env_cache import resolve_python
+from agent.executor import run_tests
+from agent.runner.phases import recording
 from agent.runner.sandbox import SANDBOX_MODES
-from agent.utils import DatasetError, DatasetManager
+from agent.text_table import fixed_width
+from agent.utils import DatasetError, DatasetManager, TaskMeta
 
-DEFAULT_DATASET = Path(__file__).resolve().parents[1] / "work_dir" / "dataset"
-RATIO_TARGET = 1.15
+DEFAULT_DATASET = REPO_ROOT / "work_dir" / "dataset"
+CLI = REPO_ROOT / "agent" / "clean_test_runner.py"
+INLOOP_TARGET, CLI_TARGET = 1.15, 1.3
 HIT_TARGET_MS = 50.0
+RUNNER_PHASES = ("lint", "resolve", "copy", "sandbox set-up", "process", "verdict", "cleanup")
+BREAKDOWN = ("bytecode", "pytest", "guard", "sandbox", "copy", "verdict", "other", "cli")
 
 
-def bare_pytest(dataset: DatasetManager, index: int, python: str, folder: Path) -> tuple[list[str], Layout]:
-    """Prepare a plain copy and return the command test.sh would run there (cwd: its workdir)."""
-    layout = prepare(dataset, index, dataset.canonical(index), folder)
+@dataclass(frozen=True)
+class Sample:
+    """One repetition of one paper: wall seconds per command, and the phases the runner timed in g and b."""
+
+    wall: dict[str, float]
+    phases_g: dict[str, float]
+    phases_b: dict[str, float]
+
+
+def groups(dataset: DatasetManager, papers: list[str] | None) -> list[tuple[str, TaskMeta]]:
+    """(name, first task) per paper of a ResearchCodeBench dataset, else (task id, task) per task."""
+    chosen: dict[str, TaskMeta] = {}
+    for meta in dataset.runnable():
+        name = str(meta.extra.get("paper") or meta.index)
+        chosen.setdefault(name, meta)
+    if papers:
+        unknown = sorted(set(papers) - set(chosen))
+        if unknown:
+            raise DatasetError(f"--papers: not in the dataset: {', '.join(unknown)} (known: {', '.join(chosen)})")
+        return [(name, chosen[name]) for name in papers]
+    return list(chosen.items())
+
+
+def own_argv(meta: TaskMeta, python: str, layout: Layout) -> list[str]:
+    """The task's own command: the paper's unittest script run directly, else test.sh's pytest line."""
+    test = os.path.basename(layout.test)
+    if meta.extra.get("benchmark") == "researchcodebench":
+        return [python, test]
+    return pytest_argv(python, layout)
+
+
+def pytest_argv(python: str, layout: Layout) -> list[str]:
     argv = [python, "-m", "pytest", os.path.basename(layout.test), "-v", "-p", "no:cacheprovider"]
-    timeout = layout.per_test_timeout
-    return (argv + [f"--timeout={timeout}"] if timeout else argv), layout
+    return argv + ([f"--timeout={layout.per_test_timeout}"] if layout.per_test_timeout else [])
 
 
-def timed(action) -> float:
+def command(argv: list[str], layout: Layout, bytecode: bool) -> Callable[[], None]:
+    """A timed run of ``argv`` in the layout's working directory with test.sh's PYTHONPATH; must exit 0."""
+    env = dict(os.environ, PYTHONPATH=layout.pythonpath or "")
+    if not bytecode:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+
+    def run() -> None:
+        done = subprocess.run(argv, cwd=layout.workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              check=False)
+        if done.returncode != 0:
+            tail = done.stdout.decode("utf-8", "replace").strip().splitlines()[-3:]
+            raise DatasetError(f"{' '.join(argv[1:3])} failed in {layout.workdir} (exit {done.returncode}): "
+                               + " | ".join(tail))
+    return run
+
+
+def runner_call(dataset: DatasetManager, meta: TaskMeta, options: RunnerOptions,
+                sink: list[dict[str, float]]) -> Callable[[], None]:
+    """The in-loop evaluation of the canonical answer; its phases go to ``sink``."""
+    canonical = dataset.canonical(meta.index)
+
+    def run() -> None:
+        with recording() as phases:
+            result = run_tests(dataset, meta.index, canonical, options)
+        if result["status"] != "passed":
+            raise DatasetError(f"task {meta.index}: canonical did not pass under the runner ({result['status']}: "
+                               f"{(result['failure_messages'] or [''])[0][:200]})")
+        sink.append(phases)
+    return run
+
+
+def cli_call(dataset: DatasetManager, meta: TaskMeta, args: argparse.Namespace) -> Callable[[], None]:
+    argv = [sys.executable, str(CLI), "--dataset-dir", str(dataset.root), "--task-id", str(meta.index),
+            "--canonical", "--json", "--sandbox", args.sandbox, "--env-backend", args.env_backend or "",
+            "--env-mode"]
+
+    def run() -> None:
+        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+        try:
+            result = json.loads(done.stdout)
+        except ValueError:
+            raise DatasetError(f"task {meta.index}: the CLI printed no JSON: {done.stderr.strip()[-300:]}") from None
+        if result.get("status") != "passed" or not result.get("interpreter"):
+            raise DatasetError(f"task {meta.index}: the CLI did not pass ({result.get('status')})")
+    return run
+
+
+def timed(action: Callable[[], None]) -> float:
     start = time.perf_counter()
     action()
     return time.perf_counter() - start
 
 
-def bench_task(dataset: DatasetManager, index: int, options: RunnerOptions, repeats: int) -> tuple[float, float]:
-    """(median runner seconds, median bare pytest seconds) for one task."""
-    python, problem = resolve_interpreter(dataset, index, options)
+def bench_paper(dataset: DatasetManager, meta: TaskMeta, args: argparse.Namespace) -> list[Sample]:
+    """Warm everything once, then ``args.repeats`` rotated rounds of the six commands."""
+    options = RunnerOptions(sandbox=args.sandbox, env_backend=args.env_backend)
+    python, problem = resolve_interpreter(dataset, meta.index, options)
     if python is None:
         raise DatasetError(problem)
-    canonical = dataset.canonical(index)
+    canonical = dataset.canonical(meta.index)
     with tempfile.TemporaryDirectory(prefix="recode-bench-") as tmp:
-        argv, layout = bare_pytest(dataset, index, python, Path(tmp))
-        env = dict(os.environ, PYTHONPATH=layout.pythonpath or "", PYTHONDONTWRITEBYTECODE="1")
+        cached = prepare(dataset, meta.index, canonical, Path(tmp, "cached"))
+        uncached = prepare(dataset, meta.index, canonical, Path(tmp, "uncached"))
+        g_phases: list[dict[str, float]] = []
+        b_phases: list[dict[str, float]] = []
+        commands = {
+            "a": command(own_argv(meta, python, cached), cached, bytecode=True),
+            "a0": command(own_argv(meta, python, uncached), uncached, bytecode=False),
+            "p": command(pytest_argv(python, uncached), uncached, bytecode=False),
+            "g": runner_call(dataset, meta, replace(options, sandbox="off", max_processes=None), g_phases),
+            "b": runner_call(dataset, meta, options, b_phases),
+            "c": cli_call(dataset, meta, args),
+        }
+        names = list(commands)
+        for name in names:  # warm: file caches, the paper's bytecode for a
+            commands[name]()
+        g_phases.clear(), b_phases.clear()
+        samples = []
+        for turn in range(args.repeats):
+            shift = turn % len(names)
+            order = names[shift:] + names[:shift]
+            if turn % 2:
+                order.reverse()
+            wall = {name: timed(commands[name]) for name in order}
+            samples.append(Sample(wall=wall, phases_g=g_phases[-1], phases_b=b_phases[-1]))
+    return samples
 
-        def bare() -> None:
-            subprocess.run(argv, cwd=layout.workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           check=False)
 
-        def runner() -> None:
-            result = run_candidate(dataset, index, canonical, options)
-            if result["status"] != "passed":
-                raise DatasetError(f"task {index}: canonical did not pass under the runner ({result['status']})")
+def breakdown(sample: Sample) -> dict[str, float]:
+    """Seconds of b - a and c - b by cause, for one repetition (see the module docstring)."""
+    wall, pb, pg = sample.wall, sample.phases_b, sample.phases_g
+    parts = {
+        "bytecode": wall["a0"] - wall["a"],
+        "pytest": wall["p"] - wall["a0"],
+        "guard": pg["process"] - wall["p"],
+        "sandbox": pb["process"] - pg["process"] + pb.get("sandbox set-up", 0.0),
+        "copy": pb.get("copy", 0.0),
+        "verdict": pb.get("verdict", 0.0),
+    }
+    parts["other"] = wall["b"] - wall["a"] - sum(parts.values())
+    parts["cli"] = wall["c"] - wall["b"]
+    return parts
 
-        runner(), bare()  # warm file caches
-        runs, bares = [], []
-        for turn in range(repeats):
-            first, second = (runner, bare) if turn % 2 == 0 else (bare, runner)
-            a, b = timed(first), timed(second)
-            runs.append(a if first is runner else b)
-            bares.append(b if first is runner else a)
-    return statistics.median(runs), statistics.median(bares)
+
+def summarise(samples: list[Sample]) -> dict[str, float]:
+    """Medians: seconds of a, b, c; the paired ratios; the breakdown in ms."""
+    row = {name: statistics.median(s.wall[name] for s in samples) for name in ("a", "b", "c")}
+    row["b/a"] = statistics.median(s.wall["b"] / s.wall["a"] for s in samples)
+    row["c/a"] = statistics.median(s.wall["c"] / s.wall["a"] for s in samples)
+    parts = [breakdown(s) for s in samples]
+    for name in BREAKDOWN:
+        row[name] = 1000 * statistics.median(p[name] for p in parts)
+    return row
 
 
 def cache_hit_ms(dataset: DatasetManager, index: int, backend: str | None, repeats: int = 50) -> float:
@@ -83,33 +221,52 @@ def cache_hit_ms(dataset: DatasetManager, index: int, backend: str | None, repea
     return statistics.median(samples)
 
 
+def load_line() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
+
+
+HEADERS = ["paper", "task", "a s", "b s", "c s", "b/a", "c/a", *(f"{name} ms" for name in BREAKDOWN)]
+
+
+def table_row(name: str, task: str, row: dict[str, float]) -> list[str]:
+    return [name, task, *(f"{row[k]:.2f}" for k in ("a", "b", "c")),
+            *(f"{row[k]:.3f}" for k in ("b/a", "c/a")), *(f"{row[k]:.0f}" for k in BREAKDOWN)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset-dir", default=str(DEFAULT_DATASET))
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--papers", help="comma-separated paper names (default: every paper of the dataset)")
     parser.add_argument("--env-backend", default=None, help="conda, uv, venv or current (default: auto)")
     parser.add_argument("--sandbox", choices=SANDBOX_MODES, default="auto")
     args = parser.parse_args(argv)
-    options = RunnerOptions(sandbox=args.sandbox, env_backend=args.env_backend)
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    print(f"start: {load_line()}", flush=True)
+    rows, hits = [], []
     try:
         dataset = DatasetManager(args.dataset_dir)
-        tasks = dataset.runnable()
-        if not tasks:
+        chosen = groups(dataset, args.papers.split(",") if args.papers else None)
+        if not chosen:
             raise DatasetError(f"no runnable task in {dataset.meta_path}")
-        print(f"{'task':>4}  {'runner s':>9}  {'pytest s':>9}  {'ratio':>6}  {'cache hit ms':>12}")
-        ratios, hits = [], []
-        for meta in tasks:
-            run, bare = bench_task(dataset, meta.index, options, args.repeats)
-            hit = cache_hit_ms(dataset, meta.index, args.env_backend)
-            ratios.append(run / bare)
-            hits.append(hit)
-            print(f"{meta.index:>4}  {run:>9.3f}  {bare:>9.3f}  {run / bare:>6.3f}  {hit:>12.3f}")
+        for name, meta in chosen:
+            row = summarise(bench_paper(dataset, meta, args))
+            rows.append((name, str(meta.index), row))
+            hits.append(cache_hit_ms(dataset, meta.index, args.env_backend))
+            print(f"{name} (task {meta.index}): b/a {row['b/a']:.3f}  c/a {row['c/a']:.3f}  [{load_line()}]",
+                  flush=True)
     except DatasetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    ratio, hit = statistics.median(ratios), statistics.median(hits)
-    print(f"runner / bare pytest (median over tasks): {ratio:.3f}  (target <= {RATIO_TARGET})")
-    print(f"environment cache hit (median): {hit:.3f} ms  (target <= {HIT_TARGET_MS:g} ms)")
+    median = {key: statistics.median(r[key] for _, _, r in rows) for key in rows[0][2]}
+    table = [table_row(name, task, row) for name, task, row in rows] + [table_row("median", "", median)]
+    print("\n".join(fixed_width(HEADERS, table)))
+    print(f"in-loop b / own a (median over papers): {median['b/a']:.3f}  (target <= {INLOOP_TARGET})")
+    print(f"CLI c / own a (median over papers): {median['c/a']:.3f}  (target <= {CLI_TARGET})")
+    print(f"environment cache hit (median): {statistics.median(hits):.3f} ms  (target <= {HIT_TARGET_MS:g} ms)")
+    print(f"end: {load_line()}; {args.repeats} paired repetition(s) per paper, sandbox {args.sandbox}")
     return 0
 
 

@@ -106,11 +106,29 @@ def test_an_existing_env_without_bytecode_gets_it_once(built: dict, capsys: pyte
     assert manage_main([*built["args"], "--task-ids", "1,2"]) == 0
     out = capsys.readouterr().out
     assert f"{tiny.name} (tiny; tiny_alias; tasks 1, 2): bytecode compiled in" in out
-    assert pyc_of(python, "_pytest") and "bytecode" in json.loads((root / "recode_env.json").read_text())
+    assert pyc_of(python, "_pytest") and env_cache.PYTEST_WARMED in json.loads(
+        (root / "recode_env.json").read_text())["bytecode"]
     stamp = (root / "recode_env.json").stat().st_mtime_ns
     assert manage_main([*built["args"], "--task-ids", "1", "2"]) == 0
     assert "all 1 environment up to date; nothing to do" in capsys.readouterr().out
     assert (root / "recode_env.json").stat().st_mtime_ns == stamp
+
+
+def test_an_env_compiled_before_the_pytest_step_gets_only_that_step(built: dict,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """pytest caches its rewritten copies of entry-point plugins only where it may write: at build time."""
+    settings = env_settings("uv", built["envs"])
+    root = env_root(spec_for_task(built["dataset"], 1, settings), settings)
+    marker = json.loads((root / "recode_env.json").read_text())
+    compiled = {k: v for k, v in marker["bytecode"].items() if k != env_cache.PYTEST_WARMED}
+    (root / "recode_env.json").write_text(json.dumps({**marker, "bytecode": compiled}))
+    log_before = (root / "build.log").read_text()
+    assert manage_main([*built["args"], "--task-ids", "1"]) == 0
+    assert "bytecode compiled in" in capsys.readouterr().out
+    added = (root / "build.log").read_text()[len(log_before):]
+    assert "-m pytest --collect-only" in added and "compileall" not in added
+    record = json.loads((root / "recode_env.json").read_text())["bytecode"]
+    assert record == {**compiled, env_cache.PYTEST_WARMED: 5}
 
 
 @pytest.mark.slow
@@ -193,7 +211,8 @@ def test_concurrent_callers_build_once(tmp_path: Path, monkeypatch: pytest.Monke
     spec, settings = one_task_env(tmp_path)
     counter = tmp_path / "builds.txt"
     monkeypatch.setattr(env_cache, "build_plan", fake_plan_factory(counter, 0.5))
-    monkeypatch.setattr(env_cache, "compile_bytecode", lambda python, log, env: {"site_packages": []})
+    monkeypatch.setattr(env_cache, "compile_bytecode",
+                        lambda python, log, env, done=None: {"site_packages": [], env_cache.PYTEST_WARMED: 5})
     results: list = []
     messages: list[str] = []
     threads = [threading.Thread(target=lambda: results.append(ensure_env(spec, settings, progress=messages.append))) for _ in range(2)]
@@ -218,7 +237,7 @@ def test_waits_for_a_build_in_another_process_and_reuses_it(tmp_path: Path, monk
         "    print('locked', flush=True)\n    time.sleep(1.0)\n"
         f"    os.makedirs({str(root / 'prefix' / 'bin')!r})\n"
         f"    os.symlink(sys.executable, {str(root / 'prefix' / 'bin' / 'python')!r})\n"
-        f"    open({str(root / 'recode_env.json')!r}, 'w').write('{{\"bytecode\": {{}}}}')\n"
+        f"    open({str(root / 'recode_env.json')!r}, 'w').write('{{\"bytecode\": {{\"pytest_plugins_exit\": 5}}}}')\n"
     )
     builder = subprocess.Popen([sys.executable, "-c", other], stdout=subprocess.PIPE, text=True)
     assert builder.stdout.readline().strip() == "locked"
