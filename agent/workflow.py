@@ -22,7 +22,7 @@ old file aside. Result files and seeds the release wrote are upgraded on load.
 
 ``replay-feedback-level: K`` is the release's replay: from each stored turn of
 the level-K run, one new turn with that turn's raw feedback formatted at the
-job's level (``replay_task``). Our whole-run replay, a full run whose feedback
+job's level (``replay_task``, one turn by ``replay_turn``). Our whole-run replay, a full run whose feedback
 is level K's stored records, is ``replay-run-feedback-level: K``.
 """
 from __future__ import annotations
@@ -479,15 +479,18 @@ def _failed(cfg: RunConfig, job: Job, store: ResultStore, turns: list[dict], met
 
 # ---------------------------------------------------------------------- the release's replay
 
-def _replay_turn(cfg: RunConfig, job: Job, session: Session, stored: dict, reports: Path, meter: _Meter) -> dict:
-    """One new turn from ``stored``'s state, shown its raw feedback formatted at the job's level."""
+def replay_turn(session: Session, stored: dict, records: list[dict], level: int, source: str,
+                report: Path) -> dict:
+    """The release's replay of one stored turn: its state restored (file, memory), ``records``
+    shown formatted at ``level``, ONE new turn and its tests; the new turn's record.
+
+    ``source`` names where the shown records came from (``feedback_source`` of the
+    record). The main job's replay and the ablations take their turns here.
+    """
     session.restore(stored)
-    shown = format_feedback(stored["feedback_items"], job.level)
     turn = stored["turn_number"] + 1
-    attempt = session.attempt(turn, stored["test_digest"], shown, reports / f"task_{job.task_index}_turn_{turn}.xml")
-    meter.add(attempt.result.usage)
-    source = FeedbackReply([], f"replay:L{cfg.replay_feedback_level}")
-    return _record(job.task_index, attempt, source, job.level, "")
+    attempt = session.attempt(turn, stored["test_digest"], format_feedback(records, level), report)
+    return _record(session.index, attempt, FeedbackReply([], source), level, "")
 
 
 def replay_task(cfg: RunConfig, job: Job, *, progress: Callable[[dict], None] | None = None) -> dict:
@@ -518,7 +521,10 @@ def replay_task(cfg: RunConfig, job: Job, *, progress: Callable[[dict], None] | 
                     return _stopped(cfg, job, store, records, meter, FEEDBACK_MISSING, why)
                 if (why := over_budget(cfg, _job_key(cfg, job), records)) is not None:
                     return _stopped(cfg, job, store, records, meter, BUDGET, why)
-                records.append(_replay_turn(cfg, job, session, turn, store.report_dir, meter))
+                report = store.report_dir / f"task_{job.task_index}_turn_{turn['turn_number'] + 1}.xml"
+                records.append(replay_turn(session, turn, turn["feedback_items"], job.level,
+                                           f"replay:L{level}", report))
+                meter.add(records[-1]["code_usage"])
                 store.save(records, finished=len(records) == len(stored))
                 if progress is not None:
                     progress({"cost_usd": meter.cost_since_last(), "turn": records[-1]["turn_number"]})
