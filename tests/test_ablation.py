@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,8 +23,8 @@ import yaml
 
 from ablation import feedback_ablation, feedback_category, human_feedback, step_ablition
 from ablation.ablation_common import (
-    Continuation, Tally, Trajectory, UnitStore, ablation_folder, load_run, run_model_name, sample, text_table,
-    unsolved_turns,
+    Continuation, Tally, Trajectory, UnitStore, ablation_folder, for_each, load_run, run_model_name, sample,
+    text_table, unsolved_turns,
 )
 from agent import agents
 from agent.utils import DatasetManager
@@ -286,6 +287,7 @@ def test_user_errors_are_one_line(module, source, tmp_path, capsys) -> None:
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("error: config file not found") and len(done.stderr.splitlines()) == 1
     for args, expected in ((["--samples", "0"], "--samples: must be at least 1"),
+                           (["--max-workers", "0"], "--max-workers: must be at least 1"),
                            (["--source-run", str(tmp_path / "no")], "does not exist")):
         assert module.main(["--yaml-location", str(source["config"]), *args]) == 2
         captured = capsys.readouterr()
@@ -416,3 +418,32 @@ def test_an_ablation_replay_is_the_record_the_main_jobs_replay_writes(source, co
     assert unit["record"]["feedback_source"] == main_job[0]["feedback_source"] == "replay:L1"
     assert without_volatile(unit["record"]) == without_volatile(main_job[0])
     assert unit["record"]["code_interaction_history"] and unit["record"]["actions"]
+
+
+def test_a_run_folder_the_release_wrote_loads_with_our_keys_and_its_level(tmp_path: Path) -> None:
+    folder = tmp_path / "memory_agent_gpt-4o_feedback_fixed_guidance_2"
+    folder.mkdir()
+    cases = DATASET.get(3).test_cases
+    release = {"task_index": 3, "turn_number": 0, "code_input_tokens": [10], "code_output_tokens": [5],
+               "final_code": "x = 1\n", "agent_memory": [], "code_interaction_history": [],
+               "execution_result": {"tests": len(cases), "errors": 0, "failures": 1, "skipped": 0,
+                                    "failure_messages": [f"FAILURE in {cases[0]}: AssertionError: no\nassert 0"],
+                                    "test_summary": {f"test.py::{c}": c != cases[0] for c in cases}},
+               "feedback_input_token": [], "feedback_output_token": [], "feedback_interaction_history": []}
+    (folder / "task_3_result.pkl").write_bytes(pickle.dumps([release]))
+    runs = load_run(folder, DATASET)
+    turn = runs[3].turns[0]
+    assert runs[3].level == 2 and turn["guidance_level"] == 2 and turn["feedback_source"] == "release"
+    assert cases[0] in turn["test_digest"] and unsolved_turns(runs) == [(3, 0)]
+
+
+def test_samples_run_at_once_with_max_workers_and_come_back_in_order() -> None:
+    started, both = [], threading.Barrier(2, timeout=10)
+
+    def work(item: int) -> int:
+        started.append(item)
+        if item < 2:
+            both.wait()  # returns only when the first two items run at the same time
+        return item * 10
+
+    assert for_each([0, 1, 2, 3], work, "test", workers=2) == [0, 10, 20, 30] and sorted(started) == [0, 1, 2, 3]
