@@ -67,7 +67,7 @@ from dataclasses import dataclass
 
 from agent.runner.lint import reference_access
 from agent.runner.options import RunnerOptions
-from agent.runner.verdict import REFERENCE_ACCESS, access_verdict, failed_run, judge, read_channel, sealed_report
+from agent.runner.verdict import access_verdict, failed_run, judge, read_channel, sealed_report
 from agent.runner.processes import PidsCgroup, run_process
 from agent.runner.sandbox import (
     SANDBOX_MODES,
@@ -90,6 +90,7 @@ from agent.runner.sandbox import (
 from agent.atomic_file import atomic_write_bytes
 from agent.utils import DatasetError, DatasetManager
 from agent.workspace import make_workspace
+from metrics.run_status import INFRA_ERROR, REFERENCE_ACCESS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GUARD_DIR = REPO_ROOT / "agent" / "runner" / "pytest_guard"
@@ -325,10 +326,10 @@ def _run_in_private_folder(dataset: DatasetManager, index: int, candidate: str, 
                            env_name: str | None, expected: tuple[str, ...]) -> tuple[str | None, dict, bytes | None]:
     python, problem = resolve_interpreter(dataset, index, options, env_name)
     if python is None:
-        return None, failed_run(expected, "infra_error", f"no environment for task {index}: {problem}"), None
+        return None, failed_run(expected, INFRA_ERROR, f"no environment for task {index}: {problem}"), None
     sandboxed = use_sandbox(options)
     if sandboxed is None:
-        return python, failed_run(expected, "infra_error", f"sandbox required but unavailable: {bwrap_problem()}"), None
+        return python, failed_run(expected, INFRA_ERROR, f"sandbox required but unavailable: {bwrap_problem()}"), None
     run_dir = Path(os.path.realpath(tempfile.mkdtemp(prefix=RUN_PREFIX)))
     finished = False
     plan = None
@@ -340,7 +341,7 @@ def _run_in_private_folder(dataset: DatasetManager, index: int, candidate: str, 
             prefix, problem = sandbox_prefix(options, dataset, python, layout, drop_user=plan.uid is not None)
             if problem:
                 finished = True
-                return python, failed_run(expected, "infra_error", problem), None
+                return python, failed_run(expected, INFRA_ERROR, problem), None
         if plan.uid is not None:
             give_to(layout.run_dir, plan.uid)
             prefix += drop_privileges(shutil.which("setpriv"), plan.uid)
@@ -397,7 +398,7 @@ def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[s
         setup = bwrap_failure(done.output) if prefix else None
         reason = (f"the sandbox could not be set up ({setup})" if setup else
                   f"pytest did not start with the guard plugin (interpreter {python}, exit code {done.exit_code})")
-        return failed_run(expected, "infra_error", reason, exit_code=done.exit_code, duration=done.duration_sec,
+        return failed_run(expected, INFRA_ERROR, reason, exit_code=done.exit_code, duration=done.duration_sec,
                           output=done.output), None
     junit = Path(layout.junit).read_bytes() if os.path.isfile(layout.junit) else None
     result = judge(expected=expected, exit_code=done.exit_code, junit=junit, record=record,
@@ -515,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
         print("  " + message.splitlines()[0], file=human)
     if result["report_path"]:
         print(f"JUnit report: {result['report_path']}", file=human)
-    if result["status"] == "infra_error":
+    if result["status"] == INFRA_ERROR:
         return 2
     return 0 if result["status"] == "passed" else 1
 

@@ -12,7 +12,7 @@ from the stored record). The dataset is only read.
 
 A job stops early at a turn boundary, keeping its turns, when the feedback a
 turn needs cannot be produced (outcome ``error``) or a spending cap is reached
-(outcome ``budget``, agent/budget.py); agent/statuses.py names how that is
+(outcome ``budget``, agent/budget.py); metrics/run_status.py names how that is
 recorded. The next run continues it: the missing feedback is asked again.
 
 Stored work is never recomputed unless asked: a task with a result file is
@@ -48,7 +48,7 @@ from agent.results import (
     usage_totals,
 )
 from agent.session import Attempt, Session, request_feedback
-from agent.statuses import BUDGET, FEEDBACK_MISSING, STOP_KEY
+from metrics.run_status import BUDGET, FEEDBACK_MISSING, STOP_KEY
 from agent.utils import DatasetManager
 
 if TYPE_CHECKING:
