@@ -47,6 +47,7 @@ from agent.session import InfraError, Session, evaluate_submission, request_feed
 from agent.text_table import fixed_width
 from agent.utils import DatasetError, DatasetManager
 from agent.workflow import replay_turn, result_folder
+from metrics.run_status import UNTRUSTED_STATUSES
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -455,26 +456,35 @@ class Continuation:
 
     def table(self, pairs: list[tuple[int, int]], outcomes: dict[str, list[dict]]) -> tuple[list[str], list[list]]:
         """Headers and rows: the recorded turns the samples start from, then one row per condition;
-        incomplete units are counted apart and left out of every rate."""
+        incomplete units (:func:`why_incomplete`) are counted apart and left out of every rate."""
         start = {pair: score(self.dataset, pair[0], record["execution_result"])
                  for pair in pairs if (record := self.record(pair)) is not None}
         rows = [["recorded turn (start)", len(start), mean([float(b["solved"]) for b in start.values()]),
                  mean([b["pass_rate"] for b in start.values()]), None, len(pairs) - len(start)]]
         for label, units in outcomes.items():
-            done = [u for u in units if not u.get("incomplete")]
+            done = [u for u in units if why_incomplete(u) is None]
             gains = [u["pass_rate"] - start[(u["task_index"], u["from_turn"])]["pass_rate"] for u in done]
             rows.append([label, len(done), mean([float(u["solved"]) for u in done]),
                          mean([u["pass_rate"] for u in done]), mean(gains), len(units) - len(done)])
         return ["condition", "samples", "solved", "test-case pass", "pass gain", "incomplete"], rows
 
 
+def why_incomplete(unit: dict) -> str | None:
+    """Why a replay unit has no score: not run (``incomplete``), or a test result that measures
+    nothing about the code (the harness failed, or the code used the hidden reference)."""
+    if unit.get("incomplete"):
+        return unit["incomplete"]
+    status = unit["record"]["status"]
+    return f"the test result is {status}" if status in UNTRUSTED_STATUSES else None
+
+
 def incomplete_notes(outcomes: dict[str, list[dict]]) -> list[str]:
-    """One line per sample with incomplete units: why, and which conditions (a rerun tries again)."""
+    """One line per sample with incomplete units: why, and which conditions."""
     labels: dict[tuple[int, int, str], list[str]] = {}
     for label, units in outcomes.items():
         for unit in units:
-            if unit.get("incomplete"):
-                labels.setdefault((unit["task_index"], unit["from_turn"], unit["incomplete"]), []).append(label)
+            if (why := why_incomplete(unit)) is not None:
+                labels.setdefault((unit["task_index"], unit["from_turn"], why), []).append(label)
     return [f"incomplete, not scored: task {task} turn {turn} ({', '.join(names)}): {why}"
             for (task, turn, why), names in sorted(labels.items())]
 

@@ -23,8 +23,8 @@ import yaml
 
 from ablation import feedback_ablation, feedback_category, human_feedback, step_ablition
 from ablation.ablation_common import (
-    Continuation, Tally, Trajectory, UnitStore, ablation_folder, for_each, load_run, run_model_name, sample,
-    text_table, unsolved_turns,
+    Continuation, Tally, Trajectory, UnitStore, ablation_folder, for_each, incomplete_notes, load_run,
+    run_model_name, sample, text_table, unsolved_turns,
 )
 from agent import agents
 from agent.utils import DatasetManager
@@ -447,3 +447,17 @@ def test_samples_run_at_once_with_max_workers_and_come_back_in_order() -> None:
         return item * 10
 
     assert for_each([0, 1, 2, 3], work, "test", workers=2) == [0, 10, 20, 30] and sorted(started) == [0, 1, 2, 3]
+
+
+def test_a_replay_whose_tests_measure_nothing_is_never_scored(source) -> None:
+    cfg = source["cfg"]
+    cont = Continuation(cfg, DATASET, cfg.models[0], source["run"], load_run(source["run"], DATASET))
+    start = cont.table([(3, 0)], {})[1][0][3]
+    passed = {"task_index": 3, "from_turn": 0, "incomplete": None, "record": {"status": "passed"}, "solved": True,
+              "pass_rate": 1.0}
+    hack = {**passed, "record": {"status": "reference_access"}}
+    headers, rows = cont.table([(3, 0)], {"honest": [passed], "hack": [hack]})
+    assert headers[-1] == "incomplete" and rows[1] == ["honest", 1, 1.0, 1.0, 1.0 - start, 0]
+    assert rows[2] == ["hack", 0, None, None, None, 1]
+    assert incomplete_notes({"honest": [passed], "hack": [hack]}) == [
+        "incomplete, not scored: task 3 turn 0 (hack): the test result is reference_access"]
