@@ -61,7 +61,6 @@ import os
 import resource
 import secrets
 import shutil
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -89,6 +88,7 @@ from agent.runner.sandbox import (
 )
 from agent.atomic_file import atomic_write_bytes
 from agent.utils import DatasetError, DatasetManager
+from agent.tempdirs import make_dir, remove_tree
 from agent.workspace import make_workspace
 from metrics.run_status import INFRA_ERROR, REFERENCE_ACCESS
 
@@ -100,7 +100,6 @@ TEST_USER = "recode-test"
 FRESH_UID_BASE, FRESH_UID_SPAN = 2_000_000_000, 100_000_000  # far above any real account
 STARTUP_PACKAGES = {"pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "exceptiongroup", "tomli",
                     "pytest_timeout", "colorama", GUARD_PLUGIN, "recode_guard_core"}
-RUN_PREFIX = "recode-run-"
 _warned: set[str] = set()
 # Deleting a run folder costs tens of ms on some disks: done off the caller's path after a normal run; the
 # pool is joined at interpreter exit. An interrupted run (Ctrl-C, terminate) deletes synchronously instead.
@@ -282,20 +281,6 @@ def rlimit_hook(memory_mb: int | None, nproc: int | None):
     return apply
 
 
-def remove_tree(path: Path) -> None:
-    """Delete a run folder even where the candidate removed permissions on its own files."""
-    def unlock(function, name: str, exc_info) -> None:
-        try:
-            os.chmod(os.path.dirname(name), 0o700)
-            os.chmod(name, 0o700)
-            function(name)
-        except OSError:
-            pass
-
-    if path.exists():
-        shutil.rmtree(path, onerror=unlock)
-
-
 def run_candidate(dataset: DatasetManager, index: int, candidate: str,
                   options: RunnerOptions = RunnerOptions(), *, report_to: Path | None = None,
                   env_name: str | None = None) -> dict:
@@ -330,7 +315,7 @@ def _run_in_private_folder(dataset: DatasetManager, index: int, candidate: str, 
     sandboxed = use_sandbox(options)
     if sandboxed is None:
         return python, failed_run(expected, INFRA_ERROR, f"sandbox required but unavailable: {bwrap_problem()}"), None
-    run_dir = Path(os.path.realpath(tempfile.mkdtemp(prefix=RUN_PREFIX)))
+    run_dir = make_dir("run")
     finished = False
     plan = None
     try:

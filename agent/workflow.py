@@ -27,7 +27,6 @@ is level K's stored records, is ``replay-run-feedback-level: K``.
 """
 from __future__ import annotations
 
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -49,6 +48,7 @@ from agent.results import (
 )
 from agent.session import Attempt, Session, request_feedback
 from metrics.run_status import BUDGET, FEEDBACK_MISSING, STOP_KEY
+from agent.tempdirs import private_dir
 from agent.utils import DatasetManager
 
 if TYPE_CHECKING:
@@ -258,8 +258,8 @@ def start_ledger(cfg: RunConfig, jobs: tuple[Job, ...] | list[Job]) -> None:
 
 def _new_seed(cfg: RunConfig, model: ModelSpec, task_index: int, reports: Path) -> dict:
     """Turn 0 with no feedback yet (``feedback_items`` None marks feedback as not computed)."""
-    with tempfile.TemporaryDirectory(prefix=f"recode_seed_{task_index}_") as tmp:
-        session = Session(cfg, _code_model(cfg, model), task_index, Path(tmp), None)
+    with private_dir("seed") as tmp:
+        session = Session(cfg, _code_model(cfg, model), task_index, tmp, None)
         attempt = session.attempt(0, "", "", reports / f"task_{task_index}_turn_0.xml")
     record = {**_record(task_index, attempt, NO_FEEDBACK, None, ""), "feedback_items": None,
               "feedback_source": "pending"}
@@ -412,8 +412,8 @@ def run_task(cfg: RunConfig, job: Job, *, progress: Callable[[dict], None] | Non
         turns = _stored_turns(cfg, store)
         if (why := over_budget(cfg, _job_key(cfg, job), turns)) is not None:
             return _stopped(cfg, job, store, turns, meter, BUDGET, why)
-        with tempfile.TemporaryDirectory(prefix=f"recode_task_{job.task_index}_L{job.level}_") as tmp:
-            session = Session(cfg, _code_model(cfg, job.model), job.task_index, Path(tmp), _source(cfg, job))
+        with private_dir("task") as tmp:
+            session = Session(cfg, _code_model(cfg, job.model), job.task_index, tmp, _source(cfg, job))
             turns = session.upgraded(turns, job.level)
             if turns and turns[-1][STOP_KEY] is not None:
                 turns[-1] = _unstopped(cfg, job, session, turns, meter)
@@ -507,8 +507,8 @@ def replay_task(cfg: RunConfig, job: Job, *, progress: Callable[[dict], None] | 
     try:
         if (why := skip_reason(cfg, job)) is not None:
             return _outcome(cfg, job, store.load(), meter, "skipped", None if why == "finished" else why)
-        with tempfile.TemporaryDirectory(prefix=f"recode_replay_{job.task_index}_L{job.level}_") as tmp:
-            session = Session(cfg, _code_model(cfg, job.model), job.task_index, Path(tmp), None)
+        with private_dir("replay") as tmp:
+            session = Session(cfg, _code_model(cfg, job.model), job.task_index, tmp, None)
             stored = [t for t in session.upgraded(source.load(), level) if not turn_solved(t["execution_result"])]
             if not stored:
                 raise FileNotFoundError(f"no unsolved turn of level {level} to replay in {source.result_path}; "
