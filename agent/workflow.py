@@ -498,6 +498,8 @@ def replay_task(cfg: RunConfig, job: Job, *, progress: Callable[[dict], None] | 
 
     Record n of ``task_<id>_result_replay_level<K>.pkl`` (in this level's folder)
     continues stored turn n; it is written after each turn, so a rerun resumes.
+    A turn that got no feedback by design (the last turn of a run) and holds
+    none is not replayed: at a level above 0 its replay would be a level-0 turn.
     """
     level = cfg.replay_feedback_level
     store = job_store(cfg, job)
@@ -509,7 +511,10 @@ def replay_task(cfg: RunConfig, job: Job, *, progress: Callable[[dict], None] | 
             return _outcome(cfg, job, store.load(), meter, "skipped", None if why == "finished" else why)
         with private_dir("replay") as tmp:
             session = Session(cfg, _code_model(cfg, job.model), job.task_index, tmp, None)
-            stored = [t for t in session.upgraded(source.load(), level) if not turn_solved(t["execution_result"])]
+            policy = FeedbackPolicy.of(cfg)
+            stored = [t for t in session.upgraded(source.load(), level) if not turn_solved(t["execution_result"])
+                      and (job.level == 0 or t["feedback_items"] or t["feedback_error"]
+                           or policy.gives_feedback(t["guidance_level"], False, t["turn_number"]))]
             if not stored:
                 raise FileNotFoundError(f"no unsolved turn of level {level} to replay in {source.result_path}; "
                                         f"run guidance-level {level} first")
