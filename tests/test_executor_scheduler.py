@@ -28,18 +28,18 @@ def fake_loop(monkeypatch):
     lock = threading.Lock()
     seeded: set = set()
 
-    def ensure_seed(cfg, model, task):
+    def ensure_seed(cfg, model, task, feedback=True):
         if task == 13:
             raise RuntimeError("seed model refused")
         with lock:
-            events.append(("seed", model.model, task))
-            seeded.add((model.model, task))
+            events.append(("seed", model.model, task, feedback))
+            seeded.add((model.model, task, feedback))
         return True
 
     def run_task(cfg, job, progress=None):
         with lock:
             events.append(("job", job.model.model, job.task_index, job.level,
-                           (job.model.model, job.task_index) in seeded))
+                           (job.model.model, job.task_index, job.level > 0) in seeded))
         progress({"cost_usd": 0.25, "turn": 0})
         if job.task_index == 7 and job.level == 2:
             raise ValueError("broken job")
@@ -52,7 +52,8 @@ def fake_loop(monkeypatch):
 
 
 def config(workers: int) -> SimpleNamespace:
-    return SimpleNamespace(models=MODELS, guidance_levels=(0, 2, 4), max_workers=workers)
+    return SimpleNamespace(models=MODELS, guidance_levels=(0, 2, 4), max_workers=workers, guidance_type="static",
+                           max_guidance_level=4, max_turn=3, feedback_source="llm", replay_run_feedback_level=None)
 
 
 @pytest.mark.parametrize("mode", ["none", "threads"])
