@@ -1,8 +1,11 @@
 """Plan the (model, level, task) jobs of a run and drive them through an executor.
 
 The only dependency between jobs is the turn-0 seed shared by every level of
-one (model, task): it is computed once, by a seed job, and the level jobs that
-read it are released as soon as it exists. Everything else runs in parallel,
+one (model, task): it is computed once, in two steps, and each level job is
+released as soon as what it reads exists: turn 0 for the levels that do not
+show the seed's feedback (level 0), turn 0 and its raw feedback for the
+others, so a level-0 job never waits for a feedback call it does not use.
+Everything else runs in parallel,
 at most ``max_workers`` at a time; their test runs wait for the executor's
 test slots (``agent/slots.py``), which this process serves while the plan
 runs. A failing job never stops the others: its exception becomes an outcome
@@ -18,19 +21,23 @@ from typing import Any, Callable
 
 from agent.config import RunConfig
 from agent.executor import Executor, unwrap_error
-from agent.slots import serving
+from agent.feedback_policy import FeedbackPolicy
 from agent.inference import ModelSpec
+from agent.slots import serving
 from agent.workflow import Job, ensure_seed, is_finished, run_task
 
 SeedKey = tuple[ModelSpec, int]
+SeedStep = tuple[SeedKey, bool]  # (seed, with its feedback)
 
 
 @dataclass(frozen=True)
 class Plan:
-    """Seeds to compute first and every level job; ``jobs`` whose seed is listed wait for it."""
+    """Seeds to compute first and every level job; ``jobs`` whose seed is listed wait for its turn 0, those
+    at one of ``feedback_levels`` for its feedback as well."""
 
     seeds: tuple[SeedKey, ...]
     jobs: tuple[Job, ...]
+    feedback_levels: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -47,7 +54,9 @@ def plan_run(cfg: RunConfig, task_indices: list[int]) -> Plan:
                  for model in cfg.models for task in task_indices for level in cfg.guidance_levels)
     pending = (job for job in jobs if not is_finished(cfg, job))
     seeds = tuple(dict.fromkeys((job.model, job.task_index) for job in pending))
-    return Plan(seeds=seeds, jobs=jobs)
+    policy = FeedbackPolicy.of(cfg)
+    return Plan(seeds=seeds, jobs=jobs,
+                feedback_levels=frozenset(level for level in cfg.guidance_levels if policy.seed_feedback_for(level)))
 
 
 def error_outcome(job: Job, exc: BaseException, context: str = "") -> dict[str, Any]:
@@ -66,6 +75,11 @@ def error_outcome(job: Job, exc: BaseException, context: str = "") -> dict[str, 
 def _run_job(cfg: RunConfig, job: Job, report: Callable[[dict], None]) -> dict[str, Any]:
     """Worker side of a level job (module level, so every backend can ship it)."""
     return run_task(cfg, job, progress=report)
+
+
+def _seed_step(cfg: RunConfig, model: ModelSpec, task: int, with_feedback: bool) -> bool:
+    """Worker side of a seed step: turn 0 alone, or (turn 0 and) its feedback."""
+    return ensure_seed(cfg, model, task, feedback=with_feedback)
 
 
 def run_plan(
@@ -90,24 +104,41 @@ def _drive(cfg: RunConfig, plan: Plan, executor: Executor, on_outcome: Callable[
            on_progress: Callable[[Job, dict], None], on_poll: Callable[[], None],
            poll_sec: float) -> tuple[list[dict], RunStats]:
     stats = RunStats()
-    seed_of = {key: [] for key in plan.seeds}
+    waiting: dict[SeedKey, list[Job]] = {key: [] for key in plan.seeds}
     ready: deque[Job] = deque()
     for job in plan.jobs:
-        seed_of.get((job.model, job.task_index), ready).append(job)
-    seeds = deque(plan.seeds)
+        waiting.get((job.model, job.task_index), ready).append(job)
+    steps: deque[SeedStep] = deque((key, False) for key in plan.seeds)
+    feedback_steps: deque[SeedStep] = deque()  # served first: each releases the jobs waiting for it
     send, drain = executor.channel()
-    in_flight: dict[Future, Job | SeedKey] = {}
+    in_flight: dict[Future, Job | SeedStep] = {}
     outcomes: list[dict] = []
+    computed: set[SeedKey] = set()
 
     def finish(job: Job, outcome: dict) -> None:
         outcomes.append(outcome)
         on_outcome(job, outcome)
 
-    while seeds or ready or in_flight:
-        while len(in_flight) < cfg.max_workers and (seeds or ready):
-            if seeds:
-                model, task = key = seeds.popleft()
-                in_flight[executor.submit(ensure_seed, cfg, model, task)] = key
+    def seed_done(key: SeedKey, with_feedback: bool, error: BaseException | None) -> None:
+        """Release the jobs this step made ready; the feedback step follows turn 0 if some level shows it."""
+        if error is not None:
+            stats.seed_errors += 1
+            for job in waiting.pop(key):
+                finish(job, error_outcome(job, error, context="turn-0 seed failed: "))
+            return
+        later = [] if with_feedback else [job for job in waiting[key] if job.level in plan.feedback_levels]
+        ready.extend(job for job in waiting[key] if job not in later)
+        if later:
+            waiting[key] = later
+            feedback_steps.append((key, True))
+        else:
+            del waiting[key]
+
+    while feedback_steps or steps or ready or in_flight:
+        while len(in_flight) < cfg.max_workers and (feedback_steps or steps or ready):
+            if feedback_steps or steps:
+                (model, task), with_feedback = step = (feedback_steps or steps).popleft()
+                in_flight[executor.submit(_seed_step, cfg, model, task, with_feedback)] = step
             else:
                 job = ready.popleft()
                 in_flight[executor.submit(_run_job, cfg, job, send.tagged(job))] = job
@@ -121,14 +152,11 @@ def _drive(cfg: RunConfig, plan: Plan, executor: Executor, on_outcome: Callable[
             if isinstance(item, Job):
                 finish(item, error_outcome(item, error) if error else future.result())
                 continue
-            waiting = seed_of.pop(item)
-            if error is None:
-                stats.seeds_computed += bool(future.result())
-                ready.extend(waiting)
-                continue
-            stats.seed_errors += 1
-            for job in waiting:
-                finish(job, error_outcome(job, error, context="turn-0 seed failed: "))
+            key, with_feedback = item
+            if error is None and future.result():
+                computed.add(key)
+            seed_done(key, with_feedback, error)
     for job, message in drain():
         on_progress(job, message)
+    stats.seeds_computed = len(computed)
     return outcomes, stats

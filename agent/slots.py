@@ -55,11 +55,12 @@ class SlotConfig:
 
 @dataclass(frozen=True)
 class Span:
-    """One test run as the slots saw it (monotonic seconds)."""
+    """One test run as the slots saw it (monotonic seconds): asked for a slot, got it, gave it back."""
 
     start: float
     end: float
     gpu: str | None
+    asked: float
 
 
 class TestSlots:
@@ -98,6 +99,7 @@ class TestSlots:
         """
         line = self._waiting[needs_gpu]
         ticket = object()
+        asked = time.monotonic()
         with self._changed:
             line.append(ticket)
             if needs_gpu:
@@ -119,7 +121,7 @@ class TestSlots:
                     self._cpu_busy -= 1
                 else:
                     self._on_gpu[gpu] -= 1
-                self.spans.append(Span(start, time.monotonic(), gpu))
+                self.spans.append(Span(start, time.monotonic(), gpu, asked))
                 self._changed.notify_all()
 
 

@@ -214,8 +214,11 @@ def _seed(cfg: RunConfig, model: ModelSpec, task_index: int, need_feedback: bool
     The usage of its calls waits in ``unclaimed_usage`` for the first level job
     that uses the seed, so each call is counted in exactly one outcome. Turn 0
     is saved before its feedback is asked, so a failing feedback model never
-    costs the code model's turn again. Feedback that failed is asked again only
-    with ``retry_failed`` (the seed job of a run), not once more by every level.
+    costs the code model's turn again, and the levels that do not show the
+    seed's feedback can start from it meanwhile: claiming usage takes a lock of
+    its own (``_claim_lock``), not the one held while the feedback model
+    answers. Feedback that failed is asked again only with ``retry_failed``
+    (the seed job of a run), not once more by every level.
     """
     path, cases = _seed_location(cfg, model, task_index)
     seed = load_seed(path, cfg.evaluation_setting, cases)
@@ -230,11 +233,19 @@ def _seed(cfg: RunConfig, model: ModelSpec, task_index: int, need_feedback: bool
             seed = _new_seed(cfg, model, task_index, path.parent / "reports")
             save_seed(path, seed)
         if need_feedback and seed["record"]["feedback_items"] is None:
-            seed = _seed_feedback(cfg, task_index, seed)
-            save_seed(path, seed)
+            seed, usage = _seed_feedback(cfg, task_index, seed)
+            with _claim_lock(path):  # a level may have claimed turn 0's usage while the feedback model answered
+                unclaimed = load_seed(path, cfg.evaluation_setting, cases)["unclaimed_usage"]
+                seed = {**seed, "unclaimed_usage": unclaimed + usage}
+                save_seed(path, seed)
     if cfg.max_cost_usd is not None:
         Ledger(cfg.output_dir).record(_seed_key(path), seed_spend(seed))
     return seed, True
+
+
+def _claim_lock(path: Path) -> FileLock:
+    """Guards the seed's unclaimed usage, held only for a read and a write (never across a model call)."""
+    return FileLock(str(path.with_suffix(".claim.lock")))
 
 
 def _seed_key(path: Path) -> str:
@@ -267,8 +278,9 @@ def _new_seed(cfg: RunConfig, model: ModelSpec, task_index: int, reports: Path) 
             "record": record}
 
 
-def _seed_feedback(cfg: RunConfig, task_index: int, seed: dict) -> dict:
-    """The seed with its raw turn-0 feedback (none when turn 0 already solved the task).
+def _seed_feedback(cfg: RunConfig, task_index: int, seed: dict) -> tuple[dict, list[dict]]:
+    """The seed with its raw turn-0 feedback (none when turn 0 already solved the task), and the usage of
+    the calls made for it (not yet among the seed's unclaimed usage).
 
     Feedback that could not be produced leaves ``feedback_items`` None (still to
     compute) with the reason in ``feedback_error``; the failed calls stay counted.
@@ -284,12 +296,14 @@ def _seed_feedback(cfg: RunConfig, task_index: int, seed: dict) -> dict:
     if reply.error:
         updated = {**updated, "feedback_items": None, "feedback_source": "pending"}
     return {**seed, "feedback_model": cfg.feedback_model.model if cfg.feedback_model else None,
-            "unclaimed_usage": seed["unclaimed_usage"] + reply.usage, "record": updated}
+            "record": updated}, reply.usage
 
 
-def ensure_seed(cfg: RunConfig, model: ModelSpec, task_index: int) -> bool:
-    """Create the turn-0 seed of (model, task) once; True when this call computed it.
+def ensure_seed(cfg: RunConfig, model: ModelSpec, task_index: int, *, feedback: bool = True) -> bool:
+    """Create the turn-0 seed of (model, task) once; True when this call computed (part of) it.
 
+    ``feedback`` False: turn 0 only, enough for the levels that do not show
+    the seed's feedback (the scheduler starts them before the feedback exists).
     Not needed by the release's replay (it starts from stored turns), nor when
     every level of the run continues or keeps stored turns (unless one stopped
     at turn 0 for want of the seed's feedback: this is where it is asked again),
@@ -299,7 +313,8 @@ def ensure_seed(cfg: RunConfig, model: ModelSpec, task_index: int) -> bool:
     stores = [job_store(cfg, Job(model, level, task_index)) for level in cfg.guidance_levels]
     if not cfg.overwrite and all(store.result_path.exists() and not _stopped_at_turn_zero(store) for store in stores):
         return False
-    return _seed(cfg, model, task_index, FeedbackPolicy.of(cfg).seed_needs_feedback(), retry_failed=True)[1]
+    need_feedback = feedback and FeedbackPolicy.of(cfg).seed_needs_feedback()
+    return _seed(cfg, model, task_index, need_feedback, retry_failed=True)[1]
 
 
 def _stopped_at_turn_zero(store: ResultStore) -> bool:
@@ -310,7 +325,7 @@ def _stopped_at_turn_zero(store: ResultStore) -> bool:
 def _claim_seed_usage(cfg: RunConfig, model: ModelSpec, task_index: int, meter: _Meter) -> None:
     """Move the seed's not-yet-counted usage into this job's meter (once, under the seed's lock)."""
     path, cases = _seed_location(cfg, model, task_index)
-    with FileLock(str(path.with_suffix(".lock"))):
+    with _claim_lock(path):
         seed = load_seed(path, cfg.evaluation_setting, cases)
         if seed is None or not seed["unclaimed_usage"]:
             return

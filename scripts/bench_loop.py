@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import pickle
+import resource
 import statistics
 import sys
 import tempfile
@@ -41,9 +42,8 @@ import yaml  # noqa: E402
 from agent.clean_test_runner import run_candidate  # noqa: E402
 from agent.config import RunConfig, load_config  # noqa: E402
 from agent.executor import make_executor  # noqa: E402
-from agent.results import load_seed, seed_path  # noqa: E402
 from agent.scheduler import plan_run, run_plan  # noqa: E402
-from agent.slots import cpu_count  # noqa: E402
+from agent.slots import Span, cpu_count  # noqa: E402
 from agent.text_table import fixed_width  # noqa: E402
 from agent.utils import DatasetManager  # noqa: E402
 from agent.workflow import result_folder  # noqa: E402
@@ -89,20 +89,59 @@ def make_config(folder: Path, scripts: tuple[Path, Path], **keys: object) -> Run
     return load_config(path)
 
 
-def timed_run(cfg: RunConfig, tasks: list[int], mode: str, workers: int) -> tuple[float, list[dict], int, float]:
-    """Seconds, outcomes, seeds computed and seconds of test runs (summed over the slots) of one run
-    of the plan (the CLI's path minus the bar)."""
+@dataclass(frozen=True)
+class Timed:
+    """One run of the plan: wall seconds, outcomes, seeds computed, the slots' spans (monotonic seconds
+    since the start) and the CPU seconds of the driver process itself (job threads, scheduler)."""
+
+    wall: float
+    outcomes: list[dict]
+    seeds: int
+    spans: list[Span]
+    driver_cpu: float
+
+
+def timed_run(cfg: RunConfig, tasks: list[int], mode: str, workers: int) -> Timed:
+    """One run of the plan, the CLI's path minus the bar."""
     executor = make_executor(mode, workers, cfg.slots)
-    start = time.perf_counter()
+    cpu = resource.getrusage(resource.RUSAGE_SELF)
+    start = time.monotonic()
     try:
         outcomes, stats = run_plan(cfg, plan_run(cfg, tasks), executor, poll_sec=0.05)
     finally:
         executor.shutdown()
+    wall = time.monotonic() - start
+    used = resource.getrusage(resource.RUSAGE_SELF)
     failed = [o["error"] for o in outcomes if o["state"] == "error"]
     if failed:
         raise SystemExit(f"bench run failed: {failed[0]}")
-    busy = sum(span.end - span.start for span in executor.slots.spans)
-    return time.perf_counter() - start, outcomes, stats.seeds_computed, busy
+    spans = [Span(s.start - start, s.end - start, s.gpu, s.asked - start) for s in executor.slots.spans]
+    return Timed(wall, outcomes, stats.seeds_computed, spans,
+                 used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime)
+
+
+@dataclass(frozen=True)
+class SlotUse:
+    """Where the slots' time went: slot-seconds idle while a test run waited for a slot (scheduling
+    loss), idle with none waiting (every job was waiting on its model), and the first request."""
+
+    idle_waited: float
+    idle_unasked: float
+    first_asked: float
+
+
+def slot_use(spans: list[Span], slots: int, wall: float) -> SlotUse:
+    """Integrates busy slots and waiting runs over the run from the spans' three instants."""
+    events = sorted([(s.asked, 0, 1) for s in spans] + [(s.start, 0, -1) for s in spans]
+                    + [(s.start, 1, 0) for s in spans] + [(s.end, -1, 0) for s in spans])
+    busy = waiting = 0
+    idle_waited = idle_unasked = now = 0.0
+    for at, d_busy, d_waiting in [*events, (wall, 0, 0)]:
+        free = max(slots - busy, 0)
+        idle_waited += min(free, waiting) * (at - now)
+        idle_unasked += max(free - waiting, 0) * (at - now)
+        busy, waiting, now = busy + d_busy, waiting + d_waiting, at
+    return SlotUse(idle_waited, idle_unasked, min((s.asked for s in spans), default=0.0))
 
 
 def numpy_tasks(count: int) -> list[int]:
@@ -139,18 +178,25 @@ def tree_rss(root: int) -> int:
 
 
 class PeakMemory:
-    """Samples the process tree's resident memory in a thread while the block runs; ``peak`` in bytes."""
+    """Samples the process tree's resident memory in a thread while the block runs; ``peak`` in bytes,
+    and the machine's 1-minute load average (``load``: the mean of the samples)."""
 
     def __init__(self, every_sec: float = 0.2) -> None:
         self.every_sec = every_sec
         self.peak = 0
+        self.loads: list[float] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._sample, daemon=True)
 
     def _sample(self) -> None:
         while not self.stop.is_set():
             self.peak = max(self.peak, tree_rss(os.getpid()))
+            self.loads.append(os.getloadavg()[0])
             self.stop.wait(self.every_sec)
+
+    @property
+    def load(self) -> float:
+        return statistics.mean(self.loads) if self.loads else os.getloadavg()[0]
 
     def __enter__(self) -> PeakMemory:
         self.thread.start()
@@ -161,17 +207,15 @@ class PeakMemory:
         self.thread.join()
 
 
-def solo_test_sec(cfg: RunConfig, tasks: list[int], repeats: int = 3) -> dict[int, float]:
-    """Median seconds of one test run of each task's wrong submission, alone on the machine."""
+def solo_test_runs(cfg: RunConfig, tasks: list[int], repeats: int = 3) -> dict[int, list[float]]:
+    """Seconds of ``repeats`` test runs of each task's wrong submission, one at a time."""
     dataset = DatasetManager(cfg.work_dir)
-    seconds = {}
+    seconds: dict[int, list[float]] = {}
     for task in tasks:
-        times = []
         for _ in range(repeats):
             start = time.perf_counter()
             run_candidate(dataset, task, WRONG_CODE, cfg.runner)
-            times.append(time.perf_counter() - start)
-        seconds[task] = statistics.median(times)
+            seconds.setdefault(task, []).append(time.perf_counter() - start)
     return seconds
 
 
@@ -191,57 +235,66 @@ class Chain:
 def chains_and_runs(cfg: RunConfig, tasks: list[int], latency: float,
                     solo: dict[int, float]) -> tuple[Chain, dict[int, int]]:
     """The longest job chain at solo test speed, and the test runs made per task (one per seed, one per
-    later turn), read back from what the run wrote."""
+    later turn), read back from what the run wrote.
+
+    A job's chain is the model calls it waited for, its turn 0 being the
+    shared seed's: the seed's code calls, and its feedback call only at a
+    level that shows it (a level-0 job starts before that call answers).
+    """
     chains, runs = [], dict.fromkeys(tasks, 0)
     for model in cfg.models:
         for task in tasks:
-            path = seed_path(cfg.init_seed_dir, model.model, task, cfg.evaluation_setting)
-            seed = load_seed(path, cfg.evaluation_setting)["record"]
             runs[task] += 1
             for level in cfg.guidance_levels:
                 path = result_folder(cfg, model, level) / f"task_{task}_result.pkl"
-                later = pickle.loads(path.read_bytes())[1:]
-                runs[task] += len(later)
-                calls = sum(_calls(t["code_usage"]) + _calls(t["feedback_usage"]) for t in [seed, *later])
-                chains.append(Chain(calls, 1 + len(later), task))
+                turns = pickle.loads(path.read_bytes())
+                runs[task] += len(turns) - 1
+                calls = sum(_calls(t["code_usage"]) + _calls(t["feedback_usage"]) for t in turns)
+                chains.append(Chain(calls, len(turns), task))
     return max(chains, key=lambda c: c.calls * latency + c.tests * solo[c.task]), runs
 
 
 def bench_slots(scripts: tuple[Path, Path], tasks: list[int], mode: str, jobs: list[int], latency: float,
                 max_turn: int) -> Iterator[tuple[str, ...]]:
     """One row per job count: jobs, seeds, test runs, test run seconds, the bounds, wall time, efficiency,
-    peak MB.
+    where the slots' idle time went, the driver's CPU, peak MB.
 
     The ideal is max(chain-bound, test-bound): the job that waits longest
     waits for its model calls and, in turn, for its own test runs; all test
     runs share the slots. Test seconds are given twice: each task's solo time
-    measured before the runs (solo), and the runs' own mean duration in the
-    run (in run). On a machine shared with other work the solo time is taken
-    at another load than the run; the in-run figures are what the slots
+    (solo: median of runs alone on the machine just before and just after
+    this job count's run, so at about its load) and the runs' own mean
+    duration in the run (in run). The in-run figures are what the slots
     really had to serve, so efficiency against them shows time lost to
     scheduling alone.
     """
     levels = [0, 2]
-    solo: dict[int, float] = {}
     for count in jobs:
         models = max(1, count // (len(tasks) * len(levels)))
         with tempfile.TemporaryDirectory(prefix="bench_slots_") as tmp:
             cfg = make_config(Path(tmp), scripts, **{
                 "models": [{"model": f"bench-coder-{i}"} for i in range(models)], "guidance-level": levels,
                 "max-turn": max_turn, "max-workers": models * len(tasks) * len(levels)})
-            solo = solo or solo_test_sec(cfg, tasks)
+            before = solo_test_runs(cfg, tasks)
             with PeakMemory() as memory:
-                wall, outcomes, seeds, busy = timed_run(cfg, tasks, mode, cfg.max_workers)
+                run = timed_run(cfg, tasks, mode, cfg.max_workers)
+            after = solo_test_runs(cfg, tasks)
+            solo = {task: statistics.median(before[task] + after[task]) for task in tasks}
             chain, runs = chains_and_runs(cfg, tasks, latency, solo)
         slots, total = cfg.slots.test_slots, sum(runs.values())
+        busy = sum(span.end - span.start for span in run.spans)
+        use = slot_use(run.spans, slots, run.wall)
         in_run = busy / total
         model_bound = chain.calls * latency
         chain_solo, chain_run = model_bound + chain.tests * solo[chain.task], model_bound + chain.tests * in_run
         tests_solo, tests_run = sum(runs[t] * solo[t] for t in tasks) / slots, busy / slots
         ideal_solo, ideal_run = max(chain_solo, tests_solo), max(chain_run, tests_run)
-        yield (str(len(outcomes)), str(seeds), str(total), f"{statistics.mean(solo.values()):.2f} / {in_run:.2f}",
-               f"{model_bound:.0f}", f"{chain_solo:.0f} / {chain_run:.0f}", f"{tests_solo:.0f} / {tests_run:.0f}",
-               f"{wall:.0f}", f"{ideal_solo / wall:.2f} / {ideal_run / wall:.2f}", f"{memory.peak / 2**20:.0f} MB")
+        yield (str(len(run.outcomes)), str(run.seeds), str(total),
+               f"{statistics.mean(solo.values()):.2f} / {in_run:.2f}", f"{model_bound:.0f}",
+               f"{chain_solo:.0f} / {chain_run:.0f}", f"{tests_solo:.0f} / {tests_run:.0f}", f"{run.wall:.0f}",
+               f"{ideal_solo / run.wall:.2f} / {ideal_run / run.wall:.2f}",
+               f"{use.first_asked:.0f} / {use.idle_unasked / slots:.0f} / {use.idle_waited / slots:.1f}",
+               f"{run.driver_cpu:.1f}", f"{memory.peak / 2**20:.0f} MB", f"{memory.load:.1f}")
 
 
 def bench_prompt_growth(scripts: tuple[Path, Path], task: int, turns: int) -> tuple[list[int], int]:
@@ -262,9 +315,9 @@ def bench_rerun(scripts: tuple[Path, Path], tasks: list[int], mode: str) -> tupl
     """(API calls, seconds) of rerunning a finished run, and the first run's seconds."""
     with tempfile.TemporaryDirectory(prefix="bench_rerun_") as tmp:
         cfg = make_config(Path(tmp), scripts, **{"guidance-level": [0, 2], "max-turn": 3})
-        first, *_ = timed_run(cfg, tasks, mode, 2)
-        again, outcomes, seeds, _ = timed_run(cfg, tasks, mode, 2)
-    return sum(o["api_calls"] for o in outcomes) + seeds, again, first
+        first = timed_run(cfg, tasks, mode, 2)
+        again = timed_run(cfg, tasks, mode, 2)
+    return sum(o["api_calls"] for o in again.outcomes) + again.seeds, again.wall, first.wall
 
 
 PARTS = ("slots", "memory", "rerun")
@@ -292,10 +345,13 @@ def main() -> None:
             rows = []
             for row in bench_slots(slow, tasks, args.mode, args.jobs, args.latency, args.max_turn):
                 rows.append(row)
-                print(f"    {row[0]} jobs done, load average {os.getloadavg()[0]:.1f}", flush=True)
-            print("    seconds; 'a / b' = with solo / in-run test durations; ideal = max(chain-bound, test-bound)")
+                print(f"    {row[0]} jobs done, load average {row[-1]} during the run", flush=True)
+            print("    seconds; 'a / b' = with solo / in-run test durations; ideal = max(chain-bound, test-bound);\n"
+                  "    slots idle = first test asked / idle with no test waiting / idle while one waited "
+                  "(per slot); driver CPU = the driving process's own (job threads, scheduler);\n"
+                  "    load = the machine's 1-minute load average during the run (mean)")
             header = ("jobs", "seeds", "test runs", "test run", "model-bound", "chain-bound", "test-bound", "wall",
-                      "efficiency", "peak RSS (tree)")
+                      "efficiency", "slots idle", "driver CPU", "peak RSS (tree)", "load")
             print("\n".join("    " + line for line in fixed_width(header, rows)))
         if "memory" in parts:
             per_turn, opening = bench_prompt_growth(fast, tasks[0], args.turns)

@@ -226,3 +226,24 @@ def test_slots_serve_in_arrival_order() -> None:
     for thread in threads:
         thread.join(timeout=10)
     assert order == list(range(6))
+
+
+def test_a_waiting_run_gets_the_slot_as_soon_as_it_is_given_back() -> None:
+    """No slot idles while a test run waits: the handoff is a notification, not a poll."""
+    slots = TestSlots(SlotConfig(test_slots=1), timed_test_run)
+    second: list[float] = []
+
+    def wait_for_slot() -> None:
+        with slots.hold(needs_gpu=False):
+            second.append(time.monotonic())
+
+    with slots.hold(needs_gpu=False):
+        waiter = threading.Thread(target=wait_for_slot)
+        waiter.start()
+        while not slots._waiting[False]:
+            time.sleep(0.005)
+        time.sleep(0.2)
+    waiter.join(timeout=10)
+    first, after = slots.spans
+    assert first.asked <= first.start < first.end <= after.start and after.asked < first.end
+    assert after.start - first.end < 0.25 and second[0] >= after.start  # slack for a loaded machine
