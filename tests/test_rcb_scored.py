@@ -40,7 +40,7 @@ def test_fixture_scores_reference_100_and_placeholder_the_weak_share(tmp_path):
     assert import_main(["--pset", str(FIXTURE), "--out", str(dataset_dir), "--no-resolve"]) == 0
     dataset = DatasetManager(dataset_dir)
     task_ids = FIXTURE_TASKS
-    current = {"env-backend": "current", "parallel-mode": "none", "test-timeout-sec": 120}
+    current = {"env-backend": "current", "parallel-mode": "threads", "max-workers": 2, "test-timeout-sec": 120}
     expected = expected_scores(dataset, task_ids, RunnerOptions(timeout_sec=120, env_backend="current"))
     # the fixture has a weak task: the placeholder's expected score is not 0 everywhere
     assert any(0 < e["placeholder"][0] for e in expected.values())
