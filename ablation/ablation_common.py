@@ -1,6 +1,6 @@
 """What every ablation shares: the command line, a run's trajectories, fixed-seed sampling,
-one resumable result file per unit of work, one more CodeAgent turn from a stored state, and
-the final table.
+one resumable result file per unit of work, the release's replay of one stored turn, and the
+final table.
 
 An ablation replays stored trajectories under one changed factor. Its unit of
 work (one sample under one condition) is written atomically to its own JSON
@@ -9,6 +9,13 @@ already computed and never pays for a model call twice. Results live under
 ``<output-dir>/ablation_<name>/...``; the last folder name carries a hash of
 every parameter that changes the outcome, so a changed factor gets a new
 folder instead of mixing with, or being skipped because of, older results.
+
+The ablations that continue a stored turn take that turn through the main
+job's own replay (``replay_turn`` of agent/workflow.py, the one
+``replay-feedback-level`` uses), so each unit holds the very record the main
+job would write for it. A condition whose feedback cannot be delivered, or
+whose source turn the run does not have, is reported as incomplete and never
+scored.
 """
 from __future__ import annotations
 
@@ -19,6 +26,8 @@ import random
 import re
 import sys
 import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
@@ -29,21 +38,26 @@ from agent.agents import HumanAgent
 from agent.atomic_file import atomic_write_bytes
 from agent.config import GUIDANCE_TYPES, SETTINGS, ConfigError, RunConfig, load_config
 from agent.env_cache import EnvError
-from agent.feedback import LLMFeedback
+from agent.feedback import LLMFeedback, format_feedback
 from agent.inference import ChatModel, InferenceError, ModelSpec, build_model
-from agent.results import ResultError, ResultStore, pass_rate, safe_model_name, turn_solved, usage_totals
-from agent.session import InfraError, Session, evaluate_submission
+from agent.results import (
+    ResultError, ResultStore, pass_rate, safe_model_name, turn_solved, upgrade_record, usage_totals,
+)
+from agent.session import InfraError, Session, evaluate_submission, request_feedback
 from agent.text_table import fixed_width
 from agent.utils import DatasetError, DatasetManager
-from agent.workflow import result_folder
+from agent.workflow import replay_turn, result_folder
+from metrics.run_status import UNTRUSTED_STATUSES
 
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 DEFAULT_SAMPLES = 20
 _RESULT_FILE = re.compile(r"task_(\d+)_result\.pkl")
 # <setting>_<model>_feedback_<type>_guidance_<level>[_suffix]: the run folder layout of agent/workflow.py.
-_RUN_FOLDER = re.compile(f"(?:{'|'.join(SETTINGS)})_(.+)_feedback_(?:{'|'.join(GUIDANCE_TYPES)})_guidance_\\d(?:_.+)?")
+_RUN_FOLDER = re.compile(f"(?:{'|'.join(SETTINGS)})_(.+)_feedback_(?:{'|'.join(GUIDANCE_TYPES)})"
+                         r"_guidance_(\d)(?:_.+)?")
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class AblationError(Exception):
@@ -70,6 +84,8 @@ def base_parser(doc: str) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (same seed, same samples)")
     parser.add_argument("--samples", type=_positive, default=DEFAULT_SAMPLES,
                         help=f"how many samples to draw (default {DEFAULT_SAMPLES}; fewer when fewer exist)")
+    parser.add_argument("--max-workers", type=_positive, default=1,
+                        help="samples worked on at once (default 1: one after the other)")
     return parser
 
 
@@ -87,9 +103,25 @@ def _positive(text: str) -> int:
     return value
 
 
-def progress(items: list[T], what: str) -> Iterable[T]:
-    """A progress bar on stderr when it is a terminal (long runs against paid APIs), else the items."""
-    return tqdm(items, desc=what, unit="sample", file=sys.stderr, disable=None, leave=False, dynamic_ncols=True)
+def for_each(items: list[T], work: Callable[[T], R], what: str, workers: int) -> list[R]:
+    """``work`` on every item, ``workers`` at once (model calls wait on the network), results in the
+    items' order; a progress bar on stderr when it is a terminal. The first failure stops the rest
+    (finished units are stored)."""
+    bar = tqdm(total=len(items), desc=what, unit="sample", file=sys.stderr, disable=None, leave=False,
+               dynamic_ncols=True)
+
+    def step(item: T) -> R:
+        result = work(item)
+        bar.update()
+        return result
+
+    with bar, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="recode-ablation") as pool:
+        futures = [pool.submit(step, item) for item in items]
+        try:
+            return [future.result() for future in futures]
+        finally:
+            for future in futures:
+                future.cancel()
 
 
 def run_main(parser: argparse.ArgumentParser, body: Callable[[argparse.Namespace], str],
@@ -166,6 +198,7 @@ class Trajectory:
     run: Path
     task_index: int
     turns: list[dict] = field(repr=False)
+    level: int | None = None  # the run's guidance level, read from its folder name
 
     def previous_code(self, turn: int, dataset: DatasetManager) -> str:
         """The file at the start of ``turn``: the last turn's submission, or the blanked file at turn 0."""
@@ -176,14 +209,17 @@ def default_source(cfg: RunConfig, model: ModelSpec) -> Path:
     return result_folder(cfg, model, cfg.guidance_levels[0])
 
 
-def load_run(folder: Path) -> dict[int, Trajectory]:
-    """Every task's trajectory in a result folder, by task id; an empty or missing folder is an error."""
+def load_run(folder: Path, dataset: DatasetManager) -> dict[int, Trajectory]:
+    """Every task's trajectory in a result folder, by task id, each turn with every key of ours
+    (a folder the release wrote works too); an empty or missing folder is an error."""
     folder = Path(folder)
     if not folder.is_dir():
         raise AblationError(f"run folder {folder} does not exist; run the config first or name an existing "
                             "result folder with --source-run")
+    level = run_level(folder)
     indices = sorted(int(m.group(1)) for p in folder.iterdir() if (m := _RESULT_FILE.fullmatch(p.name)))
-    runs = {i: Trajectory(folder, i, ResultStore(folder, i).load()) for i in indices}
+    runs = {i: Trajectory(folder, i, [upgrade_record(t, level=level, test_cases=dataset.get(i).test_cases)
+                                      for t in ResultStore(folder, i).load()], level) for i in indices}
     runs = {i: t for i, t in runs.items() if t.turns}
     if not runs:
         raise AblationError(f"run folder {folder} holds no task_<id>_result.pkl; run the config first")
@@ -194,6 +230,12 @@ def run_model_name(folder: Path) -> str:
     """The code model's (file-safe) name read from a run folder's name, else the folder's name."""
     match = _RUN_FOLDER.fullmatch(Path(folder).name)
     return match.group(1) if match else Path(folder).name
+
+
+def run_level(folder: Path) -> int | None:
+    """The guidance level read from a run folder's name, None for a folder named otherwise."""
+    match = _RUN_FOLDER.fullmatch(Path(folder).name)
+    return int(match.group(2)) if match else None
 
 
 def sample(candidates: Iterable[T], n: int, seed: int) -> list[T]:
@@ -227,12 +269,27 @@ def ablation_folder(cfg: RunConfig, name: str, parts: tuple[str, ...], params: d
 
 @dataclass
 class Tally:
-    """What this invocation did: units computed and reused, model calls, test runs, dollars."""
+    """What this invocation did: units computed and reused, model calls, test runs, dollars
+    (updated from several workers at once)."""
 
     computed: int = 0
     reused: int = 0
     usage: list[dict] = field(default_factory=list)
     test_runs: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def count_unit(self, data: dict | None) -> None:
+        """One unit reused (None) or computed (its ``usage`` counted)."""
+        with self.lock:
+            if data is None:
+                self.reused += 1
+            else:
+                self.computed += 1
+                self.usage.extend(data.get("usage", []))
+
+    def count_test_runs(self, n: int) -> None:
+        with self.lock:
+            self.test_runs += n
 
     def line(self) -> str:
         cost = usage_totals(self.usage)[2]
@@ -265,15 +322,18 @@ class UnitStore:
         return data
 
     def get(self, name: str, compute: Callable[[], dict]) -> dict:
-        """The stored unit, or ``compute()`` written atomically (its ``usage`` counted in the tally)."""
+        """The stored unit, or ``compute()`` written atomically (its ``usage`` counted in the tally).
+
+        A stored unit marked ``incomplete`` (say, feedback that could not be
+        produced) is computed again, so a rerun retries it.
+        """
         data = self.load(name)
-        if data is not None:
-            self.tally.reused += 1
+        if data is not None and not data.get("incomplete"):
+            self.tally.count_unit(None)
             return data
         data = compute()
         atomic_write_bytes(self.path(name), (json.dumps(data, indent=1) + "\n").encode())
-        self.tally.computed += 1
-        self.tally.usage.extend(data.get("usage", []))
+        self.tally.count_unit(data)
         return data
 
 
@@ -292,7 +352,7 @@ def write_summary(folder: Path, title: str, headers: list[str], rows: list[list]
     return report
 
 
-# ---------------------------------------------------------------------- tests and one more turn
+# ---------------------------------------------------------------------- tests and the release's replay
 
 def score(dataset: DatasetManager, index: int, execution: dict) -> dict:
     """Solved flag and test-case pass rate of one execution result (the run's own rules, agent/results.py)."""
@@ -302,29 +362,27 @@ def score(dataset: DatasetManager, index: int, execution: dict) -> dict:
 def run_tests(cfg: RunConfig, dataset: DatasetManager, index: int, code: str, report: Path, tally: Tally) -> dict:
     """The runner's result for ``code``, its JUnit report kept at ``report``; an infra error stops the unit
     (finished samples are kept)."""
-    tally.test_runs += 1
+    tally.count_test_runs(1)
     return evaluate_submission(HumanAgent(dataset, index, cfg.runner, None), code, f"task {index}", report)
 
 
-def continue_turn(cfg: RunConfig, model: ChatModel, dataset: DatasetManager, record: dict, feedback: str,
-                  report: Path, tally: Tally) -> dict:
-    """One CodeAgent turn from the state after ``record`` (its file, digest and, for memory_agent,
-    memory) with ``feedback`` as the researcher's text, then the tests on the submission: the
-    workflow's Session, so every setting continues as it runs."""
-    index = record["task_index"]
-    with tempfile.TemporaryDirectory(prefix=f"recode_ablation_{index}_") as tmp:
-        session = Session(cfg, model, index, Path(tmp), None)
-        session.restore(record)
-        tally.test_runs += 1
-        attempt = session.attempt(record["turn_number"] + 1, record["test_digest"], feedback, report)
-    return {"task_index": index, "from_turn": record["turn_number"], "feedback_text": feedback,
-            "code": attempt.result.code, "actions": attempt.result.actions, "usage": attempt.result.usage,
-            "execution": attempt.execution, **score(dataset, index, attempt.execution)}
+@dataclass(frozen=True)
+class Shown:
+    """What one condition shows on the turn it replays: raw records at a level (``source`` names
+    where they came from), or ``missing``: why that level's information cannot be delivered."""
+
+    records: list[dict]
+    level: int
+    source: str
+    missing: str | None = None
+
+    def text(self) -> str:
+        return format_feedback(self.records, self.level)
 
 
 @dataclass(frozen=True)
 class Continuation:
-    """The failed turns of one stored run, and the code model that takes one more turn from each."""
+    """The failed turns of one stored run, and the code model that replays one turn from each."""
 
     cfg: RunConfig
     dataset: DatasetManager
@@ -338,44 +396,97 @@ class Continuation:
                 "setting": cfg.evaluation_setting, "max_steps": cfg.max_steps,
                 "memory": [cfg.memory_threshold, cfg.memory_to_keep]}
 
-    def record(self, pair: tuple[int, int]) -> dict:
-        return self.runs[pair[0]].turns[pair[1]]
+    def record(self, pair: tuple[int, int]) -> dict | None:
+        """The stored turn ``pair`` names, None when the run has no such turn."""
+        traj = self.runs.get(pair[0])
+        return traj.turns[pair[1]] if traj is not None and 0 <= pair[1] < len(traj.turns) else None
+
+    def stored_feedback(self, pair: tuple[int, int], level: int) -> Shown:
+        """The run's own records of ``pair`` at ``level``: what ``replay-feedback-level`` shows
+        (``missing`` when the turn has none and the level shows some)."""
+        record = self.record(pair) or {"feedback_items": [], "feedback_error": None}
+        run_level = self.runs[pair[0]].level if pair[0] in self.runs else None
+        missing = None if record["feedback_items"] or level == 0 else (
+            f"the turn has no feedback records ({record['feedback_error'] or 'none given'})")
+        return Shown(record["feedback_items"], level, "replay" if run_level is None else f"replay:L{run_level}",
+                     missing)
 
     def fresh_feedback(self, feedback_model: ChatModel, pair: tuple[int, int]) -> dict:
-        """A feedback model's raw records on the submission of ``pair``, seeing what the run's model saw."""
+        """A feedback model's raw records on the submission of ``pair``, seeing what the run's model saw;
+        ``incomplete`` (asked again next time) when no valid records came."""
         task, turn = pair
         record = self.record(pair)
         human = HumanAgent(self.dataset, task, self.cfg.runner, LLMFeedback(feedback_model))
-        reply = human.feedback(turn=turn, level=4, code=record["final_code"],
-                               previous_code=self.runs[task].previous_code(turn, self.dataset),
-                               digest=record["test_digest"])
+        reply = request_feedback(human, turn=turn, level=4, code=record["final_code"],
+                                 previous_code=self.runs[task].previous_code(turn, self.dataset),
+                                 digest=record["test_digest"])
         return {"task_index": task, "turn_number": turn, "records": reply.records, "error": reply.error,
-                "usage": reply.usage, "history": reply.history}
+                "usage": reply.usage, "history": reply.history,
+                "incomplete": f"no feedback: {reply.error}" if reply.error else None}
 
-    def continue_all(self, model: ChatModel, store: UnitStore, pair: tuple[int, int],
-                     texts: dict[str, str]) -> dict[str, dict]:
-        """Per condition (label -> feedback text), the stored or newly run turn after ``pair``.
+    def replay(self, store: UnitStore, pair: tuple[int, int], shown: dict[str, Shown]) -> dict[str, dict]:
+        """Per condition (label -> what it shows), the stored or new replay of the turn after ``pair``.
 
-        A unit's name carries a hash of its feedback text, so an edited text (say, one
+        A unit's name carries a hash of what it shows, so an edited text (say, one
         entry of a human feedback file) is run anew while the other units stay valid.
+        A condition that cannot run (no source turn, feedback not delivered) is an
+        incomplete unit: not run, not stored, never scored.
         """
         def unit(label: str) -> dict:
-            name = unit_name(*pair, f"{label}_{short_hash(texts[label])}")
-            return store.get(name, lambda: continue_turn(self.cfg, model, self.dataset, self.record(pair),
-                                                         texts[label], store.folder / "reports" / f"{name}.xml",
-                                                         store.tally))
-        return {label: unit(label) for label in texts}
+            why = (f"no such turn in {self.source}" if self.record(pair) is None
+                   else shown[label].missing)
+            if why is not None:
+                return {"task_index": pair[0], "from_turn": pair[1], "incomplete": why}
+            text = shown[label].text()
+            name = unit_name(*pair, f"{label}_{short_hash(shown[label].source + text)}")
+            report = store.folder / "reports" / f"{name}.xml"
+            return store.get(name, lambda: self._replay_unit(pair, shown[label], report, store.tally))
+        return {label: unit(label) for label in shown}
+
+    def _replay_unit(self, pair: tuple[int, int], shown: Shown, report: Path, tally: Tally) -> dict:
+        """One turn by the main job's replay (``replay_turn`` of agent/workflow.py), as a unit."""
+        task = pair[0]
+        tally.count_test_runs(1)
+        with tempfile.TemporaryDirectory(prefix=f"recode_ablation_{task}_") as tmp:
+            session = Session(self.cfg, build(self.cfg, self.model), task, Path(tmp), None)
+            record = replay_turn(session, self.record(pair), shown.records, shown.level, shown.source, report)
+        return {"task_index": task, "from_turn": pair[1], "feedback_text": shown.text(), "record": record,
+                "usage": record["code_usage"], "incomplete": None,
+                **score(self.dataset, task, record["execution_result"])}
 
     def table(self, pairs: list[tuple[int, int]], outcomes: dict[str, list[dict]]) -> tuple[list[str], list[list]]:
-        """Headers and rows: the recorded turns the samples start from, then one row per condition."""
-        before = [score(self.dataset, pair[0], self.record(pair)["execution_result"]) for pair in pairs]
-        rates = [b["pass_rate"] for b in before]
-        rows = [["recorded turn (start)", len(before), mean([float(b["solved"]) for b in before]), mean(rates), None]]
+        """Headers and rows: the recorded turns the samples start from, then one row per condition;
+        incomplete units (:func:`why_incomplete`) are counted apart and left out of every rate."""
+        start = {pair: score(self.dataset, pair[0], record["execution_result"])
+                 for pair in pairs if (record := self.record(pair)) is not None}
+        rows = [["recorded turn (start)", len(start), mean([float(b["solved"]) for b in start.values()]),
+                 mean([b["pass_rate"] for b in start.values()]), None, len(pairs) - len(start)]]
         for label, units in outcomes.items():
-            after = [u["pass_rate"] for u in units]
-            rows.append([label, len(units), mean([float(u["solved"]) for u in units]), mean(after),
-                         mean([a - b for a, b in zip(after, rates)])])
-        return ["condition", "samples", "solved", "test-case pass", "pass gain"], rows
+            done = [u for u in units if why_incomplete(u) is None]
+            gains = [u["pass_rate"] - start[(u["task_index"], u["from_turn"])]["pass_rate"] for u in done]
+            rows.append([label, len(done), mean([float(u["solved"]) for u in done]),
+                         mean([u["pass_rate"] for u in done]), mean(gains), len(units) - len(done)])
+        return ["condition", "samples", "solved", "test-case pass", "pass gain", "incomplete"], rows
+
+
+def why_incomplete(unit: dict) -> str | None:
+    """Why a replay unit has no score: not run (``incomplete``), or a test result that measures
+    nothing about the code (the harness failed, or the code used the hidden reference)."""
+    if unit.get("incomplete"):
+        return unit["incomplete"]
+    status = unit["record"]["status"]
+    return f"the test result is {status}" if status in UNTRUSTED_STATUSES else None
+
+
+def incomplete_notes(outcomes: dict[str, list[dict]]) -> list[str]:
+    """One line per sample with incomplete units: why, and which conditions."""
+    labels: dict[tuple[int, int, str], list[str]] = {}
+    for label, units in outcomes.items():
+        for unit in units:
+            if (why := why_incomplete(unit)) is not None:
+                labels.setdefault((unit["task_index"], unit["from_turn"], why), []).append(label)
+    return [f"incomplete, not scored: task {task} turn {turn} ({', '.join(names)}): {why}"
+            for (task, turn, why), names in sorted(labels.items())]
 
 
 def prepare_continuation(args: argparse.Namespace) -> Continuation:
@@ -383,7 +494,8 @@ def prepare_continuation(args: argparse.Namespace) -> Continuation:
     cfg = load_config(args.yaml_location)
     model = pick_model(cfg, args.model)
     source = Path(args.source_run) if args.source_run else default_source(cfg, model)
-    return Continuation(cfg, DatasetManager(cfg.work_dir), model, source, load_run(source))
+    dataset = DatasetManager(cfg.work_dir)
+    return Continuation(cfg, dataset, model, source, load_run(source, dataset))
 
 
 # ---------------------------------------------------------------------- tables

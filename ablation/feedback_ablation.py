@@ -2,16 +2,20 @@
 
     python ablation/feedback_ablation.py --yaml-location config/ablation_feedback.yaml
         [--feedback-yaml OTHER.yaml] [--source-run RESULT_FOLDER] [--model NAME]
-        [--levels 1 2 3 4] [--samples 20] [--seed 0]
+        [--levels 1 2 3 4] [--samples 20] [--seed 0] [--max-workers 1]
 
 For sampled (task, turn) pairs of a stored run whose submission failed, the
 feedback model named by the human-* keys of --feedback-yaml (default: those of
---yaml-location) writes fresh feedback on that submission. Then, from the code
-state of that turn (file, test digest and, for memory_agent, memory), the code
-model takes ONE turn at each guidance level with that feedback shown at the
-level, and the tests run on its submission. The table gives per level the
-share of samples solved and the mean test-case pass rate, next to the recorded
-turns they started from. Rerunning the command skips finished samples.
+--yaml-location) writes fresh feedback on that submission. Then, at each
+guidance level, the turn is replayed as ``replay-feedback-level`` replays it:
+from the code state of that turn (file, test digest and, for memory_agent,
+memory) the code model takes ONE turn with the fresh records shown at the
+level, and the tests run on its submission; each unit holds that new turn's
+record. The table gives per level the share of samples solved and the mean
+test-case pass rate, next to the recorded turns they started from. A sample
+whose feedback could not be produced is incomplete at every level: not run,
+not scored, asked again by the next run. Rerunning the command skips finished
+samples.
 Each model is built with the prices and cache-path of the config naming it,
 so a ``replay`` feedback model answers from --feedback-yaml's response cache.
 """
@@ -24,10 +28,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ablation.ablation_common import (  # noqa: E402
-    AblationError, Tally, UnitStore, ablation_folder, add_continuation_args, base_parser, build, human_model,
-    prepare_continuation, progress, run_main, sample, spec_params, unit_name, unsolved_turns, write_summary,
+    AblationError, Shown, Tally, UnitStore, ablation_folder, add_continuation_args, base_parser, for_each,
+    human_model, incomplete_notes, prepare_continuation, run_main, sample, spec_params, unit_name, unsolved_turns,
+    write_summary,
 )
-from agent.feedback import format_feedback  # noqa: E402
 
 
 def parse_args() -> argparse.ArgumentParser:
@@ -52,18 +56,17 @@ def run(args: argparse.Namespace) -> str:
     folder = ablation_folder(cont.cfg, "feedback", (cont.source.name, label),
                              {**cont.params(), "feedback_model": spec_params(feedback_spec)})
     store = UnitStore(folder, Tally())
-    code_model, feedback_model = build(cont.cfg, cont.model), feedback.build()
-    outcomes: dict[str, list[dict]] = {f"L{level}": [] for level in levels}
-    failed_feedback = 0
-    for pair in progress(pairs, "feedback ablation"):
-        feedback = store.get(unit_name(*pair, "feedback"), lambda: cont.fresh_feedback(feedback_model, pair))
-        failed_feedback += feedback["error"] is not None
-        texts = {f"L{level}": format_feedback(feedback["records"], level) for level in levels}
-        for label, unit in cont.continue_all(code_model, store, pair, texts).items():
-            outcomes[label].append(unit)
+    feedback_model = feedback.build()
+
+    def one_sample(pair: tuple[int, int]) -> dict[str, dict]:
+        fresh = store.get(unit_name(*pair, "feedback"), lambda: cont.fresh_feedback(feedback_model, pair))
+        return cont.replay(store, pair, {f"L{level}": Shown(fresh["records"], level, "llm", fresh["incomplete"])
+                                         for level in levels})
+
+    units = for_each(pairs, one_sample, "feedback ablation", args.max_workers)
+    outcomes = {f"L{level}": [unit[f"L{level}"] for unit in units] for level in levels}
     headers, rows = cont.table(pairs, outcomes)
-    notes = [f"{failed_feedback} sample(s) got no valid feedback records (the turn ran without feedback text)"
-             ] if failed_feedback else []
+    notes = incomplete_notes(outcomes)
     title = (f"Feedback ablation: {len(pairs)} failed turn(s) of {cont.source.name} (seed {args.seed}), "
              f"feedback by {feedback_spec.model}, one turn of {cont.model.model} per level")
     return write_summary(folder, title, headers, rows, store.tally, notes)

@@ -1,7 +1,7 @@
 """Feedback adoption: an LLM judge labels every feedback item of stored runs with what became of it.
 
     python ablation/feedback_category.py --yaml-location config/ablation_category.yaml
-        [--judge-yaml JUDGE.yaml] [--source-run RESULT_FOLDER ...] [--samples 20] [--seed 0]
+        [--judge-yaml JUDGE.yaml] [--source-run RESULT_FOLDER ...] [--samples 20] [--seed 0] [--max-workers 1]
 
 Sources: the result folders named by --source-run, else every existing result
 folder of the config's models and guidance levels. Samples are (run, task,
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ablation.ablation_common import (  # noqa: E402
     AblationError, Tally, Trajectory, UnitStore, ablation_folder, base_parser, human_model, load_run,
-    mean, progress, run_main, run_model_name, sample, spec_params, unit_name, write_summary,
+    for_each, mean, run_main, run_model_name, sample, spec_params, unit_name, write_summary,
 )
 from agent.config import RunConfig, load_config  # noqa: E402
 from agent.feedback import CATEGORIES  # noqa: E402
@@ -189,7 +189,8 @@ def run(args: argparse.Namespace) -> str:
     names = [f.resolve().name for f in folders]
     if len(set(names)) < len(names):
         raise AblationError("two --source-run folders have the same name; judge them in separate commands")
-    runs = {str(folder.resolve()): load_run(folder) for folder in folders}
+    dataset = DatasetManager(cfg.work_dir)
+    runs = {str(folder.resolve()): load_run(folder, dataset) for folder in folders}
     candidates = [(run, task, t["turn_number"]) for run, trajs in runs.items() for task, traj in trajs.items()
                   for t in traj.turns[:-1] if t["feedback_items"]]
     picked = sample(candidates, args.samples, args.seed)
@@ -197,12 +198,14 @@ def run(args: argparse.Namespace) -> str:
         raise AblationError("no turn of the source runs has feedback records followed by another turn; "
                             "judge runs made at a guidance level above 0 with max-turn of 2 or more")
     folder = ablation_folder(cfg, "feedback_category", (judge_spec.model,), {"judge": spec_params(judge_spec)})
-    tally, judge, dataset = Tally(), judge_model.build(), DatasetManager(cfg.work_dir)
-    units = []
-    for run_path, task, turn in progress(picked, "judging"):
-        traj = runs[run_path][task]
+    tally, judge = Tally(), judge_model.build()
+
+    def one_sample(triple: tuple[str, int, int]) -> dict:
+        run_path, task, turn = triple
         store = UnitStore(folder / Path(run_path).name, tally)
-        units.append(store.get(unit_name(task, turn), lambda: judge_turn(judge, dataset, traj, turn)))
+        return store.get(unit_name(task, turn), lambda: judge_turn(judge, dataset, runs[run_path][task], turn))
+
+    units = for_each(picked, one_sample, "judging", args.max_workers)
     headers, rows, notes = rate_rows(units)
     title = (f"Feedback adoption: {len(picked)} turn(s) with feedback from {len(runs)} run(s) (seed {args.seed}), "
              f"judged by {judge_spec.model}")

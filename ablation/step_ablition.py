@@ -1,7 +1,7 @@
 """Step ablation: replay the recorded actions of a run one by one and test the file after each.
 
     python ablation/step_ablition.py --yaml-location CONFIG.yaml
-        [--source-run RESULT_FOLDER] [--model NAME] [--samples 20] [--seed 0]
+        [--source-run RESULT_FOLDER] [--model NAME] [--samples 20] [--seed 0] [--max-workers 1]
 
 (The file name keeps the release's spelling.) Samples are (task, turn) pairs
 of a stored run. Each sampled turn is replayed on a fresh private copy of the
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ablation.ablation_common import (  # noqa: E402
     AblationError, Continuation, Tally, UnitStore, ablation_folder, add_continuation_args, base_parser, mean,
-    prepare_continuation, progress, run_main, run_tests, sample, score, unit_name, write_summary,
+    for_each, prepare_continuation, run_main, run_tests, sample, score, unit_name, write_summary,
 )
 from agent.action import (  # noqa: E402
     CODE_ACTIONS, Action, ActionFormatError, execute, extract_code_block, parse_answer,
@@ -122,8 +122,9 @@ def run(args: argparse.Namespace) -> str:
         raise AblationError(f"run {cont.source} recorded no actions to replay")
     folder = ablation_folder(cont.cfg, "steps", (cont.source.name, "replay"), {"source": str(cont.source.resolve())})
     store = UnitStore(folder, Tally())
-    units = [store.get(unit_name(*pair), lambda: replay_turn(cont, pair, folder / "reports", store.tally))
-             for pair in progress(pairs, "step replay")]
+    units = for_each(pairs, lambda pair: store.get(unit_name(*pair), lambda: replay_turn(cont, pair, folder / "reports",
+                                                                                         store.tally)),
+                     "step replay", args.max_workers)
     matches = sum(u["matches_record"] for u in units)
     notes = [f"the replay ended on the submitted file for {matches} of {len(units)} turn(s)"
              + ("" if matches == len(units) else " (the others diverged: see matches_record in the unit files)")]

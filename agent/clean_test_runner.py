@@ -61,13 +61,12 @@ import os
 import resource
 import secrets
 import shutil
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from agent.runner.lint import reference_access
 from agent.runner.options import RunnerOptions
-from agent.runner.verdict import REFERENCE_ACCESS, access_verdict, failed_run, judge, read_channel, sealed_report
+from agent.runner.verdict import access_verdict, failed_run, judge, read_channel, sealed_report
 from agent.runner.processes import PidsCgroup, run_process
 from agent.runner.sandbox import (
     SANDBOX_MODES,
@@ -89,7 +88,9 @@ from agent.runner.sandbox import (
 )
 from agent.atomic_file import atomic_write_bytes
 from agent.utils import DatasetError, DatasetManager
+from agent.tempdirs import make_dir, remove_tree
 from agent.workspace import make_workspace
+from metrics.run_status import INFRA_ERROR, REFERENCE_ACCESS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GUARD_DIR = REPO_ROOT / "agent" / "runner" / "pytest_guard"
@@ -99,7 +100,6 @@ TEST_USER = "recode-test"
 FRESH_UID_BASE, FRESH_UID_SPAN = 2_000_000_000, 100_000_000  # far above any real account
 STARTUP_PACKAGES = {"pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "exceptiongroup", "tomli",
                     "pytest_timeout", "colorama", GUARD_PLUGIN, "recode_guard_core"}
-RUN_PREFIX = "recode-run-"
 _warned: set[str] = set()
 # Deleting a run folder costs tens of ms on some disks: done off the caller's path after a normal run; the
 # pool is joined at interpreter exit. An interrupted run (Ctrl-C, terminate) deletes synchronously instead.
@@ -281,20 +281,6 @@ def rlimit_hook(memory_mb: int | None, nproc: int | None):
     return apply
 
 
-def remove_tree(path: Path) -> None:
-    """Delete a run folder even where the candidate removed permissions on its own files."""
-    def unlock(function, name: str, exc_info) -> None:
-        try:
-            os.chmod(os.path.dirname(name), 0o700)
-            os.chmod(name, 0o700)
-            function(name)
-        except OSError:
-            pass
-
-    if path.exists():
-        shutil.rmtree(path, onerror=unlock)
-
-
 def run_candidate(dataset: DatasetManager, index: int, candidate: str,
                   options: RunnerOptions = RunnerOptions(), *, report_to: Path | None = None,
                   env_name: str | None = None) -> dict:
@@ -325,11 +311,11 @@ def _run_in_private_folder(dataset: DatasetManager, index: int, candidate: str, 
                            env_name: str | None, expected: tuple[str, ...]) -> tuple[str | None, dict, bytes | None]:
     python, problem = resolve_interpreter(dataset, index, options, env_name)
     if python is None:
-        return None, failed_run(expected, "infra_error", f"no environment for task {index}: {problem}"), None
+        return None, failed_run(expected, INFRA_ERROR, f"no environment for task {index}: {problem}"), None
     sandboxed = use_sandbox(options)
     if sandboxed is None:
-        return python, failed_run(expected, "infra_error", f"sandbox required but unavailable: {bwrap_problem()}"), None
-    run_dir = Path(os.path.realpath(tempfile.mkdtemp(prefix=RUN_PREFIX)))
+        return python, failed_run(expected, INFRA_ERROR, f"sandbox required but unavailable: {bwrap_problem()}"), None
+    run_dir = make_dir("run")
     finished = False
     plan = None
     try:
@@ -340,7 +326,7 @@ def _run_in_private_folder(dataset: DatasetManager, index: int, candidate: str, 
             prefix, problem = sandbox_prefix(options, dataset, python, layout, drop_user=plan.uid is not None)
             if problem:
                 finished = True
-                return python, failed_run(expected, "infra_error", problem), None
+                return python, failed_run(expected, INFRA_ERROR, problem), None
         if plan.uid is not None:
             give_to(layout.run_dir, plan.uid)
             prefix += drop_privileges(shutil.which("setpriv"), plan.uid)
@@ -397,7 +383,7 @@ def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[s
         setup = bwrap_failure(done.output) if prefix else None
         reason = (f"the sandbox could not be set up ({setup})" if setup else
                   f"pytest did not start with the guard plugin (interpreter {python}, exit code {done.exit_code})")
-        return failed_run(expected, "infra_error", reason, exit_code=done.exit_code, duration=done.duration_sec,
+        return failed_run(expected, INFRA_ERROR, reason, exit_code=done.exit_code, duration=done.duration_sec,
                           output=done.output), None
     junit = Path(layout.junit).read_bytes() if os.path.isfile(layout.junit) else None
     result = judge(expected=expected, exit_code=done.exit_code, junit=junit, record=record,
@@ -515,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         print("  " + message.splitlines()[0], file=human)
     if result["report_path"]:
         print(f"JUnit report: {result['report_path']}", file=human)
-    if result["status"] == "infra_error":
+    if result["status"] == INFRA_ERROR:
         return 2
     return 0 if result["status"] == "passed" else 1
 

@@ -7,7 +7,7 @@ how much of each record the CodeAgent is shown. Sources:
 * ``LLMFeedback``: the feedback model answers with structured output, which is
   validated; a bad answer is retried with the problem appended, a bounded
   number of times, then the reply carries ``error``: the job stops at that turn
-  (agent/statuses.py) and the next run asks again.
+  (metrics/run_status.py) and the next run asks again.
 * ``FileFeedback``: human-written records keyed by task and turn (format below).
 * ``InteractiveFeedback``: a person at the terminal types the records.
 * ``ReplayFeedback``: the raw records another level's run received, turn by turn.

@@ -25,7 +25,7 @@ replay:L<K>, release, a note when a replay had to generate, or none),
 ``feedback_error`` (why no valid records came, else None), ``token_totals``
 (sums of the four token lists), ``feedback_conversation`` (the feedback
 model's whole exchange, system prompt and retries included) and ``stop_reason``
-(set on the last turn of a job that stopped early; agent/statuses.py).
+(set on the last turn of a job that stopped early; metrics/run_status.py).
 
 A record the release wrote lacks our keys: ``upgrade_record`` rebuilds them
 from the release keys, so release result files and seeds load, resume and score.
@@ -49,7 +49,7 @@ from typing import Any
 from agent.atomic_file import atomic_write_bytes
 from agent.digest import format_test_digest
 from agent.feedback import format_feedback
-from agent.statuses import STOP_KEY
+from metrics.run_status import STOP_KEY
 from metrics.junit_outcome import case_pass_rate, published_success, runner_solved
 
 RELEASE_KEYS = (

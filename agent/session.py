@@ -22,6 +22,7 @@ from agent.rcb.snippet import load_snippet_task
 from agent.results import upgrade_record
 from agent.utils import DatasetManager
 from agent.workspace import RepoWorkspace, make_workspace
+from metrics.run_status import INFRA_ERROR
 
 if TYPE_CHECKING:
     from agent.config import RunConfig
@@ -92,8 +93,8 @@ def evaluate_submission(human: HumanAgent, code: str, where: str, report: Path) 
     """The tests on ``code``, the JUnit report kept at ``report``; InfraError naming ``where`` when they
     could not run."""
     execution = human.evaluate(code, report_to=report)
-    if execution.get("status") == "infra_error":
-        why = ((execution.get("failure_messages") or [""])[0].strip().splitlines() or ["infra_error"])[0]
+    if execution.get("status") == INFRA_ERROR:
+        why = ((execution.get("failure_messages") or [""])[0].strip().splitlines() or [INFRA_ERROR])[0]
         raise InfraError(f"{where}: the tests could not run ({why})")
     return execution
 

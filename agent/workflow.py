@@ -12,7 +12,7 @@ from the stored record). The dataset is only read.
 
 A job stops early at a turn boundary, keeping its turns, when the feedback a
 turn needs cannot be produced (outcome ``error``) or a spending cap is reached
-(outcome ``budget``, agent/budget.py); agent/statuses.py names how that is
+(outcome ``budget``, agent/budget.py); metrics/run_status.py names how that is
 recorded. The next run continues it: the missing feedback is asked again.
 
 Stored work is never recomputed unless asked: a task with a result file is
@@ -22,12 +22,11 @@ old file aside. Result files and seeds the release wrote are upgraded on load.
 
 ``replay-feedback-level: K`` is the release's replay: from each stored turn of
 the level-K run, one new turn with that turn's raw feedback formatted at the
-job's level (``replay_task``). Our whole-run replay, a full run whose feedback
+job's level (``replay_task``, one turn by ``replay_turn``). Our whole-run replay, a full run whose feedback
 is level K's stored records, is ``replay-run-feedback-level: K``.
 """
 from __future__ import annotations
 
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -48,7 +47,8 @@ from agent.results import (
     usage_totals,
 )
 from agent.session import Attempt, Session, request_feedback
-from agent.statuses import BUDGET, FEEDBACK_MISSING, STOP_KEY
+from metrics.run_status import BUDGET, FEEDBACK_MISSING, STOP_KEY
+from agent.tempdirs import private_dir
 from agent.utils import DatasetManager
 
 if TYPE_CHECKING:
@@ -258,8 +258,8 @@ def start_ledger(cfg: RunConfig, jobs: tuple[Job, ...] | list[Job]) -> None:
 
 def _new_seed(cfg: RunConfig, model: ModelSpec, task_index: int, reports: Path) -> dict:
     """Turn 0 with no feedback yet (``feedback_items`` None marks feedback as not computed)."""
-    with tempfile.TemporaryDirectory(prefix=f"recode_seed_{task_index}_") as tmp:
-        session = Session(cfg, _code_model(cfg, model), task_index, Path(tmp), None)
+    with private_dir("seed") as tmp:
+        session = Session(cfg, _code_model(cfg, model), task_index, tmp, None)
         attempt = session.attempt(0, "", "", reports / f"task_{task_index}_turn_0.xml")
     record = {**_record(task_index, attempt, NO_FEEDBACK, None, ""), "feedback_items": None,
               "feedback_source": "pending"}
@@ -412,8 +412,8 @@ def run_task(cfg: RunConfig, job: Job, *, progress: Callable[[dict], None] | Non
         turns = _stored_turns(cfg, store)
         if (why := over_budget(cfg, _job_key(cfg, job), turns)) is not None:
             return _stopped(cfg, job, store, turns, meter, BUDGET, why)
-        with tempfile.TemporaryDirectory(prefix=f"recode_task_{job.task_index}_L{job.level}_") as tmp:
-            session = Session(cfg, _code_model(cfg, job.model), job.task_index, Path(tmp), _source(cfg, job))
+        with private_dir("task") as tmp:
+            session = Session(cfg, _code_model(cfg, job.model), job.task_index, tmp, _source(cfg, job))
             turns = session.upgraded(turns, job.level)
             if turns and turns[-1][STOP_KEY] is not None:
                 turns[-1] = _unstopped(cfg, job, session, turns, meter)
@@ -479,15 +479,18 @@ def _failed(cfg: RunConfig, job: Job, store: ResultStore, turns: list[dict], met
 
 # ---------------------------------------------------------------------- the release's replay
 
-def _replay_turn(cfg: RunConfig, job: Job, session: Session, stored: dict, reports: Path, meter: _Meter) -> dict:
-    """One new turn from ``stored``'s state, shown its raw feedback formatted at the job's level."""
+def replay_turn(session: Session, stored: dict, records: list[dict], level: int, source: str,
+                report: Path) -> dict:
+    """The release's replay of one stored turn: its state restored (file, memory), ``records``
+    shown formatted at ``level``, ONE new turn and its tests; the new turn's record.
+
+    ``source`` names where the shown records came from (``feedback_source`` of the
+    record). The main job's replay and the ablations take their turns here.
+    """
     session.restore(stored)
-    shown = format_feedback(stored["feedback_items"], job.level)
     turn = stored["turn_number"] + 1
-    attempt = session.attempt(turn, stored["test_digest"], shown, reports / f"task_{job.task_index}_turn_{turn}.xml")
-    meter.add(attempt.result.usage)
-    source = FeedbackReply([], f"replay:L{cfg.replay_feedback_level}")
-    return _record(job.task_index, attempt, source, job.level, "")
+    attempt = session.attempt(turn, stored["test_digest"], format_feedback(records, level), report)
+    return _record(session.index, attempt, FeedbackReply([], source), level, "")
 
 
 def replay_task(cfg: RunConfig, job: Job, *, progress: Callable[[dict], None] | None = None) -> dict:
@@ -495,6 +498,8 @@ def replay_task(cfg: RunConfig, job: Job, *, progress: Callable[[dict], None] | 
 
     Record n of ``task_<id>_result_replay_level<K>.pkl`` (in this level's folder)
     continues stored turn n; it is written after each turn, so a rerun resumes.
+    A turn that got no feedback by design (the last turn of a run) and holds
+    none is not replayed: at a level above 0 its replay would be a level-0 turn.
     """
     level = cfg.replay_feedback_level
     store = job_store(cfg, job)
@@ -504,9 +509,12 @@ def replay_task(cfg: RunConfig, job: Job, *, progress: Callable[[dict], None] | 
     try:
         if (why := skip_reason(cfg, job)) is not None:
             return _outcome(cfg, job, store.load(), meter, "skipped", None if why == "finished" else why)
-        with tempfile.TemporaryDirectory(prefix=f"recode_replay_{job.task_index}_L{job.level}_") as tmp:
-            session = Session(cfg, _code_model(cfg, job.model), job.task_index, Path(tmp), None)
-            stored = [t for t in session.upgraded(source.load(), level) if not turn_solved(t["execution_result"])]
+        with private_dir("replay") as tmp:
+            session = Session(cfg, _code_model(cfg, job.model), job.task_index, tmp, None)
+            policy = FeedbackPolicy.of(cfg)
+            stored = [t for t in session.upgraded(source.load(), level) if not turn_solved(t["execution_result"])
+                      and (job.level == 0 or t["feedback_items"] or t["feedback_error"]
+                           or policy.gives_feedback(t["guidance_level"], False, t["turn_number"]))]
             if not stored:
                 raise FileNotFoundError(f"no unsolved turn of level {level} to replay in {source.result_path}; "
                                         f"run guidance-level {level} first")
@@ -518,7 +526,10 @@ def replay_task(cfg: RunConfig, job: Job, *, progress: Callable[[dict], None] | 
                     return _stopped(cfg, job, store, records, meter, FEEDBACK_MISSING, why)
                 if (why := over_budget(cfg, _job_key(cfg, job), records)) is not None:
                     return _stopped(cfg, job, store, records, meter, BUDGET, why)
-                records.append(_replay_turn(cfg, job, session, turn, store.report_dir, meter))
+                report = store.report_dir / f"task_{job.task_index}_turn_{turn['turn_number'] + 1}.xml"
+                records.append(replay_turn(session, turn, turn["feedback_items"], job.level,
+                                           f"replay:L{level}", report))
+                meter.add(records[-1]["code_usage"])
                 store.save(records, finished=len(records) == len(stored))
                 if progress is not None:
                     progress({"cost_usd": meter.cost_since_last(), "turn": records[-1]["turn_number"]})

@@ -21,15 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from junit_outcome import OUTCOME_KEYS
+from run_status import INFRA_ERROR, STOP_KEY, UNTRUSTED_STATUSES
 
 DEFAULT_RESULT_DIR = "experiment_results"
 DEFAULT_SETTING = "memory_agent"
 DEFAULT_GUIDANCE_TYPE = "fixed"
 LEVELS = range(5)
-# Statuses of a turn (the runner's) that say the test result cannot be trusted, and our record and
-# state key naming why a job stopped early (feedback that could not be produced, a budget cap).
-UNTRUSTED_STATUSES = ("infra_error", "reference_access")
-STOP_KEY = "stop_reason"
 
 # Globals that plain-builtin pickles may legitimately reference (sets, protocol-2 bytes).
 _ALLOWED_GLOBALS = {
@@ -152,7 +149,7 @@ def turn_status(turn: dict) -> str | None:
 
 def has_infra_error(turns: list[dict]) -> bool:
     """Whether any turn failed for a reason that is not the model's (environment, sandbox...)."""
-    return any(turn_status(turn) == "infra_error" for turn in turns)
+    return any(turn_status(turn) == INFRA_ERROR for turn in turns)
 
 
 def is_infra_error_message(error: str) -> bool:
@@ -175,7 +172,7 @@ def incomplete_reason(turns: list[dict], state: dict) -> str | None:
         return str(stop)
     error = state.get("error")
     if error:
-        return "infra_error" if is_infra_error_message(str(error)) else "stopped by an error"
+        return INFRA_ERROR if is_infra_error_message(str(error)) else "stopped by an error"
     return next((status for turn in turns if (status := turn_status(turn)) in UNTRUSTED_STATUSES), None)
 
 

@@ -9,9 +9,13 @@ runner entry the HumanAgent uses.
 from __future__ import annotations
 
 import json
+import pickle
 import re
+import shutil
 import subprocess
 import sys
+import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,20 +23,22 @@ import yaml
 
 from ablation import feedback_ablation, feedback_category, human_feedback, step_ablition
 from ablation.ablation_common import (
-    Continuation, Tally, Trajectory, UnitStore, ablation_folder, continue_turn, load_run, run_model_name, sample,
-    text_table, unsolved_turns,
+    Continuation, Tally, Trajectory, UnitStore, ablation_folder, for_each, incomplete_notes, load_run,
+    run_model_name, sample, text_table, unsolved_turns,
 )
 from agent import agents
 from agent.utils import DatasetManager
 from agent.config import load_config
 from agent.inference import Completion, Usage
 from agent.models.scripted import ScriptedModel
-from agent.workflow import Job, result_folder, run_task
+from agent.session import Session
+from agent.workflow import Job, replay_turn, result_folder, run_task
 from scripts.import_researchcodebench import main as import_main
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "config" / "scripted"
 TASKS = (3, 5)
+DATASET = DatasetManager(REPO / "work_dir" / "dataset")
 
 
 def write_config(path: Path, output: Path, human_script: Path = SCRIPTS / "feedback_model.yaml",
@@ -119,7 +125,7 @@ def test_feedback_ablation_levels_from_another_feedback_model(source, counter, c
     folder, rows = summary(report)
     assert "feedback_other-researcher" in folder.name
     assert tests == 4 and calls >= 5  # one feedback call, at least one code-model call per level
-    pair = sample(unsolved_turns(load_run(source["run"])), 1, 3)[0]
+    pair = sample(unsolved_turns(load_run(source["run"], DATASET)), 1, 3)[0]
     units = unit_files(folder)
     prefix = f"task_{pair[0]}_turn_{pair[1]}_"
     assert sorted(units) == [prefix + c for c in ("L1", "L2", "L3", "L4", "feedback")]
@@ -131,7 +137,29 @@ def test_feedback_ablation_levels_from_another_feedback_model(source, counter, c
     assert rows["L1"]["solved"] == 0.0 and rows["L4"]["solved"] == 1.0
     assert rows["L4"]["test-case pass"] == 1.0 and rows["recorded turn (start)"]["solved"] == 0.0
     unit = units[prefix + "L4"]
-    assert "Code suggestion:" in unit["feedback_text"] and unit["execution"]["status"] == "passed"
+    assert "Code suggestion:" in unit["feedback_text"] and unit["record"]["status"] == "passed"
+    assert unit["record"]["turn_number"] == pair[1] + 1 and unit["record"]["guidance_level"] == 4
+    assert unit["record"]["feedback_source"] == "llm" and all(rows[f"L{n}"]["incomplete"] == 0 for n in range(1, 5))
+
+
+def test_feedback_that_cannot_be_produced_leaves_the_sample_incomplete(source, counter, capsys, tmp_path) -> None:
+    script = tmp_path / "mute.yaml"
+    script.write_text(yaml.safe_dump({"rules": [{"responses": ["no schema here"]}]}))
+    mute = write_config(tmp_path / "mute_config.yaml", source["root"] / "out", human_script=script,
+                        human_model="mute-researcher")
+    argv = ["--yaml-location", str(source["config"]), "--feedback-yaml", str(mute), "--samples", "1", "--levels",
+            "2", "4"]
+    for _ in range(2):  # nothing is kept as a result: the next run asks for the feedback again
+        assert feedback_ablation.main(argv) == 0
+        report = capsys.readouterr().out
+        folder, rows = summary(report)
+        calls, tests = counter.reset()
+        assert tests == 0 and calls >= 1  # only the feedback model was asked
+        assert [(rows[c]["samples"], rows[c]["incomplete"], rows[c]["solved"]) for c in ("L2", "L4")] == [
+            (0, 1, None), (0, 1, None)]
+        assert "incomplete, not scored: task" in report and "(L2, L4): no feedback:" in report
+        assert "1 unit(s) computed, 0 reused" in report
+    assert sorted(unit_files(folder)) == [p.stem for p in folder.glob("task_*_feedback.json")]
 
 
 def test_human_feedback_against_llm_and_no_feedback(source, counter, capsys, tmp_path) -> None:
@@ -140,17 +168,22 @@ def test_human_feedback_against_llm_and_no_feedback(source, counter, capsys, tmp
               "description": "The loss is normalised by every anchor.", "direct_code_feedback": "",
               "actionable_feedback": "Divide by the number of positive anchors."}
     entries = [{"task_index": 3, "turn_number": 0, "feedback": [record]},
-               {"task_index": 3, "turn_number": 5, "feedback": [record]}]  # no such turn: never sampled
+               {"task_index": 3, "turn_number": 5, "feedback": [record]}]  # no such turn: incomplete
     human.write_text(yaml.safe_dump(entries))
     argv = ["--yaml-location", str(source["config"]), "--feedback-file", str(human), "--samples", "4"]
     report, (_, tests) = run_twice(human_feedback, argv, counter, capsys)
     folder, rows = summary(report)
     assert tests == 3 and list(rows) == ["recorded turn (start)", "human", "llm", "none"]
+    assert all((row["samples"], row["incomplete"]) == (1, 1) for row in rows.values())  # never scored
+    assert "incomplete, not scored: task 3 turn 5 (human, llm, none): no such turn in" in report
     units = unit_files(folder)
     assert sorted(units) == ["task_3_turn_0_human", "task_3_turn_0_llm", "task_3_turn_0_none"]
-    recorded = load_run(source["run"])[3].turns[0]["feedback_items"]
+    recorded = load_run(source["run"], DATASET)[3].turns[0]["feedback_items"]
     assert recorded and recorded[0]["description"] in units["task_3_turn_0_llm"]["feedback_text"]  # the run's own
     assert units["task_3_turn_0_none"]["feedback_text"] == ""
+    assert units["task_3_turn_0_none"]["record"]["guidance_level"] == 0
+    assert [units[f"task_3_turn_0_{c}"]["record"]["feedback_source"] for c in ("human", "llm", "none")] == [
+        "file", "replay:L1", "none"]
     assert rows["llm"]["solved"] == 1.0  # level 4 shows the actionable feedback that fixes task 3
     # An edited human entry runs anew; the LLM and no-feedback units stay valid.
     human.write_text(human.read_text().replace("positive anchors", "anchors with label > 0"))
@@ -161,13 +194,17 @@ def test_human_feedback_against_llm_and_no_feedback(source, counter, capsys, tmp
 
 def test_llm_condition_asks_the_feedback_model_when_the_turn_got_none(source, counter, tmp_path) -> None:
     cfg = source["cfg"]
-    runs = load_run(source["run"])
+    runs = load_run(source["run"], DATASET)
     cont = Continuation(cfg, DatasetManager(cfg.work_dir), cfg.models[0], source["run"], runs)
     store = UnitStore(tmp_path, Tally())
-    records = human_feedback.LLMRecords(cont, source["config"], store)
+    records = human_feedback.LLMRecords(cont, source["config"], store, 4)
     assert runs[5].turns[1]["feedback_items"] == []  # the last turn gets no feedback in the run
-    assert records((5, 1)) and counter.reset()[0] == 1
-    assert records((5, 1)) and counter.reset()[0] == 0 and (tmp_path / "task_5_turn_1_llm_feedback.json").exists()
+    assert cont.stored_feedback((5, 1), 4).missing == "the turn has no feedback records (none given)"
+    fresh = records((5, 1))
+    assert fresh.records and fresh.missing is None and fresh.source == "llm" and counter.reset()[0] == 1
+    assert records((5, 1)) == fresh and counter.reset()[0] == 0
+    assert (tmp_path / "task_5_turn_1_llm_feedback.json").exists()
+    assert records((5, 0)).source == "replay:L1" and counter.reset()[0] == 0  # the run's own records
 
 
 def judge_config(path: Path, output: Path, script: Path) -> Path:
@@ -179,7 +216,7 @@ def test_feedback_category_labels_every_item(source, counter, capsys, tmp_path) 
     argv = ["--yaml-location", str(source["config"]), "--judge-yaml", str(judge)]
     report, (calls, tests) = run_twice(feedback_category, argv, counter, capsys)
     folder, _ = summary(report)
-    runs = load_run(source["run"])
+    runs = load_run(source["run"], DATASET)
     items = sum(len(runs[task].turns[0]["feedback_items"]) for task in TASKS)
     assert tests == 0 and calls == items > 0
     units = [json.loads(p.read_text()) for p in sorted(folder.glob("*/task_*.json"))]
@@ -217,7 +254,7 @@ def test_step_ablation_replays_actions_and_tests_after_each_change(source, count
     folder, rows = summary(report)
     task, turn = sample([(t, n) for t in TASKS for n in range(2)], 1, 0)[0]
     unit = json.loads((folder / f"task_{task}_turn_{turn}.json").read_text())
-    record = load_run(source["run"])[task].turns[turn]
+    record = load_run(source["run"], DATASET)[task].turns[turn]
     assert calls == 0 and unit["matches_record"]
     assert [s["action"] for s in unit["steps"]] == ["start"] + [a["action"] for a in record["actions"]]
     changed = [s for s in unit["steps"] if s["changed"]]
@@ -237,7 +274,7 @@ def test_same_seed_same_samples_and_order_does_not_matter() -> None:
 
 
 def test_unsolved_turns_are_the_failed_submissions(source) -> None:
-    runs = load_run(source["run"])
+    runs = load_run(source["run"], DATASET)
     assert unsolved_turns(runs) == [(3, 0), (3, 1), (5, 0), (5, 1)]
     assert isinstance(runs[3], Trajectory) and runs[3].previous_code(0, DatasetManager(source["cfg"].work_dir)) == ""
 
@@ -250,6 +287,7 @@ def test_user_errors_are_one_line(module, source, tmp_path, capsys) -> None:
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("error: config file not found") and len(done.stderr.splitlines()) == 1
     for args, expected in ((["--samples", "0"], "--samples: must be at least 1"),
+                           (["--max-workers", "0"], "--max-workers: must be at least 1"),
                            (["--source-run", str(tmp_path / "no")], "does not exist")):
         assert module.main(["--yaml-location", str(source["config"]), *args]) == 2
         captured = capsys.readouterr()
@@ -322,8 +360,8 @@ class BlockModel:
         return Completion(f"```python\n{self.block}\n```", Usage("fake", "block", 10, 5, None, None, 0.0, 0.0))
 
 
-def test_a_snippet_run_continues_through_the_workflows_session(tmp_path: Path) -> None:
-    """The ablations take one more turn with the run's own Session: the snippet setting included."""
+def test_a_snippet_run_continues_through_the_workflows_replay(tmp_path: Path) -> None:
+    """The ablations take one more turn with the main job's replay: the snippet setting included."""
     pset = REPO / "tests" / "fixtures" / "rcb" / "pset"
     assert import_main(["--pset", str(pset), "--out", str(tmp_path / "dataset")]) == 0
     dataset = DatasetManager(tmp_path / "dataset")
@@ -333,8 +371,93 @@ def test_a_snippet_run_continues_through_the_workflows_session(tmp_path: Path) -
     record = {"task_index": 4, "turn_number": 0, "final_code": dataset.get(4).init_content, "agent_memory": [],
               "test_digest": "Status: failed. Tests run: 1, passed: 0, failures: 1, errors: 0, skipped: 0."}
     model = BlockModel("return z * self.gamma + self.beta")
-    tally = Tally()
-    unit = continue_turn(cfg, model, dataset, record, "Scale by gamma, then shift by beta.",
-                         tmp_path / "report.xml", tally)
-    assert unit["solved"] and unit["execution"]["status"] == "passed" and tally.test_runs == 1
+    feedback = [{"interface": "norm", "category": "T2", "description": "Scale by gamma, then shift by beta.",
+                 "analysis": "", "actionable_feedback": "", "direct_code_feedback": ""}]
+    session = Session(cfg, model, 4, tmp_path / "session", None)
+    new = replay_turn(session, record, feedback, 1, "file", tmp_path / "report.xml")
+    assert new["status"] == "passed" and new["turn_number"] == 1 and (tmp_path / "report.xml").exists()
     assert "Scale by gamma, then shift by beta." in model.prompts[0] and "Status: failed" in model.prompts[0]
+
+
+# Keys that hold how long something took, where the JUnit report was kept (each writer keeps its own),
+# or the runner's console log (temporary paths, timings).
+VOLATILE_KEYS = ("wall_time_sec", "duration_sec", "report_path", "output")
+
+
+def load_turns(path: Path) -> list[dict]:
+    return pickle.loads(path.read_bytes())
+
+
+def without_volatile(value):
+    """``value`` through JSON (as a unit file holds it), every volatile key dropped at any depth."""
+    def strip(item):
+        if isinstance(item, dict):
+            return {k: strip(v) for k, v in item.items() if k not in VOLATILE_KEYS}
+        return [strip(v) for v in item] if isinstance(item, list) else item
+    return strip(json.loads(json.dumps(value)))
+
+
+def test_an_ablation_replay_is_the_record_the_main_jobs_replay_writes(source, counter, capsys, tmp_path) -> None:
+    """The human-feedback ablation's ``llm`` condition shows the run's own records at --level: the
+    main job's ``replay-feedback-level`` at that guidance level writes the same record for that turn."""
+    out = tmp_path / "out"
+    shutil.copytree(source["run"], out / source["run"].name)
+    config = write_config(tmp_path / "replay.yaml", out, **{"guidance-level": 4, "replay-feedback-level": 1})
+    cfg = load_config(config)
+    assert run_task(cfg, Job(cfg.models[0], 4, 3))["state"] == "finished"
+    main_job = load_turns(result_folder(replace(cfg, replay_feedback_level=None), cfg.models[0], 4)
+                          / "task_3_result_replay_level1.pkl")
+    human = tmp_path / "human.yaml"
+    human.write_text(yaml.safe_dump([{"task_index": 3, "turn_number": 0, "feedback": []}]))
+    argv = ["--yaml-location", str(config), "--source-run", str(out / source["run"].name), "--feedback-file",
+            str(human), "--level", "4"]
+    assert human_feedback.main(argv) == 0
+    folder, _ = summary(capsys.readouterr().out)
+    unit = unit_files(folder)["task_3_turn_0_llm"]
+    assert unit["record"]["turn_number"] == main_job[0]["turn_number"] == 1
+    assert unit["record"]["feedback_source"] == main_job[0]["feedback_source"] == "replay:L1"
+    assert without_volatile(unit["record"]) == without_volatile(main_job[0])
+    assert unit["record"]["code_interaction_history"] and unit["record"]["actions"]
+
+
+def test_a_run_folder_the_release_wrote_loads_with_our_keys_and_its_level(tmp_path: Path) -> None:
+    folder = tmp_path / "memory_agent_gpt-4o_feedback_fixed_guidance_2"
+    folder.mkdir()
+    cases = DATASET.get(3).test_cases
+    release = {"task_index": 3, "turn_number": 0, "code_input_tokens": [10], "code_output_tokens": [5],
+               "final_code": "x = 1\n", "agent_memory": [], "code_interaction_history": [],
+               "execution_result": {"tests": len(cases), "errors": 0, "failures": 1, "skipped": 0,
+                                    "failure_messages": [f"FAILURE in {cases[0]}: AssertionError: no\nassert 0"],
+                                    "test_summary": {f"test.py::{c}": c != cases[0] for c in cases}},
+               "feedback_input_token": [], "feedback_output_token": [], "feedback_interaction_history": []}
+    (folder / "task_3_result.pkl").write_bytes(pickle.dumps([release]))
+    runs = load_run(folder, DATASET)
+    turn = runs[3].turns[0]
+    assert runs[3].level == 2 and turn["guidance_level"] == 2 and turn["feedback_source"] == "release"
+    assert cases[0] in turn["test_digest"] and unsolved_turns(runs) == [(3, 0)]
+
+
+def test_samples_run_at_once_with_max_workers_and_come_back_in_order() -> None:
+    started, both = [], threading.Barrier(2, timeout=10)
+
+    def work(item: int) -> int:
+        started.append(item)
+        if item < 2:
+            both.wait()  # returns only when the first two items run at the same time
+        return item * 10
+
+    assert for_each([0, 1, 2, 3], work, "test", workers=2) == [0, 10, 20, 30] and sorted(started) == [0, 1, 2, 3]
+
+
+def test_a_replay_whose_tests_measure_nothing_is_never_scored(source) -> None:
+    cfg = source["cfg"]
+    cont = Continuation(cfg, DATASET, cfg.models[0], source["run"], load_run(source["run"], DATASET))
+    start = cont.table([(3, 0)], {})[1][0][3]
+    passed = {"task_index": 3, "from_turn": 0, "incomplete": None, "record": {"status": "passed"}, "solved": True,
+              "pass_rate": 1.0}
+    hack = {**passed, "record": {"status": "reference_access"}}
+    headers, rows = cont.table([(3, 0)], {"honest": [passed], "hack": [hack]})
+    assert headers[-1] == "incomplete" and rows[1] == ["honest", 1, 1.0, 1.0, 1.0 - start, 0]
+    assert rows[2] == ["hack", 0, None, None, None, 1]
+    assert incomplete_notes({"honest": [passed], "hack": [hack]}) == [
+        "incomplete, not scored: task 3 turn 0 (hack): the test result is reference_access"]

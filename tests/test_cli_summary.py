@@ -3,7 +3,7 @@ jobs that stopped early are counted as incomplete and explained under the table,
 from __future__ import annotations
 
 from agent.run_summary import format_table, stop_notes, summarize
-from agent.statuses import BUDGET, FEEDBACK_MISSING, STOP_KEY
+from metrics.run_status import BUDGET, FEEDBACK_MISSING, STOP_KEY
 
 
 def outcome(model: str, level: int, task: int, **changes) -> dict:

@@ -19,6 +19,16 @@ SECRET = "sk-test-" + uuid.uuid4().hex
 NEEDS_BWRAP = pytest.mark.skipif(bwrap_problem() is not None, reason=f"no working bubblewrap: {bwrap_problem()}")
 FAST = dict(timeout_sec=4, memory_mb=768, max_processes=48, output_limit_bytes=20000)
 
+
+def options_for(allowed: set[str], sandbox: str) -> RunnerOptions:
+    """FAST limits; the short timeout only where the timeout is the expected verdict.
+
+    A candidate that ends by itself (memory cap reached, process cap reached, crash) never waits for the
+    timeout on a quiet machine, but on a loaded one 4 s may pass before it gets there, which would test nothing.
+    """
+    timeout = FAST["timeout_sec"] if "timeout" in allowed else 60
+    return RunnerOptions(sandbox=sandbox, **{**FAST, "timeout_sec": timeout})
+
 # name -> (candidate source, allowed statuses). {marker}, {dataset} and {port} are filled in per test.
 HOSTILE = {
     "infinite_loop": ("while True:\n    pass\n", {"timeout"}),
@@ -127,7 +137,7 @@ def _run_hostile(name: str, sandbox: str, tmp_path: Path, monkeypatch: pytest.Mo
     listener = Listener()
     try:
         candidate = source.format(marker=marker, dataset=dataset.root, port=listener.port)
-        result = run_candidate(dataset, 1, candidate, RunnerOptions(sandbox=sandbox, **FAST))
+        result = run_candidate(dataset, 1, candidate, options_for(allowed, sandbox))
     finally:
         listener.close()
     assert result["status"] in allowed, (result["status"], result["failure_messages"][:2])
@@ -172,9 +182,7 @@ CAPPED_STORM = ("import subprocess, sys\nfor count in range(10000):\n    try:\n"
 def test_process_storm_hits_the_cap(sandbox: str, tmp_path: Path) -> None:
     dataset = make_task(tmp_path / "dataset")
     marker = f"recode-storm-{uuid.uuid4().hex}"
-    # The cap is reached well within a second on a quiet machine; the longer timeout keeps a loaded one
-    # (48 interpreters starting on 2 cores) from ending the run before the cap, which would prove nothing.
-    options = RunnerOptions(sandbox=sandbox, **{**FAST, "timeout_sec": 60})
+    options = options_for({"failed"}, sandbox)
     result = run_candidate(dataset, 1, CAPPED_STORM.format(marker=marker), options)
     assert result["status"] != "timeout", result["output"][-2000:]
     spawned = int(re.search(r"contained after (\d+) processes", result["output"]).group(1))

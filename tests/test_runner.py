@@ -291,7 +291,7 @@ def test_ctrl_c_on_the_cli_leaves_nothing_behind(dataset, private_tmp: Path, tmp
                              str(dataset.root), "--task-id", "1", "--candidate", str(candidate)],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
-    while not list(private_tmp.glob(f"{runner.RUN_PREFIX}*/ws")) and time.monotonic() < deadline:
+    while not list(private_tmp.glob("recode-run-*/ws")) and time.monotonic() < deadline:
         time.sleep(0.05)
     time.sleep(0.5)  # pytest is running the sleeping candidate now
     proc.send_signal(signal.SIGINT)

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from agent.results import ResultStore, check_builtins, seed_path
-from agent.workflow import Job, ensure_seed, is_finished, result_folder, run_task
+from agent.workflow import Job, ensure_seed, is_finished, job_store, replay_task, result_folder, run_task
 from tests.loop_config import REPO, comparable, make_config
 
 pytestmark = pytest.mark.timeout(120)
@@ -137,6 +137,19 @@ def test_a_run_on_replayed_feedback_formats_it_at_this_level_with_a_documented_f
     assert "Description:" in turns[0]["feedback_text"] and "Analysis:" not in turns[0]["feedback_text"]
     assert turns[1]["feedback_source"] == "llm (replay level 4 has no feedback at turn 1)"
     assert turns[1]["feedback_items"] and turns[1]["feedback_usage"]
+
+
+def test_release_replay_leaves_out_the_last_turn_which_got_no_feedback(tmp_path: Path) -> None:
+    """Replayed at level 1 with no feedback, the last turn would be a level-0 turn counted at level 1."""
+    source_cfg = make_config(tmp_path, evaluation_setting="agent", guidance_level=1, max_turn=2)
+    _, source = run(source_cfg, 1, 3)
+    assert [t["feedback_source"] for t in source] == ["seed", "none"] and source[1]["status"] != "passed"
+    cfg = make_config(tmp_path, evaluation_setting="agent", guidance_level=1, max_turn=2, replay_feedback_level=1)
+    job = Job(cfg.models[0], 1, 3)
+    assert replay_task(cfg, job)["state"] == "finished"
+    replayed = job_store(cfg, job).load()
+    assert [t["turn_number"] for t in replayed] == [1] and replayed[0]["feedback_source"] == "replay:L1"
+    assert source[0]["feedback_items"] and not source[1]["feedback_items"]
 
 
 def test_feedback_from_a_file(tmp_path: Path) -> None:

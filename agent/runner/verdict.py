@@ -29,8 +29,9 @@ from dataclasses import dataclass
 
 from junitparser import Error, Failure, JUnitXml, Skipped
 
+from metrics.run_status import REFERENCE_ACCESS
+
 SESSION = "session"
-REFERENCE_ACCESS = "reference_access"
 
 
 @dataclass(frozen=True)

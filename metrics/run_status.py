@@ -1,4 +1,13 @@
-"""Why a job stopped before its end: the names stored in records, state files and job outcomes.
+"""The statuses a result record can carry, shared by the harness that writes them and the metrics that read them.
+
+Metrics import nothing of ``agent``, so this vocabulary lives on their side and ``agent`` imports it
+(like ``junit_outcome``).
+
+A turn's ``execution_result["status"]`` is the runner's verdict. ``infra_error`` (the harness could not
+evaluate the candidate) and ``reference_access`` (the candidate used the hidden reference) mean the
+test result measures nothing about the candidate: such a job is never counted as solved or unsolved.
+
+Why a job stopped before its end is stored under ``stop_reason``.
 
 A job that stops early keeps every turn it made. Its LAST stored turn carries
 ``stop_reason`` (record key, ours) and its ``task_<id>_state.json`` carries the
@@ -18,7 +27,10 @@ test result, so the release's metric functions never count it as a success.
 """
 from __future__ import annotations
 
+INFRA_ERROR = "infra_error"
+REFERENCE_ACCESS = "reference_access"
+UNTRUSTED_STATUSES = (INFRA_ERROR, REFERENCE_ACCESS)
+
 STOP_KEY = "stop_reason"
 FEEDBACK_MISSING = "feedback_missing"
 BUDGET = "budget"
-STOP_REASONS = (FEEDBACK_MISSING, BUDGET)
