@@ -17,9 +17,9 @@ from agent.env_cache import env_settings, env_status, plan_envs
 from agent.utils import DatasetManager
 from scripts.import_researchcodebench import main as import_main
 from tests.rcb_scoring import REPO, expected_scores, map_rows, scored_run
+from tests.test_rcb_envs import SAMPLE
 
 FIXTURE = REPO / "tests" / "fixtures" / "rcb" / "pset"
-SAMPLE = REPO.parent / "shared" / "rcb_pset_sample"
 CHEAP_PAPERS = ("minp", "Tanh-Init")
 FIXTURE_TASKS = [4, 5, 7, 8]  # both papers; task 5 is the fixture's weak test (tests/test_rcb_e2e.py)
 
