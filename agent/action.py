@@ -21,8 +21,8 @@ RETRIEVE_TOP_K = 5
 
 _ACTION_LINE = re.compile(r"^[ \t>*_#`]*action[*_`]*[ \t]*:[*_`]*[ \t]*(.*)$", re.IGNORECASE | re.MULTILINE)
 _REFLECT = re.compile(r"^[ \t>*_#`]*reflect[*_`]*[ \t]*:[*_`]*[ \t]*", re.IGNORECASE | re.MULTILINE)
-_FENCE_OPEN = re.compile(r"^[ \t]*```[ \t]*([\w+.-]*)[ \t]*$", re.MULTILINE)
-_FENCE_CLOSE = re.compile(r"^[ \t]*```[ \t]*$", re.MULTILINE)
+_FENCE_OPEN = re.compile(r"^([ \t]*)```[ \t]*([\w+.-]*)[ \t]*$", re.MULTILINE)
+_FENCE_CLOSE = re.compile(r"^([ \t]*)```[ \t]*$", re.MULTILINE)
 
 
 class ActionFormatError(ValueError):
@@ -51,15 +51,18 @@ class Observation:
 
 
 def _fenced_blocks(text: str) -> list[tuple[int, int, str, str]]:
-    """(start, end, language, body) of each closed fenced block, in order."""
+    """(start, end, language, body) of each closed fenced block, in order. A fence indented deeper than
+    the opening one does not close it: it belongs to the code (a docstring showing a fenced example)."""
     blocks = []
     pos = 0
     while (opening := _FENCE_OPEN.search(text, pos)) is not None:
         closing = _FENCE_CLOSE.search(text, opening.end())
+        while closing is not None and len(closing.group(1)) > len(opening.group(1)):
+            closing = _FENCE_CLOSE.search(text, closing.end())
         if closing is None:
             break
         body = text[opening.end():closing.start()].strip("\n")
-        blocks.append((opening.start(), closing.end(), opening.group(1).lower(), body + "\n"))
+        blocks.append((opening.start(), closing.end(), opening.group(2).lower(), body + "\n"))
         pos = closing.end()
     return blocks
 

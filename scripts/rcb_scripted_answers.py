@@ -1,12 +1,15 @@
 """Write a scripted-model rule file answering every ResearchCodeBench snippet of a dataset.
 
     python scripts/rcb_scripted_answers.py --dataset-dir DIR --answer reference|placeholder --out FILE.yaml
+        [--protocol snippet|agent]
 
 ``reference`` answers each block with its ground truth (expect 100 scaled
 pass@1 on every runnable paper); ``placeholder`` leaves the placeholder in
 place (expect exactly the code-line share of the weak tests). Use the file as
 ``script:`` of a config with ``api-provider: scripted`` and
-``evaluation-setting: snippet``.
+``evaluation-setting: snippet``; with ``--protocol agent`` the answers
+REPLACE the whole target file and SUBMIT, for the feedback settings
+(``baseline``, ``agent``, ``memory_agent``) over the same tasks.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import argparse
 import yaml
 
 from agent.atomic_file import atomic_write_text
-from agent.rcb.answers import ANSWERS, answer_rules
+from agent.rcb.answers import ANSWERS, PROTOCOLS, answer_rules
 from agent.rcb.snippet import SnippetError, load_snippet_task
 from agent.utils import DatasetError, DatasetManager
 
@@ -30,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset-dir", required=True, help="dataset written by scripts/import_researchcodebench.py")
     parser.add_argument("--answer", choices=ANSWERS, required=True)
     parser.add_argument("--out", required=True, help="rule file to write (YAML)")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="snippet",
+                        help="snippet: answer the block (evaluation-setting snippet); agent: REPLACE the whole file "
+                             "and SUBMIT (baseline, agent, memory_agent)")
     args = parser.parse_args(argv)
     try:
         dataset = DatasetManager(args.dataset_dir)
@@ -37,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
                  for meta in dataset.select(None) if meta.extra.get("snippet")]
         if not tasks:
             raise DatasetError(f"{dataset.meta_path} has no ResearchCodeBench snippet task; import papers first")
-        rules = answer_rules(tasks, args.answer)
+        rules = answer_rules(tasks, args.answer, args.protocol)
     except (DatasetError, SnippetError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

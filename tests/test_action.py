@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.action import ActionFormatError, execute, extract_code_block, numbered, parse_answer
+from agent.action import ActionFormatError, execute, extract_code_block, numbered, parse_answer, python_blocks
 from agent.workspace import RepoWorkspace
 from agent.retrieval import FunctionIndex, collect_functions, tokenize
 
@@ -171,3 +171,10 @@ def test_a_real_task_workspace_hides_the_reference_and_the_tests(tmp_path: Path)
     assert "canonical.py" not in names and "test.py" not in names and "losses.py" in names
     for path in ("../canonical.py", "../../canonical.py", "../test.py", str(dataset.task_dir(1) / "canonical.py")):
         assert not execute(parse_answer(f"action: READ {path}"), ws).ok
+
+
+def test_replace_keeps_a_file_whose_docstring_shows_a_fenced_example():
+    code = 'def f():\n    """Use it so:\n\n    ```python\n    f()\n    ```\n    """\n    return 1\n'
+    action = parse_answer(f"reflect: whole file\naction: REPLACE\n```python\n{code}```")
+    assert action.code == code
+    assert python_blocks(f"```python\n{code}```\nand\n```python\nx = 2\n```") == code + "\nx = 2\n"

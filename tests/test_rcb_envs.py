@@ -3,12 +3,14 @@ weak tests, the release's error-marker rule, and hidden reference files."""
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
 import pytest
 
 import scripts.verify_envs_via_test_sh as verify
+from agent.action import parse_answer
 from agent.clean_test_runner import RunnerOptions, run_candidate
 from agent.rcb.answers import answer_rules, reference_block
 from agent.rcb.gold import BROKEN, EXPECTED, UNRUNNABLE, WEAK, classify
@@ -246,6 +248,11 @@ def test_scripted_reference_answers_rebuild_canonical(import_with_stub):
     assert complete_file(task, rule["responses"][0]) == dataset.canonical(1)
     placeholder = answer_rules([(task, dataset.canonical(1))], "placeholder")[0]
     assert complete_file(task, placeholder["responses"][0]) == task.masked_file
+    submit, replace = answer_rules([(task, dataset.canonical(1))], "reference", "agent")
+    assert parse_answer(replace["responses"][0]).code == dataset.canonical(1)
+    assert re.search(replace["when"], f"## Target file `{task.file_path}` (9 lines)")
+    assert parse_answer(submit["responses"][0]).name == "SUBMIT"
+    assert re.search(submit["when"], "## Result of your last action (REPLACE)\nwritten")
 
 
 @pytest.mark.skipif(not SAMPLE.is_dir(), reason="the ResearchCodeBench sample (../shared/rcb_pset_sample) is absent")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent.rcb.annotations import is_tag_like, split_lines
-from agent.rcb.tasks import adapt_test, collect_test_cases, reference_module_names
+from agent.rcb.tasks import DEFAULT_TIMEOUT, adapt_test, collect_test_cases, reference_module_names
 from agent.rcb.snippet import load_snippet_task
 from agent.utils import DatasetError, DatasetManager
 from scripts.import_researchcodebench import main as import_main
@@ -84,7 +84,7 @@ def test_task_files_placeholder_and_canonical(imported):
     for fragment in ('"affine"', "`tiny_norm/layers.py`", "line 20", "ScaledTanh.__call__", "- tiny_norm/utils.py"):
         assert fragment in instruction
     info = dataset.test_sh(4)
-    assert (info.workdir, info.pythonpath_root, info.timeout, info.test_file) == ("", "", 60, "paper2code_test.py")
+    assert (info.workdir, info.pythonpath_root, info.timeout, info.test_file) == ("", "", DEFAULT_TIMEOUT, "paper2code_test.py")
     assert info.env_name == dataset.get(4).extra["environment"] and info.env_name.startswith("rcb_")
     requirements = (imported / "requirements" / f"{info.env_name}.txt").read_text().splitlines()
     assert {"numpy", "pytest", "pytest-timeout"} <= set(requirements)

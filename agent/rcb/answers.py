@@ -6,6 +6,12 @@ the weak tests: together they check the whole path from import to score
 against known results. One rule per task matches the snippet prompt by file
 and block name, plus a line of the masked file when another task has the
 same file and block (papers often share file names).
+
+The ``agent`` protocol serves the feedback settings (baseline, agent,
+memory_agent) over the same tasks: the answer REPLACEs the whole target file
+(canonical.py, or the masked file unchanged), and a first rule SUBMITs after
+any REPLACE. A task is told from the others sharing its target file by a
+line only its masked file holds (its placeholder).
 """
 from __future__ import annotations
 
@@ -15,6 +21,9 @@ from agent.rcb.annotations import split_lines
 from agent.rcb.snippet import SnippetTask, placeholder_at
 
 ANSWERS = ("reference", "placeholder")
+PROTOCOLS = ("snippet", "agent")
+SUBMIT_RULE = {"when": r"## Result of your last action \((?:REPLACE|EDIT)",
+               "responses": ["reflect: the target file is written; I submit it.\naction: SUBMIT"]}
 
 
 def reference_block(masked_file: str, canonical: str, block: str) -> str:
@@ -37,18 +46,33 @@ def _distinct_line(task: SnippetTask, others: list[SnippetTask]) -> str | None:
                 None)
 
 
-def answer_rules(tasks: list[tuple[SnippetTask, str]], answer: str) -> list[dict]:
-    """Scripted-model rules answering each (task, canonical) with ``answer`` ('reference' or 'placeholder')."""
-    rules = []
-    for task, canonical in tasks:
-        same = [other for other, _ in tasks if other is not task
-                and (other.file_path, other.block) == (task.file_path, task.block)]
-        pattern = re.escape(f"## File `{task.file_path}` with the missing block")
-        if same:
-            line = _distinct_line(task, same)
-            pattern += "(?s:.*)" + re.escape(line) if line else ""
-        pattern += "(?s:.*)" + re.escape(f'the block "{task.block}"')
-        code = (reference_block(task.masked_file, canonical, task.block) if answer == "reference"
-                else placeholder_block(task.masked_file, task.block))
-        rules.append({"when": pattern, "responses": [f"```python\n{code.rstrip(chr(10))}\n```"]})
-    return rules
+def _distinguishing(task: SnippetTask, others: list[SnippetTask], head: str) -> str:
+    """``head``, then (lazily, across lines) a line of the masked file no other task in ``others`` has."""
+    line = _distinct_line(task, others) if others else None
+    return head + ("(?s:.*)" + re.escape(line) if line else "")
+
+
+def _snippet_rule(task: SnippetTask, canonical: str, answer: str, same_block: list[SnippetTask]) -> dict:
+    pattern = _distinguishing(task, same_block, re.escape(f"## File `{task.file_path}` with the missing block"))
+    pattern += "(?s:.*)" + re.escape(f'the block "{task.block}"')
+    code = (reference_block(task.masked_file, canonical, task.block) if answer == "reference"
+            else placeholder_block(task.masked_file, task.block))
+    return {"when": pattern, "responses": [f"```python\n{code.rstrip(chr(10))}\n```"]}
+
+
+def _agent_rule(task: SnippetTask, canonical: str, answer: str, same_file: list[SnippetTask]) -> dict:
+    pattern = _distinguishing(task, same_file, re.escape(f"## Target file `{task.file_path}` ("))
+    code = canonical if answer == "reference" else task.masked_file
+    return {"when": pattern, "responses": [
+        f"reflect: I write the whole target file.\naction: REPLACE\n```python\n{code.rstrip(chr(10))}\n```"]}
+
+
+def answer_rules(tasks: list[tuple[SnippetTask, str]], answer: str, protocol: str = "snippet") -> list[dict]:
+    """Scripted-model rules answering each (task, canonical) with ``answer`` ('reference' or 'placeholder'),
+    in the snippet setting's protocol or the agent settings' one (``protocol``: 'snippet' or 'agent')."""
+    if protocol == "snippet":
+        return [_snippet_rule(task, canonical, answer, [other for other, _ in tasks if other is not task and (
+            other.file_path, other.block) == (task.file_path, task.block)]) for task, canonical in tasks]
+    return [SUBMIT_RULE] + [_agent_rule(task, canonical, answer, [
+        other for other, _ in tasks if other is not task and other.file_path == task.file_path])
+        for task, canonical in tasks]

@@ -18,7 +18,10 @@ from agent.rcb.annotations import SIZE_LINE, TODO_LINE
 
 PAPER_TEST_NAME = "paper2code_test.py"
 DEFAULT_ENV_NAME = "recode_rcb"
-DEFAULT_TIMEOUT = 60
+# pytest's per-test cap (a hung test stops there; the runner's wall-clock timeout still bounds the run). Roomy
+# because the machine may be loaded: llm-sci-use's bootstrap test, ~25 s of CPU, took over 60 s on a busy
+# 2-core machine, which a tighter cap reports as a broken reference.
+DEFAULT_TIMEOUT = 300
 # The release fails a snippet whose test output contains any of these, whatever the exit code.
 ERROR_MARKERS = ("Error:", "Exception:", "Traceback", "failed")
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
