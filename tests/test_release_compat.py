@@ -14,6 +14,7 @@ import json
 import os
 import pickle
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -346,3 +347,47 @@ class TestReleaseAgentProtocol:
     def test_the_feedback_prompt_asks_for_every_difference(self) -> None:
         assert "not only the ones that cause errors" in FEEDBACK_REQUEST
         assert "EVERY difference you find" in FEEDBACK_SYSTEM
+
+
+NOTEBOOK_CELL = """
+import json, sys
+sys.path.insert(0, "metrics")
+from metric_passrate_testcase import get_model_passrates, load_task_ids_from_jsonl
+import metric_passrate_unitest as unit, metric_MRR as mrr, pickle
+ids = load_task_ids_from_jsonl()
+turns = pickle.load(open("experiment_results/memory_agent_gpt-4o_feedback_fixed_guidance_4/task_1_result.pkl", "rb"))
+print(json.dumps({"ids": ids, "cases": get_model_passrates("gpt-4o", [1])[4],
+                  "unit": unit.get_model_passrates("gpt-4o", [1])[4], "mrr": mrr.get_model_mmr("gpt-4o", [1])[4],
+                  "tokens": sum(turns[0]["code_input_tokens"])}))
+"""
+
+
+class TestReleaseCommandsAndNotebooksOnOurRun:
+    """After the release's main command, its runner command and notebook cells work on what it wrote."""
+
+    def test_runner_command_and_notebook_cell(self, checkout: Path) -> None:
+        dataset = checkout / "work_dir" / "dataset"
+        dataset.unlink()  # a copy: the runner leaves its report inside the dataset, as the release's does
+        shutil.copytree(REPO / "work_dir" / "dataset", dataset, ignore=shutil.ignore_patterns("pytest_report"))
+        (checkout / "metrics").symlink_to(REPO / "metrics", target_is_directory=True)
+        (checkout / "config" / "default.yaml").write_text(filled_in(max_turn=2))
+        with ReleaseUserServer(solve_at=1) as server:
+            assert run_release_command(checkout, server).returncode == 0
+        env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "RECODE_ENV_BACKEND": "current"}
+        runner = [sys.executable, str(REPO / "agent" / "clean_test_runner.py"), "--work-dir", "work_dir",
+                  "--task-id", str(TASK)]
+        on_disk = subprocess.run(runner, cwd=checkout, env=env, capture_output=True, text=True, timeout=300)
+        assert on_disk.returncode == 1, on_disk.stderr  # the target file on disk is the blanked one
+        report = dataset / "annotations" / f"annotation_{TASK}" / "pytest_report" / "report.xml"
+        assert report.is_file() and "<testcase" in report.read_text()
+        gold = subprocess.run([*runner, "--canonical", "--json"], cwd=checkout, env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert gold.returncode == 0 and json.loads(gold.stdout)["status"] == "passed", gold.stderr
+        cell = subprocess.run([sys.executable, "-c", NOTEBOOK_CELL], cwd=checkout, env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert cell.returncode == 0, cell.stderr
+        values = json.loads(cell.stdout)
+        assert values["ids"] == [meta.index for meta in DATASET.runnable()]
+        assert values["cases"] == values["unit"] == 1.0 and values["mrr"] == 0.5  # solved at turn 1
+        assert values["tokens"] == sum(load_turns(checkout / "experiment_results" / RUN_FOLDER.format(level=4)
+                                                  / f"task_{TASK}_result.pkl")[0]["code_input_tokens"]) > 0
