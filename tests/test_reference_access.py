@@ -99,7 +99,7 @@ CAPTURED = {
                                   "scale = types.FunctionType(_ref().scale.__code__, globals())\n",
 }
 
-CLASS_CANONICAL = '''\
+SCALER_CLASS = '''\
 class Scaler:
     def __init__(self, k):
         self.k = k
@@ -108,10 +108,8 @@ class Scaler:
         return [v * self.k for v in values]
 
 
-def add(a, b):
-    return a + b
-
-
+'''
+FORWARDERS = '''\
 def apply(scaler, values):
     return scaler.scale(values)
 
@@ -122,11 +120,9 @@ def call(function, a, b):
 
 def drain(generator):
     return list(generator)
-
-
-def numbers(n):
-    yield from range(n)
 '''
+CLASS_CANONICAL = (SCALER_CLASS + "def add(a, b):\n    return a + b\n\n\n" + FORWARDERS
+                   + "\n\ndef numbers(n):\n    yield from range(n)\n")
 CLASS_TEST = '''\
 import canonical
 from pkg import target
@@ -143,32 +139,13 @@ def test_given():
     assert target.apply([canonical.Scaler(2)][0], [3]) == [6]
 '''
 CLASS_CASES = ("test_scale", "test_given")
-HONEST_CLASS = '''\
-class Scaler:
-    def __init__(self, k):
-        self.k = k
-
-    def scale(self, values):
-        return [v * self.k for v in values]
-
-
-def apply(scaler, values):
-    return scaler.scale(values)
-
-
-def call(function, a, b):
-    return function(a, b)
-
-
-def drain(generator):
-    return list(generator)
-'''
+HONEST_CLASS = SCALER_CLASS + FORWARDERS  # the same behaviour written by the candidate
 CLASS_HOSTILE = {
     "subclass": FIND.replace('"add"', '"Scaler"').replace('"scale"', '"numbers"')
-    + "class Scaler(_ref().Scaler):\n    pass\n\n\n" + HONEST_CLASS.split("\n\n\n", 1)[1],
+    + "class Scaler(_ref().Scaler):\n    pass\n\n\n" + FORWARDERS,
     "subclass_at_call": FIND.replace('"add"', '"Scaler"').replace('"scale"', '"numbers"')
     + "def __getattr__(name):\n    if name == 'Scaler':\n        return type('Scaler', (_ref().Scaler,), {})\n"
-      "    raise AttributeError(name)\n\n\n" + HONEST_CLASS.split("\n\n\n", 1)[1],
+      "    raise AttributeError(name)\n\n\n" + FORWARDERS,
 }
 
 HONEST = {
