@@ -25,7 +25,6 @@ import json
 import random
 import re
 import sys
-import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from agent.results import (
     ResultError, ResultStore, pass_rate, safe_model_name, turn_solved, upgrade_record, usage_totals,
 )
 from agent.session import InfraError, Session, evaluate_submission, request_feedback
+from agent.tempdirs import private_dir
 from agent.text_table import fixed_width
 from agent.utils import DatasetError, DatasetManager
 from agent.workflow import replay_turn, result_folder
@@ -447,8 +447,8 @@ class Continuation:
         """One turn by the main job's replay (``replay_turn`` of agent/workflow.py), as a unit."""
         task = pair[0]
         tally.count_test_runs(1)
-        with tempfile.TemporaryDirectory(prefix=f"recode_ablation_{task}_") as tmp:
-            session = Session(self.cfg, build(self.cfg, self.model), task, Path(tmp), None)
+        with private_dir("ablation") as tmp:
+            session = Session(self.cfg, build(self.cfg, self.model), task, tmp, None)
             record = replay_turn(session, self.record(pair), shown.records, shown.level, shown.source, report)
         return {"task_index": task, "from_turn": pair[1], "feedback_text": shown.text(), "record": record,
                 "usage": record["code_usage"], "incomplete": None,

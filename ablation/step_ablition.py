@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from ablation.ablation_common import (  # noqa: E402
 from agent.action import (  # noqa: E402
     CODE_ACTIONS, Action, ActionFormatError, execute, extract_code_block, parse_answer,
 )
+from agent.tempdirs import private_dir  # noqa: E402
 from agent.workspace import RepoWorkspace, make_workspace  # noqa: E402
 
 
@@ -75,9 +75,9 @@ def replay_turn(cont: Continuation, pair: tuple[int, int], reports: Path, tally:
         return tested[code]
 
     meta = cont.dataset.get(task)
-    with tempfile.TemporaryDirectory(prefix=f"recode_steps_{task}_") as tmp:
+    with private_dir("steps") as tmp:
         start = cont.runs[task].previous_code(turn, cont.dataset)
-        ws = RepoWorkspace(make_workspace(cont.dataset, task, Path(tmp) / "repo", content=start),
+        ws = RepoWorkspace(make_workspace(cont.dataset, task, tmp / "repo", content=start),
                            meta.target_file_path)
         steps = [{"step": 0, "action": "start", "argument": "", "changed": True, **measure(start, "start")}]
         for recorded in record["actions"]:
