@@ -88,7 +88,7 @@ from agent.runner.sandbox import (
     user_process_count,
 )
 from agent.atomic_file import atomic_write_bytes
-from agent.utils import DatasetError, DatasetManager
+from agent.utils import DatasetError, DatasetManager, dataset_in
 from agent.tempdirs import make_dir, remove_tree
 from agent.workspace import make_workspace
 from metrics.run_status import INFRA_ERROR, REFERENCE_ACCESS
@@ -455,9 +455,9 @@ def dataset_folder(work_dir: str) -> Path:
     given = Path(work_dir).expanduser()
     bases = [Path.cwd()] + ([REPO_ROOT] if not given.is_absolute() and REPO_ROOT != Path.cwd() else [])
     for base in bases:
-        for folder in (base / given / "dataset", base / given):
-            if (folder / "annotation_meta.jsonl").is_file():
-                return folder
+        found = dataset_in(base / given)
+        if found is not None:
+            return found
     tried = " and ".join(str(base / given) for base in bases)
     raise DatasetError(f"dataset not found: no dataset/annotation_meta.jsonl or annotation_meta.jsonl under {tried}; "
                        "pass --work-dir as the folder that contains dataset/")

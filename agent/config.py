@@ -38,7 +38,7 @@ from agent.models.providers import PROVIDERS as REMOTE_PROVIDERS
 from agent.results import safe_model_name
 from agent.runner.options import SANDBOX_MODES, RunnerOptions
 from agent.slots import SlotConfig, cpu_count
-from agent.utils import DOWNLOAD_HINT
+from agent.utils import DOWNLOAD_HINT, dataset_in
 
 PROVIDERS = (*REMOTE_PROVIDERS, *OFFLINE_PROVIDERS)
 SETTINGS = ("baseline", "agent", "memory_agent", "snippet")
@@ -403,10 +403,9 @@ def _task_ids(reader: _Reader) -> tuple[int, ...] | None:
 
 def _dataset_dir(reader: _Reader) -> Path:
     """The dataset folder: ``<work-dir>/dataset`` as in the release, or work-dir itself when it holds the meta file."""
-    work_dir = reader.path("work-dir")
-    for folder in (work_dir / "dataset", work_dir):
-        if (folder / "annotation_meta.jsonl").is_file():
-            return folder.resolve()
+    found = dataset_in(reader.path("work-dir"))
+    if found is not None:
+        return found.resolve()
     raise reader.fail(f"dataset not found: 'work-dir' {reader.shown('work-dir')} holds neither "
                       f"dataset/annotation_meta.jsonl nor annotation_meta.jsonl; {DOWNLOAD_HINT}")
 

@@ -28,11 +28,21 @@ REQUIRED_KEYS = {
     "test_cases": list,
 }
 TASK_FILES = ("instruction.txt", "latex.txt", "canonical.py", "test.py", "test.sh")
+META_FILE = "annotation_meta.jsonl"
 UNHASHED = {"pytest_report", "__pycache__"}  # debugging and interpreter leftovers, not dataset content
 
 
 class DatasetError(Exception):
     """A problem with the dataset on disk that the user can fix; its message is one line."""
+
+
+def dataset_in(work_dir: Path) -> Path | None:
+    """The dataset a release ``work-dir`` holds: ``<work-dir>/dataset``, or work-dir itself when it holds the
+    meta file (what our own tools used to take); None when neither does. Callers word their own error."""
+    for folder in (work_dir / "dataset", work_dir):
+        if (folder / META_FILE).is_file():
+            return folder
+    return None
 
 
 @dataclass(frozen=True)
@@ -219,7 +229,7 @@ def parse_test_sh(text: str, repo_dir_name: str) -> TestShInfo:
 class DatasetManager:
     """Read-only view of one dataset folder (``annotation_meta.jsonl`` + ``annotations/``)."""
 
-    def __init__(self, dataset_dir: str | Path, meta_file: str = "annotation_meta.jsonl") -> None:
+    def __init__(self, dataset_dir: str | Path, meta_file: str = META_FILE) -> None:
         self.root = Path(dataset_dir).expanduser().resolve()
         self.meta_path = self.root / meta_file
         self.annotations_dir = self.root / "annotations"

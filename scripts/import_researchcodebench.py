@@ -44,8 +44,8 @@ from agent.rcb.pset import PaperSpec, PsetError, load_pset
 from agent.rcb.requirements import TORCH_PAIR
 from agent.rcb.resolve import ResolveError, Resolver
 from agent.rcb.tasks import DEFAULT_ENV_NAME, DEFAULT_TIMEOUT
-from agent.rcb.writer import MAP_FILE, META_FILE, import_plans
-from agent.utils import DatasetError, DatasetManager
+from agent.rcb.writer import MAP_FILE, import_plans
+from agent.utils import META_FILE, DatasetError, DatasetManager
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -10,11 +10,10 @@ import argparse
 from pathlib import Path
 
 from agent.envs.backends import BACKENDS
-from agent.utils import DatasetError
+from agent.utils import META_FILE, DatasetError, dataset_in
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATASET = REPO_ROOT / "work_dir" / "dataset"
-META_FILE = "annotation_meta.jsonl"
 
 
 def add_dataset_arguments(parser: argparse.ArgumentParser, dataset_flags: tuple[str, ...] = ("--dataset-dir",)) -> None:
@@ -32,9 +31,9 @@ def dataset_dir(args: argparse.Namespace) -> Path:
     if not args.work_dir:
         return DEFAULT_DATASET
     work = Path(args.work_dir).expanduser().resolve()
-    for candidate in (work / "dataset", work):
-        if (candidate / META_FILE).is_file():
-            return candidate
+    found = dataset_in(work)
+    if found is not None:
+        return found
     raise DatasetError(f"--work-dir {args.work_dir} (resolved to {work}) holds neither dataset/{META_FILE} nor {META_FILE}; "
                        "point it at the folder that contains dataset/")
 

@@ -21,9 +21,8 @@ from agent.atomic_file import atomic_write_text
 from agent.rcb.annotations import strip_tag_lines
 from agent.rcb.importer import TaskPlan
 from agent.rcb.pset import LEGACY_FILE, PAPER_FILES, TEST_FILE
-from agent.utils import DatasetError, read_jsonl_lines
+from agent.utils import META_FILE, DatasetError, read_jsonl_lines
 
-META_FILE = "annotation_meta.jsonl"
 MAP_FILE = "researchcodebench_map.jsonl"
 BENCHMARK = "researchcodebench"
 STAGING = ".rcb_import_staging"
