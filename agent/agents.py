@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from agent.action import (
     CODE_ACTIONS, RELEASE_ACTIONS, ActionFormatError, Observation, execute, numbered, parse_answer, python_blocks,
@@ -34,6 +34,7 @@ from agent.constants import (
 )
 from agent.digest import digest_brief
 from agent.feedback import FeedbackReply, FeedbackRequest, FeedbackSource, feedback_brief
+from agent.lookahead import Lookahead
 from agent.memory import SUMMARY_WORDS, answer_note, bounded_summary, invalid_note, observation_note, settle
 from agent.rcb.snippet import SnippetTask, build_prompt, complete_file, extract_last_python_block
 from agent.runner.options import RunnerOptions
@@ -97,6 +98,7 @@ class CodeAgent:
         self.snippet = snippet
         self.reindent_snippet = reindent_snippet
         self.actions = actions
+        self.on_write: Callable[[str], None] = lambda code: None  # a step left this file (not yet submitted)
 
     def run_turn(self, turn: int, *, digest: str = "", feedback: str = "") -> TurnResult:
         """One turn: returns the submitted file and the turn's actions, usage, transcript and memory."""
@@ -136,6 +138,8 @@ class CodeAgent:
                            {"role": "assistant", "content": answer, "note": kept}, result)
             if observation.submitted:
                 return
+            if result.actions[-1]["action"] in CODE_ACTIONS and observation.ok:
+                self.on_write(self.ws.code)
             last = (label, observation.text)
         result.actions.append({"step": self.max_steps + 1, "action": "SUBMIT", "argument": "auto: step budget spent",
                                "ok": True})
@@ -248,14 +252,19 @@ class HumanAgent:
     """The simulated researcher: runs the tests on a submission and asks its source for feedback."""
 
     def __init__(self, dataset: DatasetManager, index: int, runner: RunnerOptions,
-                 source: FeedbackSource | None) -> None:
+                 source: FeedbackSource | None, lookahead: Lookahead | None = None) -> None:
         self.dataset = dataset
         self.index = index
         self.runner = runner
         self.source = source
+        self.lookahead = lookahead
 
     def evaluate(self, code: str, report_to: Path | None = None) -> dict:
-        """The runner's execution result for ``code`` (full text of the target file), its JUnit report at ``report_to``."""
+        """The runner's execution result for ``code`` (full text of the target file), its JUnit report at
+        ``report_to``: the early run's when one of this very text got a slot (agent/lookahead.py)."""
+        early = self.lookahead.take(code, report_to) if self.lookahead is not None else None
+        if early is not None:
+            return early
         return run_tests(self.dataset, self.index, code, self.runner, report_to=report_to)
 
     def feedback(self, *, turn: int, level: int, code: str, previous_code: str, digest: str) -> FeedbackReply:

@@ -84,6 +84,7 @@ DEFAULTS: dict[str, Any] = {
     "edit-action": False,
     "max-workers": 4,
     "parallel-mode": "processes",
+    "early-tests": True,
     "ray-num-cpus": 1,
     "ray-num-gpus": 0,
 }
@@ -93,7 +94,7 @@ RUN_KEYS = (
     "replay-feedback-level", "replay-run-feedback-level", "feedback-source", "feedback-file", "prices", "cache-path", "sandbox",
     "test-timeout-sec", "memory-mb", "max-processes", "env-backend", "reindent-snippet", "edit-action", "max-workers",
     "parallel-mode", "ray-address", "ray-num-cpus", "ray-num-gpus", "max-cost-usd", "max-task-cost-usd",
-    "test-slots", "gpu-slots", "gpus", "jobs-per-gpu",
+    "test-slots", "gpu-slots", "gpus", "jobs-per-gpu", "early-tests",
 )
 # Keys where an explicit null means "no limit" rather than "use the default".
 NULLABLE_KEYS = frozenset({"memory-mb", "max-processes"})
@@ -480,7 +481,7 @@ def _slots(reader: _Reader) -> SlotConfig:
         raise reader.fail("'gpus' is for the local parallel modes; under ray set 'ray-num-gpus' per job")
     config = SlotConfig(test_slots=reader.integer("test-slots", 1) or cpu_count(), gpus=tuple(map(str, gpus)),
                         jobs_per_gpu=reader.integer("jobs-per-gpu", 1) or 1,
-                        gpu_slots=reader.integer("gpu-slots", 1))
+                        gpu_slots=reader.integer("gpu-slots", 1), early_tests=reader.flag("early-tests"))
     if config.gpu_slots is not None and config.gpu_slots > len(gpus) * config.jobs_per_gpu:
         raise reader.fail(f"'gpu-slots' ({config.gpu_slots}) exceeds gpus x jobs-per-gpu "
                           f"({len(gpus)} x {config.jobs_per_gpu}); list more 'gpus' or raise 'jobs-per-gpu'")

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from agent.runner.options import RunnerOptions
-from agent.slots import SlotConfig, TestSlots, active_slots
+from agent.slots import SlotConfig, TestSlots, Withdrawn, active_slots
 from agent.utils import DatasetManager
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -110,7 +110,32 @@ def run_tests(dataset: DatasetManager, index: int, candidate: str, options: Runn
     slots = active_slots()
     if slots is None:
         return _runner()(dataset, index, candidate, options, report_to=report_to)
-    with slots.hold(slots.config.needs_gpu(dataset.get(index).extra)) as gpu:
+    return _in_slot(slots, dataset, index, candidate, options, report_to, None)
+
+
+def run_early_tests(dataset: DatasetManager, index: int, candidate: str, options: RunnerOptions,
+                    report_to: Path, withdrawn: Callable[[], bool]) -> dict | None:
+    """The test run of a file not yet submitted, on a slot nobody else asks for (agent/lookahead.py);
+    None when it was withdrawn first or this process serves no slots (then early runs are off)."""
+    slots = active_slots()
+    if slots is None or not slots.config.early_tests:
+        return None
+    try:
+        return _in_slot(slots, dataset, index, candidate, options, report_to, withdrawn)
+    except Withdrawn:
+        return None
+
+
+def nudge_early_runs() -> None:
+    """Let withdrawn early runs still waiting for a slot leave their line."""
+    slots = active_slots()
+    if slots is not None:
+        slots.nudge()
+
+
+def _in_slot(slots: TestSlots, dataset: DatasetManager, index: int, candidate: str, options: RunnerOptions,
+             report_to: Path | None, early: Callable[[], bool] | None) -> dict:
+    with slots.hold(slots.config.needs_gpu(dataset.get(index).extra), early=early) as gpu:
         if slots.config.gpus:
             options = replace(options, cuda_devices=gpu or "")
         return slots.call(dataset, index, candidate, options, report_to=report_to)

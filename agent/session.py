@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 from agent.action import ACTIONS, RELEASE_ACTIONS
 from agent.agents import CodeAgent, HumanAgent, TaskBrief, TurnResult
 from agent.digest import format_test_digest
+from agent.executor import nudge_early_runs, run_early_tests
 from agent.feedback import FeedbackReply, FeedbackSource
 from agent.inference import ChatModel, InferenceError
+from agent.lookahead import Lookahead
 from agent.rcb.snippet import load_snippet_task
 from agent.results import upgrade_record
 from agent.utils import DatasetManager
@@ -61,14 +63,27 @@ class Session:
                                memory_threshold=cfg.memory_threshold, memory_to_keep=cfg.memory_to_keep,
                                snippet=snippet, reindent_snippet=cfg.reindent_snippet,
                                actions=ACTIONS if cfg.edit_action else RELEASE_ACTIONS)
-        self.human = HumanAgent(self.dataset, task_index, cfg.runner, source)
+        self.lookahead = self._lookahead(tmp / "early") if cfg.slots.early_tests else None
+        self.human = HumanAgent(self.dataset, task_index, cfg.runner, source, self.lookahead)
+        if self.lookahead is not None:
+            self.agent.on_write = self.lookahead.offer
+
+    def _lookahead(self, scratch: Path) -> Lookahead:
+        """Early test runs of the files the agent writes (agent/lookahead.py), on spare test slots."""
+        scratch.mkdir(parents=True, exist_ok=True)
+        return Lookahead(lambda code, report, withdrawn: run_early_tests(
+            self.dataset, self.index, code, self.cfg.runner, report, withdrawn), nudge_early_runs, scratch)
 
     def attempt(self, turn: int, digest: str, feedback: str, report: Path) -> Attempt:
         """The CodeAgent's turn, then the tests on its submission."""
         started = time.monotonic()
         previous = self.ws.code
-        result = self.agent.run_turn(turn, digest=digest, feedback=feedback)
-        execution = evaluate_submission(self.human, result.code, f"task {self.index} turn {turn}", report)
+        try:
+            result = self.agent.run_turn(turn, digest=digest, feedback=feedback)
+            execution = evaluate_submission(self.human, result.code, f"task {self.index} turn {turn}", report)
+        finally:
+            if self.lookahead is not None:  # early runs belong to their turn
+                self.lookahead.close()
         return Attempt(turn, result, execution, format_test_digest(execution, self.meta.test_cases), previous, started)
 
     def feedback(self, *, turn: int, level: int, code: str, previous_code: str, digest: str) -> FeedbackReply:

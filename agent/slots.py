@@ -9,6 +9,12 @@ test run therefore first takes a slot here: a CPU slot (at most
 GPU runs in all). A GPU run takes no CPU slot, so 8 GPUs x 2 jobs means 16
 GPU runs at once on any number of cores.
 
+A slot nobody asks for may serve an early run (``early-tests``,
+agent/lookahead.py): the tests of a file the agent wrote but has not
+submitted yet. Early requests wait in a line of their own, are served only
+while no submission waits for that kind of slot, and are withdrawn (never
+started) once their file changes or is submitted.
+
 The slots are a resource of the process that drives the jobs, so the active
 :class:`TestSlots` is process-wide (``serving``); a process that serves none
 (a Ray worker, a script) runs its tests directly.
@@ -42,6 +48,7 @@ class SlotConfig:
     gpus: tuple[str, ...] = ()
     jobs_per_gpu: int = 1
     gpu_slots: int | None = None  # None: len(gpus) * jobs_per_gpu
+    early_tests: bool = True  # idle slots run the tests of written, not yet submitted files
 
     @property
     def gpu_capacity(self) -> int:
@@ -61,6 +68,7 @@ class Span:
     end: float
     gpu: str | None
     asked: float
+    early: bool = False
 
 
 class TestSlots:
@@ -75,6 +83,7 @@ class TestSlots:
         self._cpu_busy = 0
         self._on_gpu = {gpu: 0 for gpu in config.gpus}
         self._waiting: dict[bool, deque[object]] = {False: deque(), True: deque()}
+        self._early: dict[bool, deque[object]] = {False: deque(), True: deque()}
         self.spans: list[Span] = []
 
     @property
@@ -89,29 +98,39 @@ class TestSlots:
         free = [gpu for gpu, n in self._on_gpu.items() if n < self.config.jobs_per_gpu]
         return min(free, key=lambda gpu: self._on_gpu[gpu]) if free else None
 
+    def _free(self, needs_gpu: bool) -> bool:
+        return self._free_gpu() is not None if needs_gpu else self._cpu_busy < self.config.test_slots
+
     @contextmanager
-    def hold(self, needs_gpu: bool) -> Iterator[str | None]:
+    def hold(self, needs_gpu: bool, *, early: Callable[[], bool] | None = None) -> Iterator[str | None]:
         """Wait for a slot, first come first served; yields the device id of a GPU slot, None for a CPU slot.
 
         Serving in arrival order keeps each job's place from one turn to the
         next, so jobs that started together spread out instead of queueing
         behind each other again at every turn (and none waits indefinitely).
+        ``early``: an early run's "withdrawn?" check; it is served only while
+        no submission waits, and raises :class:`Withdrawn` once withdrawn.
         """
-        line = self._waiting[needs_gpu]
+        line = self._waiting[needs_gpu] if early is None else self._early[needs_gpu]
         ticket = object()
         asked = time.monotonic()
+
+        def served() -> bool:
+            first = line[0] is ticket and (early is None or not self._waiting[needs_gpu])
+            return (first and self._free(needs_gpu)) or (early is not None and early())
+
         with self._changed:
             line.append(ticket)
-            if needs_gpu:
-                self._changed.wait_for(lambda: line[0] is ticket and self._free_gpu() is not None)
-                gpu = self._free_gpu()
-                self._on_gpu[gpu] += 1
-            else:
-                self._changed.wait_for(lambda: line[0] is ticket and self._cpu_busy < self.config.test_slots)
-                gpu = None
-                self._cpu_busy += 1
-            line.popleft()
+            self._changed.wait_for(served)
+            line.remove(ticket)
             self._changed.notify_all()  # the next in line may fit as well
+            if not self._free(needs_gpu) or (early is not None and early()):
+                raise Withdrawn
+            gpu = self._free_gpu() if needs_gpu else None
+            if gpu is None:
+                self._cpu_busy += 1
+            else:
+                self._on_gpu[gpu] += 1
         start = time.monotonic()
         try:
             yield gpu
@@ -121,8 +140,17 @@ class TestSlots:
                     self._cpu_busy -= 1
                 else:
                     self._on_gpu[gpu] -= 1
-                self.spans.append(Span(start, time.monotonic(), gpu, asked))
+                self.spans.append(Span(start, time.monotonic(), gpu, asked, early is not None))
                 self._changed.notify_all()
+
+    def nudge(self) -> None:
+        """Wake the waiting requests so a withdrawn early one leaves its line."""
+        with self._changed:
+            self._changed.notify_all()
+
+
+class Withdrawn(Exception):
+    """An early run was withdrawn before it got a slot."""
 
 
 _active: TestSlots | None = None

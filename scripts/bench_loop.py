@@ -6,7 +6,8 @@
     (default: one per CPU). Wall time is compared with the ideal bound
     max(model-bound, test-bound): the longest chain of model calls one job
     waits for (its seed's and its own), and the test runs' duration summed
-    over the slots (target efficiency >= 0.85). Also prints the peak
+    over the slots (target efficiency >= 0.85), with early test runs on
+    (``--no-early-tests`` for the same run without). Also prints the peak
     resident memory of the whole process tree (driver, test workers, tests);
 (b) prompt tokens of the last turn over the first in a long memory_agent run
     that never solves its task, so memory summarisation is what bounds the
@@ -16,7 +17,7 @@
 (c) API calls and seconds to rerun a finished run (target 0 calls).
 
     RECODE_ENV_BACKEND=current python scripts/bench_loop.py [--part slots|memory|rerun]
-        [--jobs 8 32 64] [--latency 10] [--mode processes|threads]
+        [--jobs 8 32 64] [--latency 10] [--mode processes|threads] [--no-early-tests]
 
 Prints the measurements; asserts nothing (timings depend on the machine).
 """
@@ -115,7 +116,7 @@ def timed_run(cfg: RunConfig, tasks: list[int], mode: str, workers: int) -> Time
     failed = [o["error"] for o in outcomes if o["state"] == "error"]
     if failed:
         raise SystemExit(f"bench run failed: {failed[0]}")
-    spans = [Span(s.start - start, s.end - start, s.gpu, s.asked - start) for s in executor.slots.spans]
+    spans = [Span(s.start - start, s.end - start, s.gpu, s.asked - start, s.early) for s in executor.slots.spans]
     return Timed(wall, outcomes, stats.seeds_computed, spans,
                  used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime)
 
@@ -223,25 +224,15 @@ def _calls(usage: list[dict]) -> int:
     return sum(1 for u in usage if not u.get("from_cache"))
 
 
-@dataclass(frozen=True)
-class Chain:
-    """The job that waited longest: its model calls and its test runs (its seed's, then its own turns')."""
-
-    calls: int
-    tests: int
-    task: int
-
-
-def chains_and_runs(cfg: RunConfig, tasks: list[int], latency: float,
-                    solo: dict[int, float]) -> tuple[Chain, dict[int, int]]:
-    """The longest job chain at solo test speed, and the test runs made per task (one per seed, one per
+def calls_and_runs(cfg: RunConfig, tasks: list[int]) -> tuple[int, dict[int, int]]:
+    """The most model calls one job waited for, and the test runs made per task (one per seed, one per
     later turn), read back from what the run wrote.
 
-    A job's chain is the model calls it waited for, its turn 0 being the
-    shared seed's: the seed's code calls, and its feedback call only at a
-    level that shows it (a level-0 job starts before that call answers).
+    A job's calls include its turn 0, the shared seed's: the seed's code
+    calls, and its feedback call only at a level that shows it (a level-0 job
+    starts before that call answers).
     """
-    chains, runs = [], dict.fromkeys(tasks, 0)
+    most, runs = 0, dict.fromkeys(tasks, 0)
     for model in cfg.models:
         for task in tasks:
             runs[task] += 1
@@ -249,24 +240,25 @@ def chains_and_runs(cfg: RunConfig, tasks: list[int], latency: float,
                 path = result_folder(cfg, model, level) / f"task_{task}_result.pkl"
                 turns = pickle.loads(path.read_bytes())
                 runs[task] += len(turns) - 1
-                calls = sum(_calls(t["code_usage"]) + _calls(t["feedback_usage"]) for t in turns)
-                chains.append(Chain(calls, len(turns), task))
-    return max(chains, key=lambda c: c.calls * latency + c.tests * solo[c.task]), runs
+                most = max(most, sum(_calls(t["code_usage"]) + _calls(t["feedback_usage"]) for t in turns))
+    return most, runs
 
 
 def bench_slots(scripts: tuple[Path, Path], tasks: list[int], mode: str, jobs: list[int], latency: float,
-                max_turn: int) -> Iterator[tuple[str, ...]]:
-    """One row per job count: jobs, seeds, test runs, test run seconds, the bounds, wall time, efficiency,
-    where the slots' idle time went, the driver's CPU, peak MB.
+                max_turn: int, early: bool) -> Iterator[tuple[str, ...]]:
+    """One row per job count: jobs, seeds, test runs, early runs, test run seconds, the bounds, wall time,
+    efficiency, where the slots' idle time went, the driver's CPU, peak MB.
 
-    The ideal is max(chain-bound, test-bound): the job that waits longest
-    waits for its model calls and, in turn, for its own test runs; all test
-    runs share the slots. Test seconds are given twice: each task's solo time
-    (solo: median of runs alone on the machine just before and just after
-    this job count's run, so at about its load) and the runs' own mean
-    duration in the run (in run). The in-run figures are what the slots
-    really had to serve, so efficiency against them shows time lost to
-    scheduling alone.
+    The ideal is max(model-bound, test-bound): the job that waits longest
+    waits for its model calls, one after the other; all test runs share the
+    slots. A job's test runs are not on its chain: an early run (agent/
+    lookahead.py) tests the file while the model is still answering. Test
+    seconds are given twice: each task's solo time (solo: median of runs
+    alone on the machine just before and just after this job count's run, so
+    at about its load) and the runs' own mean duration in the run (in run,
+    every slot-second counted, wasted early runs included). The in-run
+    figures are what the slots really had to serve, so efficiency against
+    them shows time lost to scheduling alone.
     """
     levels = [0, 2]
     for count in jobs:
@@ -274,24 +266,24 @@ def bench_slots(scripts: tuple[Path, Path], tasks: list[int], mode: str, jobs: l
         with tempfile.TemporaryDirectory(prefix="bench_slots_") as tmp:
             cfg = make_config(Path(tmp), scripts, **{
                 "models": [{"model": f"bench-coder-{i}"} for i in range(models)], "guidance-level": levels,
-                "max-turn": max_turn, "max-workers": models * len(tasks) * len(levels)})
+                "max-turn": max_turn, "max-workers": models * len(tasks) * len(levels), "early-tests": early})
             before = solo_test_runs(cfg, tasks)
             with PeakMemory() as memory:
                 run = timed_run(cfg, tasks, mode, cfg.max_workers)
             after = solo_test_runs(cfg, tasks)
             solo = {task: statistics.median(before[task] + after[task]) for task in tasks}
-            chain, runs = chains_and_runs(cfg, tasks, latency, solo)
+            calls, runs = calls_and_runs(cfg, tasks)
         slots, total = cfg.slots.test_slots, sum(runs.values())
         busy = sum(span.end - span.start for span in run.spans)
         use = slot_use(run.spans, slots, run.wall)
-        in_run = busy / total
-        model_bound = chain.calls * latency
-        chain_solo, chain_run = model_bound + chain.tests * solo[chain.task], model_bound + chain.tests * in_run
+        early_runs = sum(span.early for span in run.spans)
+        wasted = len(run.spans) - total
+        model_bound = calls * latency
         tests_solo, tests_run = sum(runs[t] * solo[t] for t in tasks) / slots, busy / slots
-        ideal_solo, ideal_run = max(chain_solo, tests_solo), max(chain_run, tests_run)
-        yield (str(len(run.outcomes)), str(run.seeds), str(total),
-               f"{statistics.mean(solo.values()):.2f} / {in_run:.2f}", f"{model_bound:.0f}",
-               f"{chain_solo:.0f} / {chain_run:.0f}", f"{tests_solo:.0f} / {tests_run:.0f}", f"{run.wall:.0f}",
+        ideal_solo, ideal_run = max(model_bound, tests_solo), max(model_bound, tests_run)
+        yield (str(len(run.outcomes)), str(run.seeds), str(total), f"{early_runs - wasted} / {wasted}",
+               f"{statistics.mean(solo.values()):.2f} / {busy / len(run.spans):.2f}", f"{model_bound:.0f}",
+               f"{tests_solo:.0f} / {tests_run:.0f}", f"{run.wall:.0f}",
                f"{ideal_solo / run.wall:.2f} / {ideal_run / run.wall:.2f}",
                f"{use.first_asked:.0f} / {use.idle_unasked / slots:.0f} / {use.idle_waited / slots:.1f}",
                f"{run.driver_cpu:.1f}", f"{memory.peak / 2**20:.0f} MB", f"{memory.load:.1f}")
@@ -330,6 +322,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, nargs="+", default=[8, 32, 64], help="jobs in flight in (a)")
     parser.add_argument("--max-turn", type=int, default=3, help="turns per job in (a)")
     parser.add_argument("--mode", default="processes", choices=("processes", "threads"))
+    parser.add_argument("--no-early-tests", action="store_true", help="run (a) with early-tests: false")
     parser.add_argument("--tasks", type=int, default=4, help="sample tasks used (jobs = models x tasks x 2 levels)")
     parser.add_argument("--turns", type=int, default=10, help="turns of the prompt-growth run")
     args = parser.parse_args()
@@ -340,17 +333,19 @@ def main() -> None:
         fast = write_scripts(Path(tmp) / "fast", 0.0)
         if "slots" in parts:
             print(f"(a) jobs in flight vs test slots: {args.latency:g} s per model call, {len(tasks)} sample tasks x "
-                  f"2 levels x N models, max-turn {args.max_turn}, {args.mode}, test-slots {cpu_count()} "
-                  f"(target efficiency >= 0.85)", flush=True)
+                  f"2 levels x N models, max-turn {args.max_turn}, {args.mode}, test-slots {cpu_count()}, "
+                  f"early-tests {'off' if args.no_early_tests else 'on'} (target efficiency >= 0.85)", flush=True)
             rows = []
-            for row in bench_slots(slow, tasks, args.mode, args.jobs, args.latency, args.max_turn):
+            for row in bench_slots(slow, tasks, args.mode, args.jobs, args.latency, args.max_turn,
+                                   not args.no_early_tests):
                 rows.append(row)
                 print(f"    {row[0]} jobs done, load average {row[-1]} during the run", flush=True)
-            print("    seconds; 'a / b' = with solo / in-run test durations; ideal = max(chain-bound, test-bound);\n"
+            print("    seconds; 'a / b' = with solo / in-run test durations; ideal = max(model-bound, test-bound);\n"
+                  "    early = early runs used / wasted (their file changed before it was submitted);\n"
                   "    slots idle = first test asked / idle with no test waiting / idle while one waited "
                   "(per slot); driver CPU = the driving process's own (job threads, scheduler);\n"
                   "    load = the machine's 1-minute load average during the run (mean)")
-            header = ("jobs", "seeds", "test runs", "test run", "model-bound", "chain-bound", "test-bound", "wall",
+            header = ("jobs", "seeds", "test runs", "early", "test run", "model-bound", "test-bound", "wall",
                       "efficiency", "slots idle", "driver CPU", "peak RSS (tree)", "load")
             print("\n".join("    " + line for line in fixed_width(header, rows)))
         if "memory" in parts:

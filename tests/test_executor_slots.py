@@ -166,11 +166,11 @@ def test_a_run_under_slot_limits_writes_what_a_sequential_run_writes(tmp_path: P
     """Two tasks x two levels (two seeds, four jobs) in flight with one test slot: the pickles equal mode none's."""
     import pickle
 
-    written = {}
+    written, early = {}, {}
     for mode in ("none", "threads", "processes"):
         (tmp_path / mode).mkdir()
         cfg = make_config(tmp_path / mode, guidance_level=[0, 2], task_ids=[1, 2], sandbox="off",
-                          max_workers=8, test_slots=1, parallel_mode=mode)
+                          max_workers=8, test_slots=1, parallel_mode=mode, early_tests=mode != "none")
         executor = make_executor(mode, cfg.max_workers, cfg.slots)
         try:
             outcomes, _ = run_plan(cfg, plan_run(cfg, [1, 2]), executor, poll_sec=0.02)
@@ -181,8 +181,14 @@ def test_a_run_under_slot_limits_writes_what_a_sequential_run_writes(tmp_path: P
             assert peak_overlap([(s.start, s.end) for s in executor.slots.spans]) == 1
         written[mode] = {path.relative_to(cfg.output_dir).as_posix(): comparable(pickle.loads(path.read_bytes()))
                          for path in sorted(cfg.output_dir.glob("*/task_*_result.pkl"))}
+        early[mode] = sum(span.early for span in executor.slots.spans)
+        turns = [pickle.loads(path.read_bytes()) for path in cfg.output_dir.glob("*/task_*_result.pkl")]
+        # each submission tested once: the two seeds, then every later turn (no double or wasted run)
+        assert len(executor.slots.spans) == 2 + sum(len(t) - 1 for t in turns)
     assert len(written["none"]) == 4
     assert written["threads"] == written["none"] and written["processes"] == written["none"]
+    # the sequential run had early runs off; the others tested files early (the scripted model REPLACEs, then SUBMITs)
+    assert early["none"] == 0 and early["threads"] > 0 and early["processes"] > 0
 
 
 def test_slot_keys_in_the_config(tmp_path: Path) -> None:
@@ -247,3 +253,52 @@ def test_a_waiting_run_gets_the_slot_as_soon_as_it_is_given_back() -> None:
     first, after = slots.spans
     assert first.asked <= first.start < first.end <= after.start and after.asked < first.end
     assert after.start - first.end < 0.25 and second[0] >= after.start  # slack for a loaded machine
+
+
+def test_an_early_run_gets_a_slot_only_while_no_submission_waits() -> None:
+    slots = TestSlots(SlotConfig(test_slots=1), timed_test_run)
+    order: list[str] = []
+
+    def take(name: str, early: bool) -> None:
+        with slots.hold(needs_gpu=False, early=(lambda: False) if early else None):
+            order.append(name)
+
+    with slots.hold(needs_gpu=False):
+        ahead = threading.Thread(target=take, args=("early", True))
+        ahead.start()
+        while not slots._early[False]:
+            time.sleep(0.005)
+        submitted = threading.Thread(target=take, args=("submission", False))
+        submitted.start()
+        while not slots._waiting[False]:
+            time.sleep(0.005)
+    for thread in (ahead, submitted):
+        thread.join(timeout=10)
+    assert order == ["submission", "early"]
+    assert [span.early for span in slots.spans] == [False, False, True]
+
+
+def test_a_withdrawn_early_run_leaves_its_line_without_a_slot() -> None:
+    from agent.slots import Withdrawn
+
+    slots = TestSlots(SlotConfig(test_slots=1), timed_test_run)
+    withdrawn = threading.Event()
+    outcome: list[str] = []
+
+    def take() -> None:
+        try:
+            with slots.hold(needs_gpu=False, early=withdrawn.is_set):
+                outcome.append("ran")
+        except Withdrawn:
+            outcome.append("withdrawn")
+
+    with slots.hold(needs_gpu=False):
+        thread = threading.Thread(target=take)
+        thread.start()
+        while not slots._early[False]:
+            time.sleep(0.005)
+        withdrawn.set()
+        slots.nudge()
+        thread.join(timeout=10)
+        assert outcome == ["withdrawn"] and not slots._early[False] and slots.running == 1
+    assert len(slots.spans) == 1 and slots.running == 0
