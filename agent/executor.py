@@ -116,9 +116,10 @@ def run_tests(dataset: DatasetManager, index: int, candidate: str, options: Runn
 def run_early_tests(dataset: DatasetManager, index: int, candidate: str, options: RunnerOptions,
                     report_to: Path, withdrawn: Callable[[], bool]) -> dict | None:
     """The test run of a file not yet submitted, on a slot nobody else asks for (agent/lookahead.py);
-    None when it was withdrawn first or this process serves no slots (then early runs are off)."""
+    None when it was withdrawn first or this process serves no slots (then early runs are off).
+    ``early-tests: false`` is honoured where the job is built: its Session makes no Lookahead."""
     slots = active_slots()
-    if slots is None or not slots.config.early_tests:
+    if slots is None:
         return None
     try:
         return _in_slot(slots, dataset, index, candidate, options, report_to, withdrawn)

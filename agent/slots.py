@@ -124,7 +124,7 @@ class TestSlots:
             self._changed.wait_for(served)
             line.remove(ticket)
             self._changed.notify_all()  # the next in line may fit as well
-            if not self._free(needs_gpu) or (early is not None and early()):
+            if early is not None and early():  # served because withdrawn (withdrawal wins a tie)
                 raise Withdrawn
             gpu = self._free_gpu() if needs_gpu else None
             if gpu is None:

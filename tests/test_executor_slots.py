@@ -9,6 +9,7 @@ from concurrent.futures import wait
 from pathlib import Path
 
 import pytest
+import yaml
 
 import agent.executor as executor_module
 from agent.clean_test_runner import prepare, run_candidate, sandbox_prefix
@@ -166,11 +167,15 @@ def test_a_run_under_slot_limits_writes_what_a_sequential_run_writes(tmp_path: P
     """Two tasks x two levels (two seeds, four jobs) in flight with one test slot: the pickles equal mode none's."""
     import pickle
 
+    # a model that takes a moment to answer, as a real one does: the written file's tests get a slot early
+    script = yaml.safe_load((REPO / "config/scripted/code_model.yaml").read_text())
+    (tmp_path / "code_model.yaml").write_text(yaml.safe_dump({**script, "latency-sec": 0.3}))
     written, early = {}, {}
     for mode in ("none", "threads", "processes"):
         (tmp_path / mode).mkdir()
         cfg = make_config(tmp_path / mode, guidance_level=[0, 2], task_ids=[1, 2], sandbox="off",
-                          max_workers=8, test_slots=1, parallel_mode=mode, early_tests=mode != "none")
+                          max_workers=8, test_slots=1, parallel_mode=mode, early_tests=mode != "none",
+                          script=str(tmp_path / "code_model.yaml"))
         executor = make_executor(mode, cfg.max_workers, cfg.slots)
         try:
             outcomes, _ = run_plan(cfg, plan_run(cfg, [1, 2]), executor, poll_sec=0.02)
