@@ -36,16 +36,16 @@ from tqdm import tqdm
 from agent.agents import HumanAgent
 from agent.atomic_file import atomic_write_bytes
 from agent.config import GUIDANCE_TYPES, SETTINGS, ConfigError, RunConfig, load_config
-from agent.env_cache import EnvError
+from agent.envs.cache import EnvError
 from agent.feedback import LLMFeedback, format_feedback
-from agent.inference import ChatModel, InferenceError, ModelSpec, build_model
+from agent.models.build import ChatModel, InferenceError, ModelSpec, build_model
 from agent.results import (
     ResultError, ResultStore, pass_rate, safe_model_name, turn_solved, upgrade_record, usage_totals,
 )
 from agent.session import InfraError, Session, evaluate_submission, request_feedback
 from agent.tempdirs import private_dir
 from agent.text_table import fixed_width
-from agent.utils import DatasetError, DatasetManager
+from agent.dataset import DatasetError, DatasetManager
 from agent.workflow import replay_turn, result_folder
 from metrics.run_status import UNTRUSTED_STATUSES
 

@@ -22,10 +22,13 @@ so a ``replay`` feedback model answers from --feedback-yaml's response cache.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_CHECKOUT = Path(__file__).resolve().parents[1]
+if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
+    sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
 from ablation.ablation_common import (  # noqa: E402
     AblationError, Shown, Tally, UnitStore, ablation_folder, add_continuation_args, base_parser, for_each,

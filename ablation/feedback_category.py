@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import importlib.util
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_CHECKOUT = Path(__file__).resolve().parents[1]
+if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
+    sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
 from ablation.ablation_common import (  # noqa: E402
     AblationError, Tally, Trajectory, UnitStore, ablation_folder, base_parser, human_model, load_run,
@@ -32,8 +35,8 @@ from ablation.ablation_common import (  # noqa: E402
 )
 from agent.config import RunConfig, load_config  # noqa: E402
 from agent.feedback import CATEGORIES  # noqa: E402
-from agent.inference import ChatModel  # noqa: E402
-from agent.utils import DatasetManager  # noqa: E402
+from agent.models.build import ChatModel  # noqa: E402
+from agent.dataset import DatasetManager  # noqa: E402
 from agent.workflow import result_folder  # noqa: E402
 
 VERDICTS = ("YES", "PARTIAL", "NO")

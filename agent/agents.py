@@ -26,7 +26,7 @@ from agent.action import (
 )
 from agent.config import SETTINGS
 from agent.executor import run_tests
-from agent.constants import (
+from agent.prompts import (
     ACTION_HELP, AGENT_SYSTEM, BASELINE_SYSTEM, FORMAT_ERROR, MEMORY_DIGEST, MEMORY_FEEDBACK, MEMORY_RESULT, MEMORY_STEP,
     SECTION_BASELINE_ASK, SECTION_DIGEST, SECTION_FEEDBACK, SECTION_FILE, SECTION_FILE_EMPTY, SECTION_FILE_PLAIN,
     SECTION_LAST_ACTION, SECTION_PAPER, SECTION_SNIPPET_PREVIOUS, SECTION_STEP, SECTION_TASK, SUMMARY_MEMORY,
@@ -38,11 +38,11 @@ from agent.lookahead import Lookahead
 from agent.memory import SUMMARY_WORDS, answer_note, bounded_summary, invalid_note, observation_note, settle
 from agent.rcb.snippet import SnippetTask, build_prompt, complete_file, extract_last_python_block
 from agent.runner.options import RunnerOptions
-from agent.utils import DatasetManager
+from agent.dataset import DatasetManager
 from agent.workspace import RepoWorkspace
 
 if TYPE_CHECKING:
-    from agent.inference import ChatModel
+    from agent.models.build import ChatModel
 
 
 @dataclass(frozen=True)

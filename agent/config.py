@@ -32,13 +32,13 @@ import yaml
 from agent.envs.backends import BACKENDS
 from agent.executor import PARALLEL_MODES
 from agent.feedback_policy import FeedbackPolicy
-from agent.inference import DEFAULT_PRICES_PATH, InferenceError, ModelSpec, load_prices
+from agent.models.build import DEFAULT_PRICES_PATH, InferenceError, ModelSpec, load_prices
 from agent.models.providers import OFFLINE_PROVIDERS, resolve_key
 from agent.models.providers import PROVIDERS as REMOTE_PROVIDERS
 from agent.results import safe_model_name
 from agent.runner.options import SANDBOX_MODES, RunnerOptions
 from agent.slots import SlotConfig, cpu_count
-from agent.utils import DOWNLOAD_HINT, dataset_in
+from agent.dataset import DOWNLOAD_HINT, dataset_in
 
 PROVIDERS = (*REMOTE_PROVIDERS, *OFFLINE_PROVIDERS)
 SETTINGS = ("baseline", "agent", "memory_agent", "snippet")

@@ -32,7 +32,7 @@ from typing import Any, Callable, Protocol
 
 from agent.runner.options import RunnerOptions
 from agent.slots import SlotConfig, TestSlots, Withdrawn, active_slots
-from agent.utils import DatasetManager
+from agent.dataset import DatasetManager
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TERMINATE_GRACE_SEC = 3.0  # for a worker to kill its test run and clean up after SIGTERM
@@ -95,7 +95,7 @@ def _local_channel() -> tuple[_Sender, Drain]:
 def _runner() -> Callable[..., dict]:
     """The test runner, imported when first needed: the configuration reads this module's modes and must
     not pull in the runner's machinery (sandbox probes, process control)."""
-    from agent.clean_test_runner import run_candidate
+    from agent.runner.core import run_candidate
 
     return run_candidate
 

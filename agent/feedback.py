@@ -30,7 +30,7 @@ from typing import Callable, Protocol
 
 import yaml
 
-from agent.constants import FEEDBACK_REQUEST, FEEDBACK_RETRY, FEEDBACK_SYSTEM
+from agent.prompts import FEEDBACK_REQUEST, FEEDBACK_RETRY, FEEDBACK_SYSTEM
 from agent.text import one_line
 
 FIELDS = ("interface", "category", "description", "analysis", "actionable_feedback", "direct_code_feedback")

@@ -15,23 +15,26 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import importlib.util
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_CHECKOUT = Path(__file__).resolve().parents[1]
+if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
+    sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
 from agent.budget import BudgetError, check_prices  # noqa: E402
 from agent.config import ConfigError, RunConfig, load_config  # noqa: E402
-from agent.env_cache import EnvError  # noqa: E402
+from agent.envs.cache import EnvError  # noqa: E402
 from agent.executor import PARALLEL_MODES, ExecutorError, make_executor  # noqa: E402
-from agent.inference import InferenceError, build_model  # noqa: E402
+from agent.models.build import InferenceError, build_model  # noqa: E402
 from agent.progress import Progress  # noqa: E402
 from agent.run_metadata import build_metadata, metadata_path, write_metadata  # noqa: E402
 from agent.run_summary import format_table, stop_notes, summarize  # noqa: E402
 from agent.scheduler import plan_run, run_plan  # noqa: E402
 from agent.workflow import start_ledger  # noqa: E402
-from agent.utils import DatasetError, DatasetManager  # noqa: E402
+from agent.dataset import DatasetError, DatasetManager  # noqa: E402
 
 USER_ERRORS = (BudgetError, ConfigError, DatasetError, InferenceError, EnvError, ExecutorError)
 EXIT_USER_ERROR = 2

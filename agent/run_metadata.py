@@ -18,7 +18,7 @@ from typing import Any
 
 from agent.atomic_file import atomic_write_text
 from agent.config import RunConfig
-from agent.utils import DatasetManager
+from agent.dataset import DatasetManager
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("openai", "anthropic", "google-genai", "junitparser", "pyyaml", "tenacity", "filelock", "tqdm",

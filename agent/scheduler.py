@@ -22,7 +22,7 @@ from typing import Any, Callable
 from agent.config import RunConfig
 from agent.executor import Executor, unwrap_error
 from agent.feedback_policy import FeedbackPolicy
-from agent.inference import ModelSpec
+from agent.models.build import ModelSpec
 from agent.slots import serving
 from agent.workflow import Job, ensure_seed, is_finished, run_task
 

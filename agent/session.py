@@ -18,11 +18,11 @@ from agent.agents import CodeAgent, HumanAgent, TaskBrief, TurnResult
 from agent.digest import format_test_digest
 from agent.executor import nudge_early_runs, run_early_tests
 from agent.feedback import FeedbackReply, FeedbackSource
-from agent.inference import ChatModel, InferenceError
+from agent.models.build import ChatModel, InferenceError
 from agent.lookahead import Lookahead
 from agent.rcb.snippet import load_snippet_task
 from agent.results import upgrade_record
-from agent.utils import DatasetManager
+from agent.dataset import DatasetManager
 from agent.workspace import RepoWorkspace, make_workspace
 from metrics.run_status import INFRA_ERROR
 

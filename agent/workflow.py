@@ -40,7 +40,7 @@ from agent.feedback import (
     FeedbackReply, FeedbackSource, FileFeedback, InteractiveFeedback, LLMFeedback, ReplayFeedback, format_feedback,
 )
 from agent.feedback_policy import FeedbackPolicy
-from agent.inference import InferenceError, ModelSpec, build_model
+from agent.models.build import InferenceError, ModelSpec, build_model
 from agent.results import (
     ResultStore, load_seed, make_record, pass_rate, record_token_totals, release_execution,
     release_feedback_history, safe_model_name, save_seed, seed_path, token_lists, turn_solved, upgrade_record,
@@ -49,7 +49,7 @@ from agent.results import (
 from agent.session import Attempt, Session, request_feedback
 from metrics.run_status import BUDGET, FEEDBACK_MISSING, STOP_KEY
 from agent.tempdirs import private_dir
-from agent.utils import DatasetManager
+from agent.dataset import DatasetManager
 
 if TYPE_CHECKING:
     from agent.config import RunConfig

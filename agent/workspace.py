@@ -12,7 +12,7 @@ from pathlib import Path
 
 from agent.atomic_file import atomic_write_text
 from agent.retrieval import SKIPPED_DIRS, FunctionIndex, collect_functions
-from agent.utils import DatasetManager
+from agent.dataset import DatasetManager
 
 
 class PathEscapeError(ValueError):

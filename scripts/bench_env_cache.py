@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import importlib.util
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_CHECKOUT = Path(__file__).resolve().parents[1]
+if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
+    sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
-import agent.env_cache as env_cache  # noqa: E402
-from agent.env_cache import EnvError, resolve_python  # noqa: E402
-from agent.utils import DatasetError, DatasetManager  # noqa: E402
+import agent.envs.cache as env_cache  # noqa: E402
+from agent.envs.cache import EnvError, resolve_python  # noqa: E402
+from agent.dataset import DatasetError, DatasetManager  # noqa: E402
 
 TARGET_SEC = 0.050
 

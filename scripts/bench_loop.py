@@ -28,6 +28,7 @@ import os
 import pickle
 import resource
 import statistics
+import importlib.util
 import sys
 import tempfile
 import threading
@@ -36,17 +37,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_CHECKOUT = Path(__file__).resolve().parents[1]
+if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
+    sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
 import yaml  # noqa: E402
 
-from agent.clean_test_runner import run_candidate  # noqa: E402
+from agent.runner.core import run_candidate  # noqa: E402
 from agent.config import RunConfig, load_config  # noqa: E402
 from agent.executor import make_executor  # noqa: E402
 from agent.scheduler import plan_run, run_plan  # noqa: E402
 from agent.slots import Span, cpu_count  # noqa: E402
 from agent.text_table import fixed_width  # noqa: E402
-from agent.utils import DatasetManager  # noqa: E402
+from agent.dataset import DatasetManager  # noqa: E402
 from agent.workflow import result_folder  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -29,10 +29,13 @@ environment-cache hit time (target <= 50 ms) and the machine's load.
 """
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_CHECKOUT = Path(__file__).resolve().parents[1]
+if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
+    sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
 import argparse
 import json
@@ -44,13 +47,13 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from agent.clean_test_runner import REPO_ROOT, Layout, RunnerOptions, prepare, resolve_interpreter, run_candidate
-from agent.env_cache import resolve_python
+from agent.runner.core import REPO_ROOT, Layout, RunnerOptions, prepare, resolve_interpreter, run_candidate
+from agent.envs.cache import resolve_python
 from agent.executor import run_tests
 from agent.runner.phases import recording
 from agent.runner.sandbox import SANDBOX_MODES
 from agent.text_table import fixed_width
-from agent.utils import DatasetError, DatasetManager, TaskMeta
+from agent.dataset import DatasetError, DatasetManager, TaskMeta
 
 DEFAULT_DATASET = REPO_ROOT / "work_dir" / "dataset"
 CLI = REPO_ROOT / "agent" / "clean_test_runner.py"

@@ -19,12 +19,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import importlib.util
 import sys
 from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_CHECKOUT = Path(__file__).resolve().parents[1]
+if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
+    sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
 from agent.envs.cli import add_dataset_arguments, dataset_dir  # noqa: E402
 from agent.envs.spec import (  # noqa: E402
@@ -34,7 +37,7 @@ from agent.envs.spec import (  # noqa: E402
     requirements_source,
     task_env_names,
 )
-from agent.utils import DatasetError, DatasetManager  # noqa: E402
+from agent.dataset import DatasetError, DatasetManager  # noqa: E402
 
 def shown(path: Path | None, relative_to: Path, dataset_root: Path) -> str | None:
     """Files inside the dataset relative to where the map will live (so the pair can move); others absolute."""

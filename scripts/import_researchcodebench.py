@@ -25,15 +25,18 @@ little. The import itself never fails because of them.
 """
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_CHECKOUT = Path(__file__).resolve().parents[1]
+if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
+    sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
 import argparse
 import shutil
 
-from agent.clean_test_runner import RunnerOptions
+from agent.runner.core import RunnerOptions
 from agent.envs.backends import current_python_version
 from agent.envs.spec import EnvError
 from agent.rcb.annotations import AnnotationError
@@ -45,7 +48,7 @@ from agent.rcb.requirements import TORCH_PAIR
 from agent.rcb.resolve import ResolveError, Resolver
 from agent.rcb.tasks import DEFAULT_ENV_NAME, DEFAULT_TIMEOUT
 from agent.rcb.writer import MAP_FILE, import_plans
-from agent.utils import META_FILE, DatasetError, DatasetManager
+from agent.dataset import META_FILE, DatasetError, DatasetManager
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -25,12 +25,15 @@ Exit status: 0 all ready, 1 some environment or task failed, 2 bad usage or data
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_CHECKOUT = Path(__file__).resolve().parents[1]
+if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
+    sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
 from agent.envs.backends import require_tool  # noqa: E402
 from agent.envs.cli import (  # noqa: E402
@@ -40,7 +43,7 @@ from agent.envs.cli import (  # noqa: E402
     dataset_dir,
     parse_task_ids,
 )
-from agent.env_cache import (  # noqa: E402
+from agent.envs.cache import (  # noqa: E402
     BuildResult,
     EnvError,
     EnvSettings,
@@ -53,7 +56,7 @@ from agent.env_cache import (  # noqa: E402
     env_status,
     plan_envs,
 )
-from agent.utils import DatasetError, DatasetManager  # noqa: E402
+from agent.dataset import DatasetError, DatasetManager  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -13,10 +13,13 @@ REPLACE the whole target file and SUBMIT, for the feedback settings
 """
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_CHECKOUT = Path(__file__).resolve().parents[1]
+if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
+    sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
 import argparse
 
@@ -25,7 +28,7 @@ import yaml
 from agent.atomic_file import atomic_write_text
 from agent.rcb.answers import ANSWERS, PROTOCOLS, answer_rules
 from agent.rcb.snippet import SnippetError, load_snippet_task
-from agent.utils import DatasetError, DatasetManager
+from agent.dataset import DatasetError, DatasetManager
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,10 +18,13 @@ line, no traceback).
 """
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_CHECKOUT = Path(__file__).resolve().parents[1]
+if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
+    sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
 import argparse
 import tempfile
@@ -30,12 +33,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from tqdm import tqdm
 
-from agent.clean_test_runner import RunnerOptions, prepare
+from agent.runner.core import RunnerOptions, prepare
 from agent.envs.cli import add_backend_argument, add_dataset_arguments, add_task_ids_argument, dataset_dir, parse_task_ids
 from agent.rcb.gold import BROKEN, EXPECTED, KINDS, UNRUNNABLE, WEAK, TaskCheck, check_task
 from agent.runner.sandbox import SANDBOX_MODES
 from agent.text_table import fixed_width
-from agent.utils import DatasetError, DatasetManager
+from agent.dataset import DatasetError, DatasetManager
 
 ROW_COLUMNS = ("task", "paper", "canonical", "init_content", "seconds", "stubs", "verdict")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent.utils import DatasetManager
+from agent.dataset import DatasetManager
 
 REPO = "repo"
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import yaml
 
-from agent.clean_test_runner import RunnerOptions
+from agent.runner.core import RunnerOptions
 from agent.rcb.answers import answer_rules
 from agent.rcb.gold import UNRUNNABLE, WEAK, check_task
 from agent.rcb.snippet import load_snippet_task
-from agent.utils import DatasetManager
+from agent.dataset import DatasetManager
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 
-from agent.inference import PROVIDER_ENV_VARS, ModelSpec
+from agent.models.build import PROVIDER_ENV_VARS, ModelSpec
 from agent.models.scripted import ScriptedModel
-from agent.utils import DatasetManager
+from agent.dataset import DatasetManager
 from tests.fake_providers import FakeUsage, Reply, ReceivedRequest, openai_completion
 
 REPO = Path(__file__).resolve().parents[1]

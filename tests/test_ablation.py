@@ -27,9 +27,9 @@ from ablation.ablation_common import (
     run_model_name, sample, text_table, unsolved_turns,
 )
 from agent import agents
-from agent.utils import DatasetManager
+from agent.dataset import DatasetManager
 from agent.config import load_config
-from agent.inference import Completion, Usage
+from agent.models.build import Completion, Usage
 from agent.models.scripted import ScriptedModel
 from agent.session import Session
 from agent.workflow import Job, replay_turn, result_folder, run_task

@@ -161,7 +161,7 @@ def test_numbered_shows_one_based_lines() -> None:
 
 
 def test_a_real_task_workspace_hides_the_reference_and_the_tests(tmp_path: Path) -> None:
-    from agent.utils import DatasetManager
+    from agent.dataset import DatasetManager
     from agent.workspace import make_workspace
 
     dataset = DatasetManager(Path(__file__).resolve().parents[1] / "work_dir" / "dataset")

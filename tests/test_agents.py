@@ -9,7 +9,7 @@ from agent.action import ACTIONS
 from agent.agents import CodeAgent, TaskBrief, merge_roles
 from agent.digest import format_test_digest
 from agent.feedback import format_feedback
-from agent.inference import Completion, Usage
+from agent.models.build import Completion, Usage
 from agent.memory import MAX_SUMMARY_CHARS
 from agent.rcb.snippet import SnippetTask, build_prompt
 from agent.workspace import RepoWorkspace

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent.inference import PROVIDER_ENV_VARS
+from agent.models.build import PROVIDER_ENV_VARS
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = REPO / "agent" / "research_code_generation.py"

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from agent.config import DEFAULTS, KNOWN_KEYS, ConfigError, load_config
-from agent.inference import PROVIDER_ENV_VARS
+from agent.models.build import PROVIDER_ENV_VARS
 
 REPO = Path(__file__).resolve().parents[1]
 SENTINEL = "sk-SENTINEL-never-in-metadata-0123456789"

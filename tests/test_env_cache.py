@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import agent.env_cache as env_cache
+import agent.envs.cache as env_cache
 from agent.envs.backends import BuildPlan, build_plan, read_pip_settings
-from agent.env_cache import EnvError, ensure_env, env_root, env_settings, resolve_python, spec_for_task
+from agent.envs.cache import EnvError, ensure_env, env_root, env_settings, resolve_python, spec_for_task
 from scripts.manage_envs import main as manage_main
 from tests.env_testlib import make_dataset
 

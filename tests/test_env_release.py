@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.env_cache import build_commands, env_root, env_settings, plan_envs, spec_for_task
+from agent.envs.cache import build_commands, env_root, env_settings, plan_envs, spec_for_task
 from agent.envs.release import PostStep, plan_install, pyg_wheel_page, torch_index_url
 from agent.envs.spec import load_task_env_map
 from scripts.extract_env_map import main as extract_main
@@ -105,7 +105,7 @@ def test_plain_requirements_keep_their_environment_names() -> None:
     dataset = REPO / "work_dir" / "dataset"
     if not (dataset / "annotation_meta.jsonl").is_file():
         pytest.skip("the sample dataset is not in this checkout")
-    from agent.utils import DatasetManager
+    from agent.dataset import DatasetManager
 
     settings = env_settings("uv", "/nonexistent", python_version="3.11")
     names = {spec_for_task(DatasetManager(dataset), index, settings).name for index in (1, 4)}

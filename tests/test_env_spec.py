@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent.env_cache import env_settings, plan_envs, spec_for_task
+from agent.envs.cache import env_settings, plan_envs, spec_for_task
 from agent.envs.spec import (
     BUILTIN_DEFAULT,
     EnvError,

@@ -11,7 +11,7 @@ import agent.scheduler as scheduler
 from filelock import FileLock
 
 from agent.executor import make_executor
-from agent.inference import ModelSpec
+from agent.models.build import ModelSpec
 from agent.results import ResultStore, seed_path
 from agent.workflow import Job, ensure_seed, result_folder, run_task
 from tests.loop_config import comparable, make_config

@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 import agent.executor as executor_module
-from agent.clean_test_runner import prepare, run_candidate, sandbox_prefix
+from agent.runner.core import prepare, run_candidate, sandbox_prefix
 from agent.executor import InlineExecutor, ProcessExecutor, ThreadExecutor, make_executor
 from agent.runner.options import RunnerOptions
 from agent.scheduler import plan_run, run_plan
 from agent.slots import SlotConfig, TestSlots, serving
-from agent.utils import DatasetManager
+from agent.dataset import DatasetManager
 from tests.executor_jobs import FakeDataset, job_with_test, slow_test_run, timed_test_run
 from tests.loop_config import REPO, comparable, make_config
 
@@ -110,7 +110,7 @@ def test_slots_count_running_tests() -> None:
 def test_no_slots_served_runs_the_test_directly(monkeypatch) -> None:
     """A Ray worker or a script serves no slots: the run goes straight to the runner, devices inherited."""
     seen = []
-    monkeypatch.setattr("agent.clean_test_runner.run_candidate",
+    monkeypatch.setattr("agent.runner.core.run_candidate",
                         lambda *args, report_to: seen.append(args) or {"ok": True})
     assert executor_module.run_tests(FakeDataset(), 1, "0", RunnerOptions()) == {"ok": True}
     assert seen and seen[0][3].cuda_devices is None
@@ -152,8 +152,8 @@ def test_runner_gives_the_test_process_its_device(tmp_path: Path) -> None:
 
 def test_sandbox_binds_device_nodes_only_for_gpu_runs(tmp_path: Path, monkeypatch) -> None:
     fake_nodes = [str(tmp_path / "nvidia0"), str(tmp_path / "nvidiactl")]
-    monkeypatch.setattr("agent.clean_test_runner.gpu_devices", lambda: fake_nodes)
-    monkeypatch.setattr("agent.clean_test_runner.shutil.which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr("agent.runner.core.gpu_devices", lambda: fake_nodes)
+    monkeypatch.setattr("agent.runner.core.shutil.which", lambda name: f"/usr/bin/{name}")
     dataset = DatasetManager(DATASET)
     layout = prepare(dataset, 1, dataset.canonical(1), Path(os.path.realpath(tmp_path)) / "run")
     for devices, bound in (("0", fake_nodes), ("", []), (None, fake_nodes)):

@@ -11,7 +11,7 @@ from agent.feedback import (
     CATEGORIES, FEEDBACK_SCHEMA, FIELDS, FeedbackFormatError, FeedbackReply, FeedbackRequest, FileFeedback,
     LLMFeedback, ReplayFeedback, feedback_brief, format_feedback, load_feedback_file, parse_feedback, validate_records,
 )
-from agent.inference import Completion, Usage
+from agent.models.build import Completion, Usage
 from agent.text import one_line
 
 RECORD = {

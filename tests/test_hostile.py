@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.clean_test_runner import RunnerOptions, run_candidate
+from agent.runner.core import RunnerOptions, run_candidate
 from agent.runner.sandbox import bwrap_problem, pids_cgroup_root
 from tests.runner_testlib import CANONICAL, TEST_CASES, WRONG, make_task, tree_digest
 

@@ -6,7 +6,7 @@ import traceback
 
 import pytest
 
-from agent.inference import InferenceError, ModelSpec, build_model
+from agent.models.build import InferenceError, ModelSpec, build_model
 from agent.models.openai import is_reasoning_model, is_strict_schema
 from agent.models.providers import PROVIDERS
 from tests.fake_providers import FakeProvider, model_spec, no_provider_env  # noqa: F401 (fixture)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.inference import InferenceError, ModelSpec, build_model
+from agent.models.build import InferenceError, ModelSpec, build_model
 from agent.models.types import ChatRequest
 from agent.models.cache import ResponseCache, request_key
 from tests.fake_providers import FakeProvider, model_spec, no_provider_env  # noqa: F401 (fixture)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.inference import DEFAULT_PRICES_PATH, InferenceError, find_price, load_prices
+from agent.models.build import DEFAULT_PRICES_PATH, InferenceError, find_price, load_prices
 from agent.models.types import Tokens
 from agent.models.pricing import cost_usd
 

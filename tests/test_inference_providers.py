@@ -8,7 +8,7 @@ import traceback
 import pytest
 
 from agent.feedback import FEEDBACK_SCHEMA
-from agent.inference import InferenceError, build_model
+from agent.models.build import InferenceError, build_model
 from tests.fake_providers import (
     PROTOCOLS,
     FakeProvider,

@@ -5,7 +5,7 @@ import email.utils
 
 import pytest
 
-from agent.inference import InferenceError, ModelSpec, build_model
+from agent.models.build import InferenceError, ModelSpec, build_model
 from agent.models.types import Answer, Tokens
 from agent.models.retry import (
     BACKOFF_MAX_SEC,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.inference import InferenceError, ModelSpec, build_model
+from agent.models.build import InferenceError, ModelSpec, build_model
 
 SCRIPT = r"""
 rules:

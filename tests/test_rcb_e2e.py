@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.clean_test_runner import RunnerOptions, run_candidate
+from agent.runner.core import RunnerOptions, run_candidate
 from agent.rcb.importer import plan_paper
 from agent.rcb.pset import load_pset
 from agent.rcb.snippet import complete_file, load_snippet_task
-from agent.utils import DatasetManager
+from agent.dataset import DatasetManager
 from scripts.import_researchcodebench import main as import_main, report_weak
 
 PSET = Path(__file__).resolve().parent / "fixtures" / "rcb" / "pset"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.clean_test_runner import RunnerOptions, run_candidate
+from agent.runner.core import RunnerOptions, run_candidate
 from agent.results import turn_solved
 from agent.runner.sandbox import bwrap_problem
 from agent.runner.verdict import judge, read_channel
@@ -258,7 +258,7 @@ def test_researchcodebench_references_are_watched(tmp_path: Path) -> None:
     """Papers whose tests import ``<stem>_ref`` copies (served from canonical.py or embedded in the test):
     gold stays green, a candidate forwarding to the copy is caught."""
     from scripts.import_researchcodebench import main as import_main
-    from agent.utils import DatasetManager
+    from agent.dataset import DatasetManager
 
     assert import_main(["--pset", str(RCB_PSET), "--out", str(tmp_path / "rcb")]) == 0
     dataset = DatasetManager(tmp_path / "rcb")

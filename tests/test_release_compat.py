@@ -24,9 +24,9 @@ import pytest
 from agent.action import ActionFormatError, parse_answer
 from agent.agents import CodeAgent, TaskBrief
 from agent.config import ConfigError, load_config
-from agent.constants import FEEDBACK_REQUEST, FEEDBACK_SYSTEM
-from agent.inference import PROVIDER_ENV_VARS, Completion, Usage
-from agent.utils import DatasetManager
+from agent.prompts import FEEDBACK_REQUEST, FEEDBACK_SYSTEM
+from agent.models.build import PROVIDER_ENV_VARS, Completion, Usage
+from agent.dataset import DatasetManager
 from agent.workspace import RepoWorkspace
 from tests.fake_providers import FakeProvider, FakeUsage, ReceivedRequest, Reply, openai_completion
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-import agent.clean_test_runner as runner
-from agent.clean_test_runner import RunnerOptions, run_candidate
-from agent.env_cache import EnvError
+import agent.runner.core as runner
+from agent import clean_test_runner
+from agent.runner.core import RunnerOptions, run_candidate
+from agent.envs.cache import EnvError
 from agent.runner.sandbox import bwrap_problem
 from tests.runner_testlib import CANONICAL, TEST_CASES, TEST_PY, WRONG, make_task, tree_digest
 
@@ -136,7 +137,7 @@ def test_missing_environment_is_infra_error(dataset, monkeypatch: pytest.MonkeyP
     def missing(*args, **kwargs):
         raise EnvError("environment recode_toy is not built; run scripts/manage_envs.py")
 
-    monkeypatch.setattr("agent.env_cache.resolve_python", missing)
+    monkeypatch.setattr("agent.envs.cache.resolve_python", missing)
     result = run_candidate(dataset, 1, CANONICAL, QUICK)
     assert result["status"] == "infra_error" and "manage_envs" in result["failure_messages"][0]
 
@@ -202,13 +203,13 @@ def test_cli_env_mode_flags_reach_the_environment_cache(dataset, tmp_path: Path,
         asked.append((backend, python_version, env_name))
         return sys.executable
 
-    monkeypatch.setattr("agent.env_cache.resolve_python", resolve)
+    monkeypatch.setattr("agent.envs.cache.resolve_python", resolve)
     env_map = tmp_path / "env_map.json"
     env_map.write_text(json.dumps({"1": "test_common1"}))
     common = ["--work-dir", str(dataset.root), "--task-id", "1", "--canonical", "--timeout-sec", "30"]
-    assert runner.main(common + ["--env-map-path", str(env_map), "--python-version", "3.10"]) == 0
-    assert runner.main(common) == 0
-    assert runner.main(common + ["--env-mode", "--env-backend", "uv"]) == 0
+    assert clean_test_runner.main(common + ["--env-map-path", str(env_map), "--python-version", "3.10"]) == 0
+    assert clean_test_runner.main(common) == 0
+    assert clean_test_runner.main(common + ["--env-mode", "--env-backend", "uv"]) == 0
     assert asked == [(None, "3.10", "test_common1"), ("current", None, None), ("uv", None, None)]
     assert capsys.readouterr().out.count("task 1: passed") == 3
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import agent.tempdirs as tempdirs
-from agent.clean_test_runner import RunnerOptions, run_candidate
+from agent.runner.core import RunnerOptions, run_candidate
 from tests.runner_testlib import CANONICAL, make_task
 
 MAKE_AND_HANG = (

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from agent.envs.backends import BACKENDS
-from agent.utils import META_FILE, DatasetError, dataset_in
+from agent.dataset import META_FILE, DatasetError, dataset_in
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DATASET = REPO_ROOT / "work_dir" / "dataset"

@@ -8,7 +8,7 @@ of any requirements file into what pip can actually install: PyTorch local
 version tags (``+cu128``) need the PyTorch wheel index of that tag, ``+cpu``
 tags are dropped (the release does so for test_981, whose torch comes from
 PyPI), and ``cpu=True`` swaps every CUDA build for its CPU wheel, for machines
-without a GPU. Pure functions: building lives in ``agent.env_cache``.
+without a GPU. Pure functions: building lives in ``agent.envs.cache``.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ names, the release's ``requirements_*.txt`` at the dataset root (see
 covers the normalised requirements, the python version and the backend, so two
 env names with identical requirements share one built environment and any
 edit that changes what gets installed yields a new one. Everything here is
-pure or read-only: building lives in ``agent.env_cache``.
+pure or read-only: building lives in ``agent.envs.cache``.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from agent.envs.release import RELEASE_ENVS, PostStep, ReleaseEnv, canonical_name, plan_install
-from agent.utils import DatasetManager
+from agent.dataset import DatasetManager
 
 MAP_FILE_NAME = "env_map.yaml"
 DEFAULT_GROUP_FILE = "default.txt"

@@ -1,6 +1,6 @@
 """What every provider adapter shares: the provider table, API-key lookup and SDK error translation.
 
-An adapter (``agent/provider_*.py``) wraps one SDK and makes exactly one
+An adapter (``agent/models/openai.py``, ``anthropic.py``, ``gemini.py``) wraps one SDK and makes exactly one
 attempt per ``send``; it turns the SDK's exceptions into the retry policy's
 kinds through :func:`guarded_call`, so the policy itself knows no SDK.
 """

@@ -2,7 +2,7 @@
 
 Kept apart from the provider code so that providers, the cache and the
 scripted model share these types without importing each other. The public
-names are re-exported by :mod:`agent.inference`.
+names are re-exported by :mod:`agent.models.build`.
 """
 from __future__ import annotations
 

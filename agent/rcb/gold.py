@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from agent.clean_test_runner import RunnerOptions, run_candidate
-from agent.utils import DatasetManager
+from agent.runner.core import RunnerOptions, run_candidate
+from agent.dataset import DatasetManager
 
 EXPECTED, WEAK, UNRUNNABLE, BROKEN = "as expected", "weak test", "unrunnable", "BROKEN"
 KINDS = (EXPECTED, WEAK, UNRUNNABLE, BROKEN)

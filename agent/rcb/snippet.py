@@ -13,9 +13,9 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from agent.constants import SNIPPET_CONTEXT_FILE, SNIPPET_PROMPT
+from agent.prompts import SNIPPET_CONTEXT_FILE, SNIPPET_PROMPT
 from agent.rcb.annotations import SIZE_PATTERN, TODO_LINE, split_lines
-from agent.utils import DatasetError, DatasetManager
+from agent.dataset import DatasetError, DatasetManager
 from agent.workspace import PathEscapeError, resolve_inside
 
 _FENCE_OPEN = re.compile(r"^[ \t]*```python[ \t]*$")
