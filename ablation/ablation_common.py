@@ -11,7 +11,7 @@ every parameter that changes the outcome, so a changed factor gets a new
 folder instead of mixing with, or being skipped because of, older results.
 
 The ablations that continue a stored turn take that turn through the main
-job's own replay (``replay_turn`` of agent/workflow.py, the one
+job's own replay (``replay_turn`` of agent/replay.py, the one
 ``replay-feedback-level`` uses), so each unit holds the very record the main
 job would write for it. A condition whose feedback cannot be delivered, or
 whose source turn the run does not have, is reported as incomplete and never
@@ -33,20 +33,22 @@ from typing import Callable, Iterable, TypeVar
 
 from tqdm import tqdm
 
-from agent.agents import HumanAgent
 from agent.atomic_file import atomic_write_bytes
 from agent.config import GUIDANCE_TYPES, SETTINGS, ConfigError, RunConfig, load_config
 from agent.envs.cache import EnvError
-from agent.feedback import LLMFeedback, format_feedback
+from agent.feedback import LLMFeedback
+from agent.layout import result_folder
 from agent.models.build import ChatModel, InferenceError, ModelSpec, build_model
-from agent.results import (
-    ResultError, ResultStore, pass_rate, safe_model_name, turn_solved, upgrade_record, usage_totals,
-)
-from agent.session import InfraError, Session, evaluate_submission, request_feedback
+from agent.parts import RunParts
+from agent.protocols.base import ResearcherProtocol
+from agent.record import pass_rate, turn_solved, usage_totals
+from agent.replay import replay_turn
+from agent.results import ResultError, ResultStore
+from agent.session import InfraError, evaluate_submission, request_feedback
 from agent.tempdirs import private_dir
 from agent.text_table import fixed_width
 from agent.dataset import DatasetError, DatasetManager
-from agent.workflow import replay_turn, result_folder
+from metrics.result_format import folder_model_name
 from metrics.run_status import UNTRUSTED_STATUSES
 
 EXIT_USER_ERROR = 2
@@ -151,7 +153,7 @@ def pick_model(cfg: RunConfig, name: str | None) -> ModelSpec:
     if name is None:
         return cfg.models[0]
     for spec in cfg.models:
-        if name in (spec.model, safe_model_name(spec.model)):
+        if name in (spec.model, folder_model_name(spec.model)):
             return spec
     raise AblationError(f"--model {name} is not a model of the config; choose one of "
                         + ", ".join(spec.model for spec in cfg.models))
@@ -209,7 +211,7 @@ def default_source(cfg: RunConfig, model: ModelSpec) -> Path:
     return result_folder(cfg, model, cfg.guidance_levels[0])
 
 
-def load_run(folder: Path, dataset: DatasetManager) -> dict[int, Trajectory]:
+def load_run(folder: Path, parts: RunParts) -> dict[int, Trajectory]:
     """Every task's trajectory in a result folder, by task id, each turn with every key of ours
     (a folder the release wrote works too); an empty or missing folder is an error."""
     folder = Path(folder)
@@ -218,8 +220,7 @@ def load_run(folder: Path, dataset: DatasetManager) -> dict[int, Trajectory]:
                             "result folder with --source-run")
     level = run_level(folder)
     indices = sorted(int(m.group(1)) for p in folder.iterdir() if (m := _RESULT_FILE.fullmatch(p.name)))
-    runs = {i: Trajectory(folder, i, [upgrade_record(t, level=level, test_cases=dataset.get(i).test_cases)
-                                      for t in ResultStore(folder, i).load()], level) for i in indices}
+    runs = {i: Trajectory(folder, i, parts.load(ResultStore(folder, i), level), level) for i in indices}
     runs = {i: t for i, t in runs.items() if t.turns}
     if not runs:
         raise AblationError(f"run folder {folder} holds no task_<id>_result.pkl; run the config first")
@@ -258,7 +259,7 @@ def short_hash(text: str) -> str:
 
 def ablation_folder(cfg: RunConfig, name: str, parts: tuple[str, ...], params: dict) -> Path:
     """``<output-dir>/ablation_<name>/<parts...>_<hash of params>``, with ``params.json`` inside."""
-    *head, last = [safe_model_name(p) for p in parts]
+    *head, last = [folder_model_name(p) for p in parts]
     text = json.dumps(params, indent=1, sort_keys=True, default=str) + "\n"
     folder = Path(cfg.output_dir) / f"ablation_{name}" / Path(*head) / f"{last}_{short_hash(text)}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -359,11 +360,11 @@ def score(dataset: DatasetManager, index: int, execution: dict) -> dict:
     return {"solved": turn_solved(execution), "pass_rate": pass_rate(execution, len(dataset.get(index).test_cases))}
 
 
-def run_tests(cfg: RunConfig, dataset: DatasetManager, index: int, code: str, report: Path, tally: Tally) -> dict:
+def run_tests(parts: RunParts, index: int, code: str, report: Path, tally: Tally) -> dict:
     """The runner's result for ``code``, its JUnit report kept at ``report``; an infra error stops the unit
     (finished samples are kept)."""
     tally.count_test_runs(1)
-    return evaluate_submission(HumanAgent(dataset, index, cfg.runner, None), code, f"task {index}", report)
+    return evaluate_submission(parts.human(index, None), code, f"task {index}", report)
 
 
 @dataclass(frozen=True)
@@ -376,8 +377,8 @@ class Shown:
     source: str
     missing: str | None = None
 
-    def text(self) -> str:
-        return format_feedback(self.records, self.level)
+    def text(self, protocol: ResearcherProtocol) -> str:
+        return protocol.feedback_text(self.records, self.level)
 
 
 @dataclass(frozen=True)
@@ -385,10 +386,14 @@ class Continuation:
     """The failed turns of one stored run, and the code model that replays one turn from each."""
 
     cfg: RunConfig
-    dataset: DatasetManager
+    parts: RunParts
     model: ModelSpec
     source: Path
     runs: dict[int, Trajectory]
+
+    @property
+    def dataset(self) -> DatasetManager:
+        return self.parts.dataset
 
     def params(self) -> dict:
         cfg = self.cfg
@@ -416,10 +421,10 @@ class Continuation:
         ``incomplete`` (asked again next time) when no valid records came."""
         task, turn = pair
         record = self.record(pair)
-        human = HumanAgent(self.dataset, task, self.cfg.runner, LLMFeedback(feedback_model))
+        human = self.parts.human(task, LLMFeedback(feedback_model, self.parts.protocol.feedback_style()))
         reply = request_feedback(human, turn=turn, level=4, code=record["final_code"],
                                  previous_code=self.runs[task].previous_code(turn, self.dataset),
-                                 digest=record["test_digest"])
+                                 execution=record["execution_result"])
         return {"task_index": task, "turn_number": turn, "records": reply.records, "error": reply.error,
                 "usage": reply.usage, "history": reply.history,
                 "incomplete": f"no feedback: {reply.error}" if reply.error else None}
@@ -437,20 +442,21 @@ class Continuation:
                    else shown[label].missing)
             if why is not None:
                 return {"task_index": pair[0], "from_turn": pair[1], "incomplete": why}
-            text = shown[label].text()
+            text = shown[label].text(self.parts.protocol)
             name = unit_name(*pair, f"{label}_{short_hash(shown[label].source + text)}")
             report = store.folder / "reports" / f"{name}.xml"
             return store.get(name, lambda: self._replay_unit(pair, shown[label], report, store.tally))
         return {label: unit(label) for label in shown}
 
     def _replay_unit(self, pair: tuple[int, int], shown: Shown, report: Path, tally: Tally) -> dict:
-        """One turn by the main job's replay (``replay_turn`` of agent/workflow.py), as a unit."""
+        """One turn by the main job's replay (``replay_turn`` of agent/replay.py), as a unit."""
         task = pair[0]
         tally.count_test_runs(1)
         with private_dir("ablation") as tmp:
-            session = Session(self.cfg, build(self.cfg, self.model), task, tmp, None)
+            session = self.parts.session(self.model, task, tmp, None)
             record = replay_turn(session, self.record(pair), shown.records, shown.level, shown.source, report)
-        return {"task_index": task, "from_turn": pair[1], "feedback_text": shown.text(), "record": record,
+        return {"task_index": task, "from_turn": pair[1], "feedback_text": shown.text(self.parts.protocol),
+                "record": record,
                 "usage": record["code_usage"], "incomplete": None,
                 **score(self.dataset, task, record["execution_result"])}
 
@@ -494,8 +500,8 @@ def prepare_continuation(args: argparse.Namespace) -> Continuation:
     cfg = load_config(args.yaml_location)
     model = pick_model(cfg, args.model)
     source = Path(args.source_run) if args.source_run else default_source(cfg, model)
-    dataset = DatasetManager(cfg.work_dir)
-    return Continuation(cfg, dataset, model, source, load_run(source, dataset))
+    parts = RunParts(cfg)
+    return Continuation(cfg, parts, model, source, load_run(source, parts))
 
 
 # ---------------------------------------------------------------------- tables

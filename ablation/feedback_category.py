@@ -37,7 +37,8 @@ from agent.config import RunConfig, load_config  # noqa: E402
 from agent.feedback import CATEGORIES  # noqa: E402
 from agent.models.build import ChatModel  # noqa: E402
 from agent.dataset import DatasetManager  # noqa: E402
-from agent.workflow import result_folder  # noqa: E402
+from agent.layout import result_folder  # noqa: E402
+from agent.parts import RunParts  # noqa: E402
 
 VERDICTS = ("YES", "PARTIAL", "NO")
 MAX_JUDGE_ATTEMPTS = 3
@@ -192,8 +193,9 @@ def run(args: argparse.Namespace) -> str:
     names = [f.resolve().name for f in folders]
     if len(set(names)) < len(names):
         raise AblationError("two --source-run folders have the same name; judge them in separate commands")
-    dataset = DatasetManager(cfg.work_dir)
-    runs = {str(folder.resolve()): load_run(folder, dataset) for folder in folders}
+    parts = RunParts(cfg)
+    dataset = parts.dataset
+    runs = {str(folder.resolve()): load_run(folder, parts) for folder in folders}
     candidates = [(run, task, t["turn_number"]) for run, trajs in runs.items() for task, traj in trajs.items()
                   for t in traj.turns[:-1] if t["feedback_items"]]
     picked = sample(candidates, args.samples, args.seed)

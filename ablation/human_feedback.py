@@ -36,7 +36,7 @@ from ablation.ablation_common import (  # noqa: E402
     for_each, human_model, incomplete_notes, prepare_continuation, run_main, sample, unit_name, write_summary,
 )
 from agent.feedback import load_feedback_file  # noqa: E402
-from agent.results import turn_solved  # noqa: E402
+from agent.record import turn_solved  # noqa: E402
 
 # Feedback sources where a person wrote the records; every other source (llm, seed, replay) is a model's.
 HUMAN_SOURCES = ("file", "interactive")

@@ -73,7 +73,7 @@ def replay_turn(cont: Continuation, pair: tuple[int, int], reports: Path, tally:
     def measure(code: str, label: str) -> dict:
         if code not in tested:
             report = reports / f"{unit_name(*pair)}_{label}.xml"
-            execution = run_tests(cont.cfg, cont.dataset, task, code, report, tally)
+            execution = run_tests(cont.parts, task, code, report, tally)
             tested[code] = {"status": execution["status"], **score(cont.dataset, task, execution)}
         return tested[code]
 

@@ -31,24 +31,35 @@ import yaml
 
 from agent.envs.backends import BACKENDS
 from agent.executor import PARALLEL_MODES
-from agent.feedback_policy import FeedbackPolicy
+from agent.guidance import LEVELS, MAX_LEVEL, FeedbackPolicy
 from agent.models.build import DEFAULT_PRICES_PATH, InferenceError, ModelSpec, load_prices
 from agent.models.providers import OFFLINE_PROVIDERS, resolve_key
 from agent.models.providers import PROVIDERS as REMOTE_PROVIDERS
-from agent.results import safe_model_name
+from agent.protocols import DEFAULT_PROTOCOL, PROTOCOLS, make_protocol
+from agent.protocols.base import RunProtocol
+from agent.protocols.release_texts import ReleaseTextsError, release_prompts_path
+from metrics.result_format import folder_model_name
 from agent.runner.options import SANDBOX_MODES, RunnerOptions
 from agent.slots import SlotConfig, cpu_count
 from agent.dataset import DOWNLOAD_HINT, dataset_in
 
 PROVIDERS = (*REMOTE_PROVIDERS, *OFFLINE_PROVIDERS)
+PROVIDER_ALIASES = {"google": "gemini"}  # the release's name for Gemini
 SETTINGS = ("baseline", "agent", "memory_agent", "snippet")
 GUIDANCE_TYPES = ("fixed", "dynamic")
 FEEDBACK_SOURCES = ("llm", "file", "interactive")
 
+# What a model is sent besides the messages: key -> ModelSpec field. Unset, the protocol's default applies
+# (the release sends temperature 0 to most providers, for instance); an explicit null sends nothing.
+SAMPLING_KEYS = {
+    "temperature": "temperature", "top-p": "top_p", "max-tokens": "max_output_tokens",
+    "max-output-tokens": "max_output_tokens", "reasoning-effort": "reasoning_effort",
+    "thinking-budget": "thinking_budget",
+}
 # Keys describing one code model: allowed at the top level (shared by a sweep) and in `models` entries.
 MODEL_KEYS = (
     "api-key", "api-provider", "model", "deployment", "endpoint", "api-version", "base-url",
-    "temperature", "max-output-tokens", "reasoning-effort", "script", "request-timeout-sec", "max-retries",
+    *SAMPLING_KEYS, "script", "request-timeout-sec", "max-retries",
 )
 # The feedback model's keys and the code-model key each one corresponds to.
 HUMAN_KEYS = {
@@ -56,6 +67,7 @@ HUMAN_KEYS = {
     "human-deployment": "deployment", "human-endpoint": "endpoint", "human-api-version": "api-version",
     "human-base-url": "base-url", "human-script": "script",
     "human-request-timeout-sec": "request-timeout-sec", "human-max-retries": "max-retries",
+    **{f"human-{key}": key for key in SAMPLING_KEYS},
 }
 # The feedback model of the release's file (and the paper), used where the human-* keys leave it out.
 FEEDBACK_MODEL_DEFAULTS = {"api-provider": "openai", "model": "o4-mini"}
@@ -85,6 +97,7 @@ DEFAULTS: dict[str, Any] = {
     "max-workers": 4,
     "parallel-mode": "processes",
     "early-tests": True,
+    "protocol": DEFAULT_PROTOCOL,
     "ray-num-cpus": 1,
     "ray-num-gpus": 0,
 }
@@ -94,10 +107,10 @@ RUN_KEYS = (
     "replay-feedback-level", "replay-run-feedback-level", "feedback-source", "feedback-file", "prices", "cache-path", "sandbox",
     "test-timeout-sec", "memory-mb", "max-processes", "env-backend", "reindent-snippet", "edit-action", "max-workers",
     "parallel-mode", "ray-address", "ray-num-cpus", "ray-num-gpus", "max-cost-usd", "max-task-cost-usd",
-    "test-slots", "gpu-slots", "gpus", "jobs-per-gpu", "early-tests",
+    "test-slots", "gpu-slots", "gpus", "jobs-per-gpu", "early-tests", "protocol", "release-prompts",
 )
-# Keys where an explicit null means "no limit" rather than "use the default".
-NULLABLE_KEYS = frozenset({"memory-mb", "max-processes"})
+# Keys where an explicit null means "no limit" (or "send nothing") rather than "use the default".
+NULLABLE_KEYS = frozenset({"memory-mb", "max-processes", *SAMPLING_KEYS})
 KNOWN_KEYS = frozenset(MODEL_KEYS) | frozenset(HUMAN_KEYS) | frozenset(RUN_KEYS) | {"models"}
 
 KEY_PLACEHOLDER = "YOUR_API_KEY"  # the release file's api-key value: not a key, so the provider's variable is used
@@ -146,6 +159,8 @@ class RunConfig:
     slots: SlotConfig = field(default_factory=SlotConfig)
     max_cost_usd: float | None = None
     max_task_cost_usd: float | None = None
+    protocol: str = DEFAULT_PROTOCOL
+    release_prompts: Path | None = None
 
     def public_dict(self) -> dict:
         """The configuration as builtins with every secret removed (for run metadata and logs)."""
@@ -209,8 +224,8 @@ class _Reader:
         return self.typed(key, lambda v: _is_int(v) and (low is None or v >= low) and (high is None or v <= high),
                           what, value)
 
-    def number(self, key: str, low: float = 0.0) -> float | None:
-        value = self.typed(key, lambda v: _is_number(v) and v >= low, f"a number >= {low:g}")
+    def number(self, key: str, low: float = 0.0, value: Any = _UNSET) -> float | None:
+        value = self.typed(key, lambda v: _is_number(v) and v >= low, f"a number >= {low:g}", value)
         return None if value is None else float(value)
 
     def choice(self, key: str, options: tuple[str, ...], value: Any = _UNSET) -> str | None:
@@ -283,12 +298,15 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return raw
 
 
-def _model_spec(reader: _Reader, values: dict[str, Any], labels: dict[str, str] | None = None) -> ModelSpec:
-    """One validated ModelSpec from model-key values; ``labels`` maps them to the user's key names."""
+def _model_spec(reader: _Reader, values: dict[str, Any], protocol: RunProtocol, role: str,
+                labels: dict[str, str] | None = None) -> ModelSpec:
+    """One validated ModelSpec from model-key values, sent what ``protocol`` sends a ``role`` model unless the
+    user's own sampling keys say otherwise; ``labels`` maps the keys to the user's key names."""
     def name(key: str) -> str:
         return (labels or {}).get(key, key)
 
-    provider = reader.choice(name("api-provider"), PROVIDERS, values.get("api-provider", DEFAULTS["api-provider"]))
+    given = values.get("api-provider", DEFAULTS["api-provider"])
+    provider = reader.choice(name("api-provider"), PROVIDERS, PROVIDER_ALIASES.get(given, given))
     model = reader.text(name("model"), values.get("model"))
     if provider is None:
         raise reader.fail(f"missing '{name('api-provider')}'; set it to one of " + ", ".join(PROVIDERS))
@@ -304,8 +322,6 @@ def _model_spec(reader: _Reader, values: dict[str, Any], labels: dict[str, str] 
                           f"(got {got})")
     if provider == "azure-openai" and values.get("endpoint") is None:
         raise reader.fail(f"provider 'azure-openai' needs '{name('endpoint')}' (your Azure resource URL)")
-    temperature = values.get("temperature")
-    reader.typed("temperature", _is_number, "a number", temperature)
     spec = ModelSpec(
         provider=provider,
         model=model,
@@ -314,10 +330,8 @@ def _model_spec(reader: _Reader, values: dict[str, Any], labels: dict[str, str] 
         endpoint=reader.text(name("endpoint"), values.get("endpoint")),
         api_version=reader.text(name("api-version"), values.get("api-version")),
         deployment=reader.text(name("deployment"), values.get("deployment")),
-        temperature=None if temperature is None else float(temperature),
-        max_output_tokens=reader.integer("max-output-tokens", 1, value=values.get("max-output-tokens")),
-        reasoning_effort=reader.text("reasoning-effort", values.get("reasoning-effort")),
         script=None if script is None else str(script),
+        **{**protocol.sampling(provider, model, role), **_sampling(reader, values, name)},
         **_call_limits(reader, values, name),
     )
     if provider not in REMOTE_PROVIDERS:
@@ -329,6 +343,22 @@ def _model_spec(reader: _Reader, values: dict[str, Any], labels: dict[str, str] 
         env_vars = " or ".join(REMOTE_PROVIDERS[provider].key_env)
         raise reader.fail(f"no API key for provider '{provider}' (model '{model}'); "
                           f"export {env_vars} or set '{name('api-key')}'") from None
+
+
+def _sampling(reader: _Reader, values: dict[str, Any], name: Callable[[str], str]) -> dict[str, Any]:
+    """The sampling fields the user set (an explicit null included: it sends nothing)."""
+    if "max-tokens" in values and "max-output-tokens" in values:
+        raise reader.fail(f"set either '{name('max-tokens')}' or '{name('max-output-tokens')}' (the same limit), "
+                          "not both")
+    checks: dict[str, Callable[[str, Any], Any]] = {
+        "temperature": lambda key, value: reader.number(key, value=value),
+        "top-p": lambda key, value: reader.number(key, value=value),
+        "max-tokens": lambda key, value: reader.integer(key, 1, value=value),
+        "max-output-tokens": lambda key, value: reader.integer(key, 1, value=value),
+        "reasoning-effort": lambda key, value: reader.text(key, value),
+        "thinking-budget": lambda key, value: reader.integer(key, 0, value=value),
+    }
+    return {SAMPLING_KEYS[key]: check(name(key), values[key]) for key, check in checks.items() if key in values}
 
 
 def _call_limits(reader: _Reader, values: dict[str, Any], name: Callable[[str], str]) -> dict[str, Any]:
@@ -344,7 +374,7 @@ def _call_limits(reader: _Reader, values: dict[str, Any], name: Callable[[str], 
     return limits
 
 
-def _code_models(reader: _Reader) -> tuple[ModelSpec, ...]:
+def _code_models(reader: _Reader, protocol: RunProtocol) -> tuple[ModelSpec, ...]:
     raw = reader.raw
     shared = {key: raw[key] for key in MODEL_KEYS if key in raw}
     if "models" in raw:
@@ -364,8 +394,8 @@ def _code_models(reader: _Reader) -> tuple[ModelSpec, ...]:
         if not names:
             raise reader.fail("'model' is an empty list; name at least one model")
         merged = [{**shared, "model": name} for name in names]
-    specs = tuple(_model_spec(reader, values) for values in merged)
-    folders = [safe_model_name(spec.model) for spec in specs]
+    specs = tuple(_model_spec(reader, values, protocol, "code") for values in merged)
+    folders = [folder_model_name(spec.model) for spec in specs]
     duplicate = next((f for f in folders if folders.count(f) > 1), None)
     if duplicate is not None:
         raise reader.fail(f"model '{duplicate}' appears twice in the sweep; their results would share one folder")
@@ -376,19 +406,21 @@ def _guidance_levels(reader: _Reader) -> tuple[int, ...]:
     value = reader.get("guidance-level")
     levels = value if isinstance(value, list) else [value]
     if not levels:
-        raise reader.fail("'guidance-level' is an empty list; give a level from 0 to 4 or a list of them")
+        raise reader.fail(f"'guidance-level' is an empty list; give a level from 0 to {MAX_LEVEL} or a list of them")
     for level in levels:
-        if not (_is_int(level) and 0 <= level <= 4):
-            raise reader.fail(f"'guidance-level' must be an integer from 0 to 4 or a list of them, got {level!r}")
+        if not (_is_int(level) and level in LEVELS):
+            raise reader.fail(f"'guidance-level' must be an integer from 0 to {MAX_LEVEL} or a list of them, "
+                              f"got {level!r}")
     return tuple(dict.fromkeys(levels))
 
 
-def _feedback_model(reader: _Reader, needed: bool) -> ModelSpec | None:
+def _feedback_model(reader: _Reader, needed: bool, protocol: RunProtocol) -> ModelSpec | None:
     values = {**FEEDBACK_MODEL_DEFAULTS,
               **{code_key: reader.raw[human_key] for human_key, code_key in HUMAN_KEYS.items() if human_key in reader.raw}}
     if not needed:
         return None
-    return _model_spec(reader, values, {code_key: human_key for human_key, code_key in HUMAN_KEYS.items()})
+    return _model_spec(reader, values, protocol, "feedback",
+                       {code_key: human_key for human_key, code_key in HUMAN_KEYS.items()})
 
 
 def _task_ids(reader: _Reader) -> tuple[int, ...] | None:
@@ -419,8 +451,8 @@ def _init_seed_dir(reader: _Reader, output_dir: Path) -> Path:
 
 def _replay_levels(reader: _Reader) -> tuple[int | None, int | None]:
     """The release's per-turn replay and our whole-run replay exclude each other."""
-    per_turn = reader.integer("replay-feedback-level", 0, 4)
-    whole_run = reader.integer("replay-run-feedback-level", 0, 4)
+    per_turn = reader.integer("replay-feedback-level", 0, MAX_LEVEL)
+    whole_run = reader.integer("replay-run-feedback-level", 0, MAX_LEVEL)
     if per_turn is not None and whole_run is not None:
         raise reader.fail("set either 'replay-feedback-level' (one new turn from each stored turn) or "
                           "'replay-run-feedback-level' (a whole run on stored feedback), not both")
@@ -522,10 +554,20 @@ def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
     output_dir = reader.path("output-dir")
     resume, overwrite = _resume_mode(reader)
     replay_level, replay_run_level = _replay_levels(reader)
-    models = _code_models(reader)
-    max_guidance_level = reader.integer("max-guidance-level", 0, 4)
+    protocol_name = reader.choice("protocol", tuple(PROTOCOLS))
+    release_prompts = release_prompts_path(reader.path("release-prompts"))
+    if reader.flag("edit-action") and protocol_name == "release":
+        raise reader.fail("'edit-action: true' is not part of the release's protocol (its EDIT is disabled); "
+                          "set 'protocol: improved' to use EDIT")
+    try:
+        protocol = make_protocol(protocol_name, release_prompts=release_prompts, memory_threshold=memory_threshold,
+                                 memory_to_keep=memory_to_keep)
+    except ReleaseTextsError as exc:
+        raise reader.fail(str(exc)) from None
+    models = _code_models(reader, protocol)
+    max_guidance_level = reader.integer("max-guidance-level", 0, MAX_LEVEL)
     policy = FeedbackPolicy(levels, guidance_type, max_guidance_level, max_turn, feedback_source)
-    feedback_model = _feedback_model(reader, policy.needs_feedback_model())
+    feedback_model = _feedback_model(reader, policy.needs_feedback_model(), protocol)
     cache_path = reader.path("cache-path")
     if cache_path is None and "replay" in {m.provider for m in (*models, feedback_model) if m is not None}:
         raise reader.fail("provider 'replay' answers from the response cache: set 'cache-path'")
@@ -564,4 +606,6 @@ def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
         slots=_slots(reader),
         max_cost_usd=_cap(reader, "max-cost-usd"),
         max_task_cost_usd=_cap(reader, "max-task-cost-usd"),
+        protocol=protocol_name,
+        release_prompts=release_prompts,
     )

@@ -26,13 +26,10 @@ import signal
 import threading
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from agent.runner.options import RunnerOptions
-from agent.slots import SlotConfig, TestSlots, Withdrawn, active_slots
-from agent.dataset import DatasetManager
+from agent.slots import SlotConfig, TestSlots, runner_call
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TERMINATE_GRACE_SEC = 3.0  # for a worker to kill its test run and clean up after SIGTERM
@@ -92,63 +89,13 @@ def _local_channel() -> tuple[_Sender, Drain]:
     return _Sender(box), lambda: _drain(box)
 
 
-def _runner() -> Callable[..., dict]:
-    """The test runner, imported when first needed: the configuration reads this module's modes and must
-    not pull in the runner's machinery (sandbox probes, process control)."""
-    from agent.runner.core import run_candidate
-
-    return run_candidate
-
-
-def run_tests(dataset: DatasetManager, index: int, candidate: str, options: RunnerOptions,
-              report_to: Path | None = None) -> dict:
-    """One test run, through this process's test slots when it serves some (``agent/slots.py``).
-
-    With a GPU list the run sees exactly its device (``CUDA_VISIBLE_DEVICES``),
-    or none at all when its task needs no GPU.
-    """
-    slots = active_slots()
-    if slots is None:
-        return _runner()(dataset, index, candidate, options, report_to=report_to)
-    return _in_slot(slots, dataset, index, candidate, options, report_to, None)
-
-
-def run_early_tests(dataset: DatasetManager, index: int, candidate: str, options: RunnerOptions,
-                    report_to: Path, withdrawn: Callable[[], bool]) -> dict | None:
-    """The test run of a file not yet submitted, on a slot nobody else asks for (agent/lookahead.py);
-    None when it was withdrawn first or this process serves no slots (then early runs are off).
-    ``early-tests: false`` is honoured where the job is built: its Session makes no Lookahead."""
-    slots = active_slots()
-    if slots is None:
-        return None
-    try:
-        return _in_slot(slots, dataset, index, candidate, options, report_to, withdrawn)
-    except Withdrawn:
-        return None
-
-
-def nudge_early_runs() -> None:
-    """Let withdrawn early runs still waiting for a slot leave their line."""
-    slots = active_slots()
-    if slots is not None:
-        slots.nudge()
-
-
-def _in_slot(slots: TestSlots, dataset: DatasetManager, index: int, candidate: str, options: RunnerOptions,
-             report_to: Path | None, early: Callable[[], bool] | None) -> dict:
-    with slots.hold(slots.config.needs_gpu(dataset.get(index).extra), early=early) as gpu:
-        if slots.config.gpus:
-            options = replace(options, cuda_devices=gpu or "")
-        return slots.call(dataset, index, candidate, options, report_to=report_to)
-
-
 class InlineExecutor:
     """Runs each job at submit time in this thread: deterministic order, easiest to debug."""
 
     mode = "none"
 
     def __init__(self, slots: SlotConfig, call: Callable[..., dict] | None = None) -> None:
-        self.slots = TestSlots(slots, call or _runner())
+        self.slots = TestSlots(slots, call or runner_call())
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         future: Future = Future()
@@ -172,7 +119,7 @@ class ThreadExecutor:
 
     def __init__(self, max_workers: int, slots: SlotConfig, call: Callable[..., dict] | None = None) -> None:
         self.pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="recode-job")
-        self.slots = TestSlots(slots, call or _runner())
+        self.slots = TestSlots(slots, call or runner_call())
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         return self.pool.submit(fn, *args)
@@ -228,7 +175,7 @@ class ProcessExecutor:
         methods = multiprocessing.get_all_start_methods()
         self.context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         self.workers = slots.test_slots + slots.gpu_capacity
-        self.run_fn = call or _runner()
+        self.run_fn = call or runner_call()
         self.tests = self._new_pool()
         self.replacing = threading.Lock()
         self.closing = False

@@ -1,8 +1,10 @@
-"""Prompt templates of the CodeAgent and the HumanAgent (nothing but prompts lives here).
+"""Prompt texts, and nothing else: those of our improved protocol, and our own wording of every slot of the
+release protocol (``RELEASE_SLOTS``, used unless ``release-prompts`` names the authors' checkout).
 
 Section headers ("## Researcher feedback", "## Result of your last action", ...)
 are stable strings: scripted demo models and tests match on them, so change
-them only together with ``config/scripted/*.yaml``.
+them only together with ``config/scripted/*.yaml``. ``RELEASE_SLOTS`` has the
+slots and fields of agent/protocols/release_texts.py, with words of our own.
 """
 
 # ---------------------------------------------------------------- CodeAgent
@@ -176,3 +178,185 @@ Your answer could not be used: {problem}
 Answer again with only a JSON object {{"feedback": [...]}} whose records each have the string \
 fields interface, category (one of T0, T1, T2, T3, T4), description, analysis, \
 actionable_feedback and direct_code_feedback."""
+
+
+# ---------------------------------------------------------------- the release protocol's slots, our words
+
+RELEASE_SLOTS = {
+    "system": """\
+You are a research engineer re-implementing one file of a research code repository from the paper \
+it comes from and a task description. The file must fit the repository it belongs to.
+Tools you can use, one per answer:
+{tools}
+Think before each tool use, then answer in exactly this form:
+reflect: <what you know so far and what you will do next>
+action:
+<one tool command>
+In your reflection, weigh the latest test results and error messages, how far the file follows the \
+paper and the repository's interfaces, the researcher's feedback if any, what earlier attempts \
+taught you, and which step matters most now.
+""",
+    "tool_READ": """\
+## READ: show a repository file
+READ <relative path>
+Prints the whole file, so you can see how the repository's code looks and what the target file must \
+fit.
+""",
+    "tool_RETRIEVE": """\
+## RETRIEVE: find related functions
+RETRIEVE
+<what you are looking for, in plain words>
+Prints the repository functions that match the request best, with their location.
+""",
+    "tool_REPLACE": """\
+## REPLACE: write the whole target file
+```REPLACE
+<the complete new content of the target file>
+```
+The code you give replaces everything the file held.""",
+    "tool_SUBMIT": """\
+## SUBMIT: hand the target file in for testing
+SUBMIT
+The unit tests run on the file as it is; you get their results and error messages back.
+""",
+    "tool_BROWSE": """\
+## BROWSE: list the repository
+BROWSE
+Prints the path of every file of the repository.
+""",
+    "user": """\
+# Implementation request
+
+## A. Paper excerpt (LaTeX)
+{latex}
+
+## B. Task
+{instruction}
+
+## C. Earlier steps
+{history}
+
+## D. Target file now
+{code}
+
+## E. Researcher feedback on the last submission
+{feedback}
+
+## F. Result of the last action
+{result}
+""",
+    "history_empty": "(no earlier step)",
+    "history_entry": "<{role}>\n{content}",
+    "file_empty": "# (the target file is empty so far)",
+    "feedback_none": "(no feedback so far)",
+    "feedback_wrap": "\nResearcher's remarks:\n{feedback}",
+    "result_none": "(no action has run yet)",
+    "result_wrap": "Output of the action:\n{result}\n{guidance}",
+    "guidance": """
+Tests that passed tell you which interfaces are right already: change them only if you must.
+Answer with one reflection and one tool command now:
+""",
+    "invalid": """\
+The answer could not be understood as a tool command. Answer in this form:
+```
+reflect: <your reasoning>
+action: <one tool command>
+```""",
+    "replace_done": "The target file now holds the new code.",
+    "read_error": "cannot read this path: {path}",
+    "retrieve_hit": "# In {path}\n{code}\n",
+    "summary_system": "You condense an engineer's working history.",
+    "summary_line": "[{role}] {content}",
+    "summary_request": """
+Condense the history below for the engineer who wrote it; it becomes their long-term memory. Keep:
+- every change made to the code, and what it was for;
+- the test results each change led to: which tests passed and which failed, and why;
+- problems that came back, and fixes that worked.
+
+History:
+{conversation}
+""",
+    "summary_entry": "Condensed history of the earlier steps:\n{summary}",
+    "test_info": "Tests: {status}\nMessages of failed tests: {messages}\nTest by test:\n{summary}",
+    "test_line": "{path} -> {verdict}",
+    "test_pass": "ok",
+    "test_fail": "not ok",
+    "count_total": "{n} test{s} in all",
+    "count_passed": "{n} ok",
+    "count_failed": "{n} not ok",
+    "count_errors": "{n} error{s} that stopped the module",
+    "count_skipped": "{n} left out",
+    "count_last": " plus {last}",
+    "count_none": "no test ran",
+    "count_sep": "; ",
+    "count_invalid": "the test result could not be read",
+    "fb_head": "Remark {i} on `{interface}`\n",
+    "fb_description": "What is wrong: {value}\n",
+    "fb_analysis": "Why: {value}\n",
+    "fb_actionable": "How to fix it: {value}\n",
+    "fb_code": "Corrected code: {value}\n",
+    "fb_none": "(nothing to report at this level)",
+    "feedback_system": FEEDBACK_SYSTEM.replace('{"feedback": [records]}', '{"feedbacks": [records]}').replace(
+        '{"feedback": []}', '{"feedbacks": []}'),
+    "feedback_user": """
+## Paper excerpt (LaTeX)
+```latex
+{latex}
+```
+
+## Task given to the engineer
+```
+{instruction}
+```
+
+## Reference implementation (hidden from the engineer)
+```{lang}
+{canonical}
+```
+
+## Engineer's attempt
+```{lang_again}
+{code}
+```
+
+## Test results of the attempt
+```{test_info}
+```
+
+## Feedback categories
+{categories}
+
+Report every difference between the attempt and the reference, not only the ones that cause errors.
+""",
+    "feedback_categories": """\
+T0 code structure or planning: missing or extra functions, another decomposition than the reference's.
+T1 code correctness: the code does not run (syntax, import, shape or type errors).
+T2 implementation alignment with the paper or the task description.
+T3 missing knowledge or context: a convention, constant or detail the engineer could not infer.
+T4 repository integration: wrong use of the repository's own modules or APIs.
+""",
+    "baseline_system": """\
+You are a research engineer re-implementing one file of a research code repository from the paper it \
+comes from and a task description.
+""",
+    "baseline_user": """\
+# Implementation request
+
+## A. Paper excerpt (LaTeX)
+{latex}
+
+## B. Task
+{instruction}
+
+## C. Target file `{path}` now
+{code}
+
+## D. Researcher feedback on it
+{feedback}
+
+## E. What to write
+{guidance}
+""",
+    "baseline_guidance": "\nWrite the complete new file in one ```python block below:\n",
+    "baseline_no_feedback": "(no feedback)",
+}

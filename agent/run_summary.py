@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from metrics.run_status import BUDGET, FEEDBACK_MISSING, STOP_KEY
+from metrics.result_format import STOP_KEY
+from metrics.run_status import BUDGET, FEEDBACK_MISSING
 from agent.text_table import fixed_width
 
 MAX_LISTED = 5  # stopped jobs named per reason under the table

@@ -21,10 +21,13 @@ from typing import Any, Callable
 
 from agent.config import RunConfig
 from agent.executor import Executor, unwrap_error
-from agent.feedback_policy import FeedbackPolicy
-from agent.models.build import ModelSpec
+from agent.layout import Job, is_finished
+from agent.models.types import ModelSpec
+from agent.parts import RunParts
+from agent.replay import replay_task
+from agent.seeds import Seeds
 from agent.slots import serving
-from agent.workflow import Job, ensure_seed, is_finished, run_task
+from agent.workflow import run_task
 
 SeedKey = tuple[ModelSpec, int]
 SeedStep = tuple[SeedKey, bool]  # (seed, with its feedback)
@@ -52,9 +55,10 @@ def plan_run(cfg: RunConfig, task_indices: list[int]) -> Plan:
     """Every job of the (possibly swept) config; a seed for each (model, task) with an unfinished level."""
     jobs = tuple(Job(model=model, level=level, task_index=task)
                  for model in cfg.models for task in task_indices for level in cfg.guidance_levels)
+    parts = RunParts(cfg)
     pending = (job for job in jobs if not is_finished(cfg, job))
-    seeds = tuple(dict.fromkeys((job.model, job.task_index) for job in pending))
-    policy = FeedbackPolicy.of(cfg)
+    seeds = tuple(dict.fromkeys((job.model, job.task_index) for job in pending)) if parts.setting.shares_seed else ()
+    policy = parts.policy
     return Plan(seeds=seeds, jobs=jobs,
                 feedback_levels=frozenset(level for level in cfg.guidance_levels if policy.seed_feedback_for(level)))
 
@@ -72,14 +76,16 @@ def error_outcome(job: Job, exc: BaseException, context: str = "") -> dict[str, 
     }
 
 
-def _run_job(cfg: RunConfig, job: Job, report: Callable[[dict], None]) -> dict[str, Any]:
-    """Worker side of a level job (module level, so every backend can ship it)."""
-    return run_task(cfg, job, progress=report)
+def run_job(cfg: RunConfig, job: Job, report: Callable[[dict], None] | None = None) -> dict[str, Any]:
+    """Worker side of a level job (module level, so every backend can ship it): the job, or with
+    ``replay-feedback-level`` the release's replay of its stored turns."""
+    run = replay_task if cfg.replay_feedback_level is not None else run_task
+    return run(cfg, job, progress=report)
 
 
 def _seed_step(cfg: RunConfig, model: ModelSpec, task: int, with_feedback: bool) -> bool:
     """Worker side of a seed step: turn 0 alone, or (turn 0 and) its feedback."""
-    return ensure_seed(cfg, model, task, feedback=with_feedback)
+    return Seeds(cfg, RunParts(cfg)).ensure(model, task, feedback=with_feedback)
 
 
 def run_plan(
@@ -141,7 +147,7 @@ def _drive(cfg: RunConfig, plan: Plan, executor: Executor, on_outcome: Callable[
                 in_flight[executor.submit(_seed_step, cfg, model, task, with_feedback)] = step
             else:
                 job = ready.popleft()
-                in_flight[executor.submit(_run_job, cfg, job, send.tagged(job))] = job
+                in_flight[executor.submit(run_job, cfg, job, send.tagged(job))] = job
         done, _ = wait(in_flight, timeout=poll_sec, return_when=FIRST_COMPLETED)
         for job, message in drain():
             on_progress(job, message)

@@ -26,8 +26,13 @@ import threading
 import time
 from collections import deque
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+
+if TYPE_CHECKING:
+    from agent.dataset import DatasetManager
+    from agent.runner.options import RunnerOptions
 
 GPU_META_KEY = "needs_gpu"  # annotation_meta.jsonl: false for a task whose tests need no GPU
 
@@ -169,3 +174,55 @@ def serving(slots: TestSlots | None) -> Iterator[None]:
         yield
     finally:
         _active = previous
+
+
+# ---------------------------------------------------------------------- a job's test runs
+
+def runner_call() -> Callable[..., dict]:
+    """The test runner, imported when first needed: the configuration reads this module's modes and must
+    not pull in the runner's machinery (sandbox probes, process control)."""
+    from agent.runner.core import run_candidate
+
+    return run_candidate
+
+
+def run_tests(dataset: DatasetManager, index: int, candidate: str, options: RunnerOptions,
+              report_to: Path | None = None) -> dict:
+    """One test run, through this process's test slots when it serves some (``agent/slots.py``).
+
+    With a GPU list the run sees exactly its device (``CUDA_VISIBLE_DEVICES``),
+    or none at all when its task needs no GPU.
+    """
+    slots = active_slots()
+    if slots is None:
+        return runner_call()(dataset, index, candidate, options, report_to=report_to)
+    return _in_slot(slots, dataset, index, candidate, options, report_to, None)
+
+
+def run_early_tests(dataset: DatasetManager, index: int, candidate: str, options: RunnerOptions,
+                    report_to: Path, withdrawn: Callable[[], bool]) -> dict | None:
+    """The test run of a file not yet submitted, on a slot nobody else asks for (agent/lookahead.py);
+    None when it was withdrawn first or this process serves no slots (then early runs are off).
+    ``early-tests: false`` is honoured where the job is built: its Session makes no Lookahead."""
+    slots = active_slots()
+    if slots is None:
+        return None
+    try:
+        return _in_slot(slots, dataset, index, candidate, options, report_to, withdrawn)
+    except Withdrawn:
+        return None
+
+
+def nudge_early_runs() -> None:
+    """Let withdrawn early runs still waiting for a slot leave their line."""
+    slots = active_slots()
+    if slots is not None:
+        slots.nudge()
+
+
+def _in_slot(slots: TestSlots, dataset: DatasetManager, index: int, candidate: str, options: RunnerOptions,
+             report_to: Path | None, early: Callable[[], bool] | None) -> dict:
+    with slots.hold(slots.config.needs_gpu(dataset.get(index).extra), early=early) as gpu:
+        if slots.config.gpus:
+            options = replace(options, cuda_devices=gpu or "")
+        return slots.call(dataset, index, candidate, options, report_to=report_to)

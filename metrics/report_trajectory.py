@@ -13,7 +13,8 @@ from metric_passrate_unitest import first_success, turn_success
 from report_html import Html, bullet_list, cell, details, diff_html, join, page, pre, table, tag, text_of
 from junit_outcome import outcome_counts
 from result_files import execution, incomplete_reason, turn_status
-from run_status import STOP_KEY, UNTRUSTED_STATUSES
+from result_format import STOP_KEY
+from run_status import UNTRUSTED_STATUSES
 
 NOT_RECORDED = "not recorded in this result file (release format)"
 

@@ -3,17 +3,12 @@
 Every metric reads results through this module, so a missing file, a corrupt
 file and an unfinished task are counted the same way everywhere.
 
-Result pickles are loaded with :class:`BuiltinsUnpickler`: a pickle may name
-any importable callable (``os.system`` for instance) and ``pickle.load`` calls
-it while loading, so a result file shared by someone else could run code on
-the reader's machine. Our results hold builtins only (docs/ARCHITECTURE.md, "Result files"), so anything
-that asks for another global is refused and the file counts as corrupt.
+Names, keys and the safe loader are the result format's (``result_format.py``); this module adds how
+metrics read a run: which tasks are missing, corrupt, unfinished or incomplete.
 """
 from __future__ import annotations
 
-import io
 import json
-import pickle
 import re
 import sys
 from collections.abc import Callable, Iterable
@@ -21,40 +16,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from junit_outcome import OUTCOME_KEYS
-from run_status import INFRA_ERROR, STOP_KEY, UNTRUSTED_STATUSES
+from result_format import (  # noqa: F401  (re-exported to the metric modules)
+    LEVELS, STOP_KEY, folder_model_name, result_path, run_folder_name, safe_load_pickle, state_path,
+)
+from run_status import INFRA_ERROR, UNTRUSTED_STATUSES
 
 DEFAULT_RESULT_DIR = "experiment_results"
 DEFAULT_SETTING = "memory_agent"
 DEFAULT_GUIDANCE_TYPE = "fixed"
-LEVELS = range(5)
-
-# Globals that plain-builtin pickles may legitimately reference (sets, protocol-2 bytes).
-_ALLOWED_GLOBALS = {
-    ("builtins", "set"),
-    ("builtins", "frozenset"),
-    ("builtins", "complex"),
-    ("builtins", "bytearray"),
-    ("_codecs", "encode"),
-}
-_PY2_MODULES = {"__builtin__": "builtins"}  # protocol <= 2 pickles spell builtins the Python 2 way
 
 
 class ResultFileError(Exception):
     """A result file that exists but cannot be used; the message says why in one line."""
-
-
-class BuiltinsUnpickler(pickle.Unpickler):
-    """Unpickler that builds builtin values only and refuses every other global."""
-
-    def find_class(self, module: str, name: str) -> type:
-        if (_PY2_MODULES.get(module, module), name) in _ALLOWED_GLOBALS:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"refused global {module}.{name} (result pickles may hold builtins only)")
-
-
-def safe_load_pickle(data: bytes) -> object:
-    """Load pickle bytes with :class:`BuiltinsUnpickler`."""
-    return BuiltinsUnpickler(io.BytesIO(data)).load()
 
 
 @dataclass(frozen=True)
@@ -75,22 +48,12 @@ class RunSelection:
         return self.root / run_folder_name(self.setting, model, self.guidance_type, level)
 
 
-def folder_model_name(model: str) -> str:
-    """The model as it appears in run folder names: "/" (org/model) replaced by "_"."""
-    return model.replace("/", "_")
 
 
-def run_folder_name(setting: str, model: str, guidance_type: str, level: int) -> str:
-    """``<setting>_<model>_feedback_<type>_guidance_<level>`` (see ``folder_model_name``)."""
-    return f"{setting}_{folder_model_name(model)}_feedback_{guidance_type}_guidance_{level}"
 
 
-def result_path(folder: Path, task_id: int) -> Path:
-    return folder / f"task_{task_id}_result.pkl"
 
 
-def state_path(folder: Path, task_id: int) -> Path:
-    return folder / f"task_{task_id}_state.json"
 
 
 def load_turns(path: Path) -> list[dict]:

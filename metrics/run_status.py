@@ -7,7 +7,7 @@ A turn's ``execution_result["status"]`` is the runner's verdict. ``infra_error``
 evaluate the candidate) and ``reference_access`` (the candidate used the hidden reference) mean the
 test result measures nothing about the candidate: such a job is never counted as solved or unsolved.
 
-Why a job stopped before its end is stored under ``stop_reason``.
+Why a job stopped before its end is stored under ``stop_reason`` (``result_format.STOP_KEY``).
 
 A job that stops early keeps every turn it made. Its LAST stored turn carries
 ``stop_reason`` (record key, ours) and its ``task_<id>_state.json`` carries the
@@ -31,6 +31,5 @@ INFRA_ERROR = "infra_error"
 REFERENCE_ACCESS = "reference_access"
 UNTRUSTED_STATUSES = (INFRA_ERROR, REFERENCE_ACCESS)
 
-STOP_KEY = "stop_reason"
 FEEDBACK_MISSING = "feedback_missing"
 BUDGET = "budget"

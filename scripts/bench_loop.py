@@ -50,7 +50,7 @@ from agent.scheduler import plan_run, run_plan  # noqa: E402
 from agent.slots import Span, cpu_count  # noqa: E402
 from agent.text_table import fixed_width  # noqa: E402
 from agent.dataset import DatasetManager  # noqa: E402
-from agent.workflow import result_folder  # noqa: E402
+from agent.layout import result_folder  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 WRONG_CODE = "def not_the_answer():\n    return None\n"

@@ -14,7 +14,7 @@ machine hits all of them alike), six commands in the same environment:
   a0  the same without that cache (our runs never write bytecode);
   p   bare ``python -m pytest`` on the same test file, no bytecode cache;
   g   our runner with the sandbox off: guard plugin, JUnit report, limits;
-  b   the in-loop evaluation path (``agent.executor.run_tests``), sandbox on;
+  b   the in-loop evaluation path (``agent.slots.run_tests``), sandbox on;
   c   the CLI ``agent/clean_test_runner.py --canonical --json`` (a second
       interpreter on top of b).
 
@@ -49,7 +49,7 @@ from typing import Callable
 
 from agent.runner.core import REPO_ROOT, Layout, RunnerOptions, prepare, resolve_interpreter, run_candidate
 from agent.envs.cache import resolve_python
-from agent.executor import run_tests
+from agent.slots import run_tests
 from agent.runner.phases import recording
 from agent.runner.sandbox import SANDBOX_MODES
 from agent.text_table import fixed_width

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from agent.budget import Spend, job_spend, usage_spend
-from metrics.run_status import BUDGET, STOP_KEY
+from metrics.result_format import STOP_KEY
+from metrics.run_status import BUDGET
 from tests.fake_providers import FakeProvider, FakeUsage, Reply, no_provider_env, openai_completion  # noqa: F401
 from tests.run_support import run_cli, scripted_responder, write_config, write_scripts
 

@@ -3,7 +3,8 @@ jobs that stopped early are counted as incomplete and explained under the table,
 from __future__ import annotations
 
 from agent.run_summary import format_table, stop_notes, summarize
-from metrics.run_status import BUDGET, FEEDBACK_MISSING, STOP_KEY
+from metrics.result_format import STOP_KEY
+from metrics.run_status import BUDGET, FEEDBACK_MISSING
 
 
 def outcome(model: str, level: int, task: int, **changes) -> dict:

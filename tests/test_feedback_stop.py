@@ -11,7 +11,8 @@ import pytest
 
 from agent.feedback_policy import FeedbackPolicy
 from agent.results import ResultStore
-from metrics.run_status import FEEDBACK_MISSING, STOP_KEY
+from metrics.result_format import STOP_KEY
+from metrics.run_status import FEEDBACK_MISSING
 from agent.workflow import Job, result_folder, run_task
 from tests.fake_providers import Reply, no_provider_env, openai_completion  # noqa: F401
 from tests.fake_providers import FakeProvider

@@ -14,7 +14,7 @@ from typing import Any
 import anthropic
 
 from agent.models.types import Answer, ChatRequest, ModelSpec, Tokens, add_counts
-from agent.models.providers import EMPTY_HINT, SdkErrors, count, guarded_call, http_error_parts
+from agent.models.providers import EMPTY_HINT, SdkErrors, count, guarded_call, http_error_parts, inline_refs
 from agent.models.retry import BadAnswer
 
 DEFAULT_MAX_TOKENS = 16384  # the API requires a value; a whole research file fits in it
@@ -66,6 +66,8 @@ def request_body(request: ChatRequest) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if request.temperature is not None:
         extra["temperature"] = request.temperature
+    if request.top_p is not None:
+        extra["top_p"] = request.top_p
     if request.reasoning_effort is not None:
         extra["output_config"] = {"effort": request.reasoning_effort}
     if extra:
@@ -75,7 +77,7 @@ def request_body(request: ChatRequest) -> dict[str, Any]:
             {
                 "name": TOOL_NAME,
                 "description": "Give the answer as data matching the input schema.",
-                "input_schema": request.response_schema,
+                "input_schema": inline_refs(request.response_schema),
             }
         ]
         body["tool_choice"] = {"type": "tool", "name": TOOL_NAME}

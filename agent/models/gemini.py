@@ -12,7 +12,7 @@ from google import genai
 from google.genai import errors, types
 
 from agent.models.types import Answer, ChatRequest, ModelSpec, Tokens, add_counts
-from agent.models.providers import EMPTY_HINT, SdkErrors, count, guarded_call
+from agent.models.providers import EMPTY_HINT, SdkErrors, count, guarded_call, inline_refs
 from agent.models.retry import BadAnswer
 
 ROLES = {"user": "user", "assistant": "model"}
@@ -80,13 +80,16 @@ def request_parts(request: ChatRequest) -> tuple[types.GenerateContentConfig, li
     config = types.GenerateContentConfig(
         system_instruction=system or None,
         temperature=request.temperature,
+        top_p=request.top_p,
         max_output_tokens=request.max_output_tokens,
     )
     if request.reasoning_effort is not None:
         config.thinking_config = types.ThinkingConfig(thinking_level=request.reasoning_effort.upper())
+    elif request.thinking_budget is not None:
+        config.thinking_config = types.ThinkingConfig(thinking_budget=request.thinking_budget)
     if request.response_schema is not None:
         config.response_mime_type = "application/json"
-        setattr(config, SCHEMA_FIELD, request.response_schema)
+        setattr(config, SCHEMA_FIELD, inline_refs(request.response_schema))
     contents = [
         types.Content(role=ROLES[m["role"]], parts=[types.Part(text=m["content"])])
         for m in request.messages

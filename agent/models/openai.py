@@ -79,6 +79,8 @@ class OpenAIAdapter:
             log.warning("%s is a reasoning model: temperature %s is not sent", spec.model, spec.temperature)
 
     def send(self, request: ChatRequest) -> Answer:
+        if request.openai_api == "responses":
+            return self._send_responses(request)
         response = guarded_call(
             lambda: self._client.chat.completions.create(**self.request_body(request)),
             SDK_ERRORS,
@@ -96,6 +98,36 @@ class OpenAIAdapter:
             raise BadAnswer(f"empty completion (finish reason {choices[0].finish_reason})", EMPTY_HINT, tokens)
         return Answer(message.content, tokens)
 
+    def _send_responses(self, request: ChatRequest) -> Answer:
+        """One call of the Responses API (the release asks its feedback model this way)."""
+        response = guarded_call(lambda: self._client.responses.create(**self.responses_body(request)), SDK_ERRORS,
+                                self._spec, self._key)
+        usage = getattr(response, "usage", None)
+        tokens = Tokens(input=count(usage, "input_tokens"), output=count(usage, "output_tokens"),
+                        cached=count(usage, "input_tokens_details.cached_tokens"),
+                        reasoning=count(usage, "output_tokens_details.reasoning_tokens"))
+        text = getattr(response, "output_text", None)
+        if not text:
+            raise BadAnswer(f"empty response (status {getattr(response, 'status', None)})", EMPTY_HINT, tokens)
+        return Answer(text, tokens)
+
+    def responses_body(self, request: ChatRequest) -> dict[str, Any]:
+        """The responses.create arguments for ``request``: the messages as input, the schema as a text format."""
+        body: dict[str, Any] = {"model": self._model, "input": request.messages}
+        if request.temperature is not None and not self._reasoning:
+            body["temperature"] = request.temperature
+        if request.top_p is not None:
+            body["top_p"] = request.top_p
+        if request.max_output_tokens is not None:
+            body["max_output_tokens"] = request.max_output_tokens
+        if request.reasoning_effort is not None:
+            body["reasoning"] = {"effort": request.reasoning_effort}
+        schema = request.response_schema
+        if schema is not None:
+            body["text"] = {"format": {"type": "json_schema", "strict": is_strict_schema(schema),
+                                       "name": schema.get("title", SCHEMA_NAME), "schema": schema}}
+        return body
+
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
         """The chat.completions arguments for ``request`` on this provider and model."""
         body: dict[str, Any] = {"model": self._model, "messages": request.messages}
@@ -107,6 +139,8 @@ class OpenAIAdapter:
                 body["temperature"] = request.temperature
             if request.max_output_tokens is not None:
                 body["max_tokens"] = request.max_output_tokens
+        if request.top_p is not None:
+            body["top_p"] = request.top_p
         if request.reasoning_effort is not None:
             body["reasoning_effort"] = request.reasoning_effort
         schema = request.response_schema
@@ -116,7 +150,8 @@ class OpenAIAdapter:
         elif schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": SCHEMA_NAME, "schema": schema, "strict": is_strict_schema(schema)},
+                "json_schema": {"name": schema.get("title", SCHEMA_NAME), "schema": schema,
+                                "strict": is_strict_schema(schema)},
             }
         return body
 

@@ -127,3 +127,17 @@ def guarded_call(call: Callable[[], T], errors: SdkErrors, spec: ModelSpec, secr
             "the response body is not JSON", hint="check that base-url points at the provider's API"
         ) from None
 
+
+
+def inline_refs(schema: Any, defs: dict | None = None) -> Any:
+    """``schema`` with every local ``$ref`` replaced by its definition and ``$defs`` dropped, for providers whose
+    structured output takes no references (the release's feedback schema has one)."""
+    if isinstance(schema, list):
+        return [inline_refs(item, defs) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    defs = {**(defs or {}), **schema.get("$defs", {})}
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        return inline_refs(defs[ref.rsplit("/", 1)[1]], defs)
+    return {key: inline_refs(value, defs) for key, value in schema.items() if key != "$defs"}

@@ -38,6 +38,10 @@ class ModelSpec:
     temperature: float | None = None
     max_output_tokens: int | None = None
     reasoning_effort: str | None = None
+    top_p: float | None = None
+    thinking_budget: int | None = None
+    fold_system: bool = False  # the system prompt joined to the first user message (the release's o1-mini, Gemini)
+    openai_api: str = "chat"  # "responses": structured output through OpenAI's Responses API (the release's feedback)
     timeout_sec: float = 600.0
     max_retries: int = 6
     script: str | None = None
@@ -121,7 +125,10 @@ class Answer:
 
 @dataclass(frozen=True)
 class ChatRequest:
-    """A provider-independent request: the cache key is made from exactly these fields."""
+    """A provider-independent request: the cache key is made from exactly these fields.
+
+    A ``response_schema`` is named by its ``title`` (default "response").
+    """
 
     model: str
     messages: list[dict[str, str]]
@@ -129,20 +136,43 @@ class ChatRequest:
     temperature: float | None
     max_output_tokens: int | None
     reasoning_effort: str | None
+    top_p: float | None = None
+    thinking_budget: int | None = None
+    openai_api: str = "chat"
 
     @classmethod
     def build(cls, spec: ModelSpec, messages: list[dict[str, str]], response_schema: dict | None) -> ChatRequest:
+        checked = check_messages(messages)
         return cls(
             model=spec.model,
-            messages=check_messages(messages),
+            messages=fold_system(checked) if spec.fold_system else checked,
             response_schema=response_schema,
             temperature=spec.temperature,
             max_output_tokens=spec.max_output_tokens,
             reasoning_effort=spec.reasoning_effort,
+            top_p=spec.top_p,
+            thinking_budget=spec.thinking_budget,
+            openai_api=spec.openai_api,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields, the newer ones left out at their defaults (so older cache keys stay valid)."""
+        fields = asdict(self)
+        return {key: value for key, value in fields.items() if key not in _NEWER or value != _NEWER[key]}
+
+
+_NEWER = {"top_p": None, "thinking_budget": None, "openai_api": "chat"}
+
+
+def fold_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The system messages joined to the first user message with a newline, as the release sends models that
+    take no system prompt (o1-mini, Gemini): ``system + "\n" + user``."""
+    system = [m["content"] for m in messages if m["role"] == "system"]
+    rest = [dict(m) for m in messages if m["role"] != "system"]
+    if system and rest and rest[0]["role"] == "user":
+        rest[0]["content"] = "\n".join(system) + "\n" + rest[0]["content"]
+        return rest
+    return messages
 
 
 def check_messages(messages: list[dict[str, str]]) -> list[dict[str, str]]:

@@ -184,7 +184,7 @@ def pytest_argv(python: str, layout: Layout) -> list[str]:
     own = (os.path.basename(layout.test), os.path.basename(layout.canonical))
     start = [str(LAUNCHER)] if shadowed_modules(layout.workdir, own) else ["-m", "pytest"]
     argv = [python, *start, os.path.basename(layout.test), "-p", GUARD_PLUGIN, "-p", "no:cacheprovider",
-            f"--junitxml={layout.junit}", "-v", "--color=no", "--tb=short"]
+            f"--junitxml={layout.junit}", "-v", "--color=no"]
     if layout.per_test_timeout:
         argv += ["-o", f"timeout={layout.per_test_timeout}"]  # ini form: no usage error if pytest-timeout is absent
     return argv

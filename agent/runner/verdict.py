@@ -181,12 +181,9 @@ def judge(*, expected: tuple[str, ...], exit_code: int | None, junit: bytes | No
 
 
 def failure_text(case: CaseResult) -> str:
-    """"<test>: <message>" then the traceback; a multi-line message that the traceback's
-    ``E`` lines already show is cut to its first line, so it is not read twice."""
-    message = case.message.strip()
-    if message and "\n" in message and message.splitlines()[-1].strip() in case.details:
-        message = message.splitlines()[0]
-    return f"{case.name}: {message}\n{case.details}".rstrip()
+    """``<test>: <message>`` then the report's text of the failure (pytest's traceback), stripped: the
+    release's message, which the harness prefixes with ``FAILURE in`` / ``ERROR in`` as the release does."""
+    return f"{case.name}: {case.message}" + (f"\n{case.details.strip()}" if case.details else "")
 
 
 def summarize(cases: list[CaseResult], expected: tuple[str, ...], *, exit_code: int | None, duration: float,

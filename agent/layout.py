@@ -1,0 +1,81 @@
+"""Where a run's jobs keep their results, and which stored jobs a run leaves alone.
+
+A job is one (code model, guidance level, task). Its results go to the
+release's folder ``<output-dir>/<setting>_<model>_feedback_<type>_guidance_<level>``
+(metrics/result_format.py names it); runs whose feedback is not the feedback
+model's get a suffix (``_replay<K>`` for ``replay-run-feedback-level``,
+``_source_file``, ``_source_interactive``, ...) so they never mix with, or get
+skipped because of, the ordinary run of that level. The release's replay
+writes its own file name into the ordinary folder.
+
+Stored work is never recomputed unless asked: a task with a result file is
+skipped (``resume: false``, the release's default) or continued from its last
+turn (``resume: true``); only ``overwrite: true`` starts it again, setting the
+old file aside. A job that stopped early (feedback missing, budget) is
+continued by any rerun: that stop was not the user's choice.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agent.models.types import ModelSpec
+from agent.record import turn_solved
+from agent.results import ResultStore
+from metrics.result_format import STOP_KEY, run_folder_name
+
+if TYPE_CHECKING:
+    from agent.config import RunConfig
+
+
+@dataclass(frozen=True)
+class Job:
+    model: ModelSpec
+    level: int
+    task_index: int
+
+
+def result_folder(cfg: RunConfig, model: ModelSpec, level: int) -> Path:
+    """The folder of (model, level) results in this run's configuration."""
+    suffix = f"_replay{cfg.replay_run_feedback_level}" if cfg.replay_run_feedback_level is not None else ""
+    suffix += f"_source_{cfg.feedback_source}" if cfg.feedback_source != "llm" else ""
+    return Path(cfg.output_dir) / run_folder_name(cfg.evaluation_setting, model.model, cfg.guidance_type, level,
+                                                  suffix)
+
+
+def job_store(cfg: RunConfig, job: Job) -> ResultStore:
+    """Where the job's records go: the result file, or the release replay file of the folder."""
+    return ResultStore(result_folder(cfg, job.model, job.level), job.task_index,
+                       replay_level=cfg.replay_feedback_level)
+
+
+def job_key(cfg: RunConfig, job: Job) -> str:
+    """The job's name in the run's cost ledger: its folder and file."""
+    store = job_store(cfg, job)
+    return f"{store.folder.name}/{store.result_path.name}"
+
+
+def _store_finished(store: ResultStore, max_turn: int) -> bool:
+    """Our state file decides; a release file (no state) is finished when solved or at the last turn."""
+    state = store.state()
+    if state is not None:
+        return bool(state.get("finished"))
+    turns = store.load()
+    return bool(turns) and (len(turns) >= max_turn or turn_solved(turns[-1].get("execution_result") or {}))
+
+
+def skip_reason(cfg: RunConfig, job: Job) -> str | None:
+    """Why the job is not run now: stored work is kept unless ``overwrite`` asks to recompute it."""
+    store = job_store(cfg, job)
+    if cfg.overwrite or not store.result_path.exists():
+        return None
+    if _store_finished(store, cfg.max_turn):
+        return "finished"
+    stopped = (store.state() or {}).get(STOP_KEY) is not None  # not the user's choice: it continues
+    return None if cfg.resume or stopped else "partial (set resume: true to continue it)"
+
+
+def is_finished(cfg: RunConfig, job: Job) -> bool:
+    """True when the job will be skipped (its stored work stands)."""
+    return skip_reason(cfg, job) is not None

@@ -1,0 +1,104 @@
+"""What the jobs of one run configuration share: its protocol and the setting it runs, the guidance policy,
+and how models, feedback sources, sessions and record upgrades are built.
+
+Built per job from the RunConfig (cheap: a release checkout's texts are parsed
+once per process), so nothing here has to cross a process boundary.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from agent.agents import HumanAgent
+from agent.dataset import DatasetManager
+from agent.feedback import (
+    FeedbackReply, FeedbackRequest, FeedbackSource, FileFeedback, InteractiveFeedback, LLMFeedback, ReplayFeedback,
+)
+from agent.guidance import FeedbackPolicy
+from agent.layout import Job, result_folder
+from agent.models.build import build_model
+from agent.models.types import ChatModel, ModelSpec
+from agent.protocols import make_protocol
+from agent.record import Upgrade
+from agent.results import ResultStore
+from agent.session import Session
+from agent.slots import run_tests
+
+if TYPE_CHECKING:
+    from agent.config import RunConfig
+
+
+class RunParts:
+    """The protocol, setting and policy of a run, and builders for its models, sources and sessions."""
+
+    def __init__(self, cfg: RunConfig) -> None:
+        self.cfg = cfg
+        self.protocol = make_protocol(cfg.protocol, release_prompts=cfg.release_prompts,
+                                      memory_threshold=cfg.memory_threshold, memory_to_keep=cfg.memory_to_keep)
+        self.setting = self.protocol.settings[cfg.evaluation_setting]
+        self.policy = FeedbackPolicy(cfg.guidance_levels, cfg.guidance_type, cfg.max_guidance_level, cfg.max_turn,
+                                     cfg.feedback_source, cfg.replay_run_feedback_level is not None,
+                                     self.protocol.copies_seed_feedback and self.setting.shares_seed)
+        self.dataset = DatasetManager(cfg.work_dir)
+
+    def model(self, spec: ModelSpec) -> ChatModel:
+        return build_model(spec, prices=self.cfg.prices, cache_path=self.cfg.cache_path)
+
+    def session(self, model: ModelSpec, task_index: int, tmp: Path, source: FeedbackSource | None) -> Session:
+        return Session(self.cfg, self.model(model), self.protocol, task_index, tmp, source, params=sampling(model))
+
+    def human(self, task_index: int, source: FeedbackSource | None) -> HumanAgent:
+        """A researcher without a repository copy: enough to ask for feedback on a stored turn."""
+        dataset, cases = self.dataset, self.dataset.get(task_index).test_cases
+        return HumanAgent(dataset.latex(task_index), dataset.instruction(task_index), dataset.canonical(task_index),
+                          task_index, lambda code, report: run_tests(dataset, task_index, code, self.cfg.runner,
+                                                                     report_to=report),
+                          source, lambda execution: self.protocol.test_info(execution, cases))
+
+    def upgrade(self, level: int | None, task_index: int) -> Upgrade:
+        """How stored records of ``task_index`` at ``level`` are made whole, in this run's protocol."""
+        cases = self.dataset.get(task_index).test_cases
+        return Upgrade(level, lambda execution: self.protocol.test_info(execution, cases), self.protocol.feedback_text)
+
+    def load(self, store: ResultStore, level: int | None) -> list[dict]:
+        """A store's records, made whole."""
+        upgrade = self.upgrade(level, store.task_index)
+        return [upgrade(turn) for turn in store.load()]
+
+    def llm_source(self) -> LLMFeedback | None:
+        if self.cfg.feedback_model is None:
+            return None
+        return LLMFeedback(self.model(self.cfg.feedback_model), self.protocol.feedback_style())
+
+    def source(self, job: Job) -> FeedbackSource | None:
+        """The job's feedback source: ``feedback-source`` (llm, file, interactive), or with
+        ``replay-run-feedback-level: K`` the records level K's run received, turn by turn."""
+        source = SOURCES[self.cfg.feedback_source](self)
+        level = self.cfg.replay_run_feedback_level
+        if level is None:
+            return source
+        stored = ResultStore(result_folder(replace(self.cfg, replay_run_feedback_level=None), job.model, level),
+                             job.task_index)
+        turns = self.load(stored, level)
+        return ReplayFeedback({t["turn_number"]: t["feedback_items"] for t in turns}, level,
+                              source or _missing_feedback_model)
+
+
+def sampling(spec: ModelSpec) -> dict:
+    """The request parameters a model spec sends (what a record's ``code_calls`` keep with each call)."""
+    keys = ("temperature", "top_p", "max_output_tokens", "reasoning_effort", "thinking_budget", "fold_system",
+            "openai_api")
+    return {key: getattr(spec, key) for key in keys if getattr(spec, key) not in (None, False, "chat")}
+
+
+def _missing_feedback_model(request: FeedbackRequest) -> FeedbackReply:
+    return FeedbackReply([], "none", error="no feedback model is configured to stand in; set human-api-provider "
+                                           "and human-agent-model")
+
+
+SOURCES: dict[str, Callable[[RunParts], FeedbackSource | None]] = {
+    "llm": RunParts.llm_source,
+    "file": lambda parts: FileFeedback(parts.cfg.feedback_file),
+    "interactive": lambda parts: InteractiveFeedback(),
+}
