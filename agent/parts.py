@@ -7,6 +7,7 @@ once per process), so nothing here has to cross a process boundary.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -40,7 +41,10 @@ class RunParts:
         self.policy = FeedbackPolicy(cfg.guidance_levels, cfg.guidance_type, cfg.max_guidance_level, cfg.max_turn,
                                      cfg.feedback_source, cfg.replay_run_feedback_level is not None,
                                      self.protocol.copies_seed_feedback and self.setting.shares_seed)
-        self.dataset = DatasetManager(cfg.work_dir)
+
+    @cached_property
+    def dataset(self) -> DatasetManager:
+        return DatasetManager(self.cfg.work_dir)
 
     def model(self, spec: ModelSpec) -> ChatModel:
         return build_model(spec, prices=self.cfg.prices, cache_path=self.cfg.cache_path)

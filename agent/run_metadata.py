@@ -1,4 +1,5 @@
-"""What a run was: config (no secrets), harness commit, package versions, dataset fingerprint, command.
+"""What a run was: config (no secrets), protocol and the texts it used, harness commit, package versions, dataset
+fingerprint, command.
 
 Written to ``<output_dir>/run_metadata/<timestamp>_<pid>.json`` when the run
 starts and rewritten when it ends (status and summary added), so a number in a
@@ -19,6 +20,7 @@ from typing import Any
 from agent.atomic_file import atomic_write_text
 from agent.config import RunConfig
 from agent.dataset import DatasetManager
+from agent.protocols.release_texts import load_release_texts
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("openai", "anthropic", "google-genai", "junitparser", "pyyaml", "tenacity", "filelock", "tqdm",
@@ -62,8 +64,18 @@ def build_metadata(cfg: RunConfig, argv: list[str]) -> dict[str, Any]:
         "harness": git_state(),
         "packages": package_versions(),
         "dataset": {"path": str(cfg.work_dir), "fingerprint": DatasetManager(cfg.work_dir).fingerprint()},
+        "protocol": protocol_record(cfg),
         "config": cfg.public_dict(),
     }
+
+
+def protocol_record(cfg: RunConfig) -> dict[str, Any]:
+    """The protocol and, for the release's, where its texts came from: "ours", or the checkout named by
+    ``release-prompts`` with the sha256 of each file read."""
+    if cfg.protocol != "release":
+        return {"name": cfg.protocol}
+    texts = load_release_texts(cfg.release_prompts)
+    return {"name": cfg.protocol, "texts": texts.origin, "files": texts.hashes}
 
 
 def metadata_path(cfg: RunConfig) -> Path:

@@ -83,9 +83,14 @@ def run_job(cfg: RunConfig, job: Job, report: Callable[[dict], None] | None = No
     return run(cfg, job, progress=report)
 
 
+def ensure_seed(cfg: RunConfig, model: ModelSpec, task: int, *, feedback: bool = True) -> bool:
+    """The turn-0 seed of (model, task), computed once (agent/seeds.py); True when this call computed it."""
+    return Seeds(cfg, RunParts(cfg)).ensure(model, task, feedback=feedback)
+
+
 def _seed_step(cfg: RunConfig, model: ModelSpec, task: int, with_feedback: bool) -> bool:
     """Worker side of a seed step: turn 0 alone, or (turn 0 and) its feedback."""
-    return Seeds(cfg, RunParts(cfg)).ensure(model, task, feedback=with_feedback)
+    return ensure_seed(cfg, model, task, feedback=with_feedback)
 
 
 def run_plan(

@@ -30,7 +30,9 @@ ADDRESS = re.compile(r"\b0x[0-9a-f]{6,}\b")
 
 def write_scripts(folder: Path, solve_at: dict[int, int | None], latency: float = 0.0) -> tuple[Path, Path]:
     """Code model: per task, wrong code before turn ``solve_at[task]`` and the reference from then on
-    (None: never); every answer is REPLACE then SUBMIT. Feedback model: one fixed record."""
+    (None: never); every answer is REPLACE then SUBMIT. Feedback model: one fixed record (under both protocols'
+    keys). The code model reads the turn from our improved protocol's step header: configs of
+    ``write_config`` use that protocol (the run's mechanics are the same in both)."""
     dataset = DatasetManager(DATASET)
     rules: list[dict[str, Any]] = [
         {"when": "Summarise the history", "responses": ["Earlier turns replaced the file; tests failed."]},
@@ -51,7 +53,8 @@ def write_scripts(folder: Path, solve_at: dict[int, int | None], latency: float 
     folder.mkdir(parents=True, exist_ok=True)
     code, feedback = folder / "code.yaml", folder / "feedback.yaml"
     code.write_text(yaml.safe_dump({"latency-sec": latency, "rules": rules}, sort_keys=False))
-    feedback.write_text(yaml.safe_dump({"latency-sec": latency, "rules": [{"responses": [{"feedback": [record]}]}]}))
+    feedback.write_text(yaml.safe_dump({"latency-sec": latency,
+                                        "rules": [{"responses": [{"feedback": [record], "feedbacks": [record]}]}]}))
     return code, feedback
 
 
@@ -60,7 +63,7 @@ def write_config(path: Path, scripts: tuple[Path, Path], output: Path, **keys: A
         "api-provider": "scripted", "model": "coder", "script": str(scripts[0]),
         "human-api-provider": "scripted", "human-agent-model": "researcher", "human-script": str(scripts[1]),
         "work-dir": str(DATASET), "output-dir": str(output), "sandbox": "off", "guidance-level": 0,
-        "resume": True, **keys,
+        "resume": True, "protocol": "improved", **keys,
     }
     path.write_text(yaml.safe_dump(values, sort_keys=False))
     return path

@@ -26,13 +26,15 @@ from ablation.ablation_common import (
     Continuation, Tally, Trajectory, UnitStore, ablation_folder, for_each, incomplete_notes, load_run,
     run_model_name, sample, text_table, unsolved_turns,
 )
-from agent import agents
+import agent.runner.core as runner
 from agent.dataset import DatasetManager
 from agent.config import load_config
 from agent.models.build import Completion, Usage
 from agent.models.scripted import ScriptedModel
-from agent.session import Session
-from agent.workflow import Job, replay_turn, result_folder, run_task
+from agent.layout import Job, result_folder
+from agent.parts import RunParts
+from agent.replay import replay_task, replay_turn
+from agent.workflow import run_task
 from scripts.import_researchcodebench import main as import_main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,7 +50,7 @@ def write_config(path: Path, output: Path, human_script: Path = SCRIPTS / "feedb
         "human-api-provider": "scripted", "human-agent-model": human_model, "human-script": str(human_script),
         "evaluation-setting": "memory_agent", "guidance-level": 1, "max-turn": 2, "max-steps": 3,
         "work-dir": str(REPO / "work_dir" / "dataset"), "output-dir": str(output), "sandbox": "off",
-        "task-ids": list(TASKS), "parallel-mode": "none", **extra,
+        "task-ids": list(TASKS), "parallel-mode": "none", "protocol": "improved", **extra,
     }
     path.write_text(yaml.safe_dump(values, sort_keys=False))
     return path
@@ -70,7 +72,7 @@ class Counter:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls = self.tests = 0
-        complete, run_tests = ScriptedModel.complete, agents.run_tests
+        complete, run_tests = ScriptedModel.complete, runner.run_candidate
 
         def counted_complete(model, *args, **kwargs):
             self.calls += 1
@@ -81,7 +83,7 @@ class Counter:
             return run_tests(*args, **kwargs)
 
         monkeypatch.setattr(ScriptedModel, "complete", counted_complete)
-        monkeypatch.setattr(agents, "run_tests", counted_run)
+        monkeypatch.setattr(runner, "run_candidate", counted_run)
 
     def reset(self) -> tuple[int, int]:
         seen, (self.calls, self.tests) = (self.calls, self.tests), (0, 0)
@@ -125,7 +127,7 @@ def test_feedback_ablation_levels_from_another_feedback_model(source, counter, c
     folder, rows = summary(report)
     assert "feedback_other-researcher" in folder.name
     assert tests == 4 and calls >= 5  # one feedback call, at least one code-model call per level
-    pair = sample(unsolved_turns(load_run(source["run"], DATASET)), 1, 3)[0]
+    pair = sample(unsolved_turns(load_run(source["run"], RunParts(source["cfg"]))), 1, 3)[0]
     units = unit_files(folder)
     prefix = f"task_{pair[0]}_turn_{pair[1]}_"
     assert sorted(units) == [prefix + c for c in ("L1", "L2", "L3", "L4", "feedback")]
@@ -178,7 +180,7 @@ def test_human_feedback_against_llm_and_no_feedback(source, counter, capsys, tmp
     assert "incomplete, not scored: task 3 turn 5 (human, llm, none): no such turn in" in report
     units = unit_files(folder)
     assert sorted(units) == ["task_3_turn_0_human", "task_3_turn_0_llm", "task_3_turn_0_none"]
-    recorded = load_run(source["run"], DATASET)[3].turns[0]["feedback_items"]
+    recorded = load_run(source["run"], RunParts(source["cfg"]))[3].turns[0]["feedback_items"]
     assert recorded and recorded[0]["description"] in units["task_3_turn_0_llm"]["feedback_text"]  # the run's own
     assert units["task_3_turn_0_none"]["feedback_text"] == ""
     assert units["task_3_turn_0_none"]["record"]["guidance_level"] == 0
@@ -194,7 +196,7 @@ def test_human_feedback_against_llm_and_no_feedback(source, counter, capsys, tmp
 
 def test_llm_condition_asks_the_feedback_model_when_the_turn_got_none(source, counter, tmp_path) -> None:
     cfg = source["cfg"]
-    runs = load_run(source["run"], DATASET)
+    runs = load_run(source["run"], RunParts(source["cfg"]))
     cont = Continuation(cfg, DatasetManager(cfg.work_dir), cfg.models[0], source["run"], runs)
     store = UnitStore(tmp_path, Tally())
     records = human_feedback.LLMRecords(cont, source["config"], store, 4)
@@ -216,7 +218,7 @@ def test_feedback_category_labels_every_item(source, counter, capsys, tmp_path) 
     argv = ["--yaml-location", str(source["config"]), "--judge-yaml", str(judge)]
     report, (calls, tests) = run_twice(feedback_category, argv, counter, capsys)
     folder, _ = summary(report)
-    runs = load_run(source["run"], DATASET)
+    runs = load_run(source["run"], RunParts(source["cfg"]))
     items = sum(len(runs[task].turns[0]["feedback_items"]) for task in TASKS)
     assert tests == 0 and calls == items > 0
     units = [json.loads(p.read_text()) for p in sorted(folder.glob("*/task_*.json"))]
@@ -254,7 +256,7 @@ def test_step_ablation_replays_actions_and_tests_after_each_change(source, count
     folder, rows = summary(report)
     task, turn = sample([(t, n) for t in TASKS for n in range(2)], 1, 0)[0]
     unit = json.loads((folder / f"task_{task}_turn_{turn}.json").read_text())
-    record = load_run(source["run"], DATASET)[task].turns[turn]
+    record = load_run(source["run"], RunParts(source["cfg"]))[task].turns[turn]
     assert calls == 0 and unit["matches_record"]
     assert [s["action"] for s in unit["steps"]] == ["start"] + [a["action"] for a in record["actions"]]
     changed = [s for s in unit["steps"] if s["changed"]]
@@ -274,7 +276,7 @@ def test_same_seed_same_samples_and_order_does_not_matter() -> None:
 
 
 def test_unsolved_turns_are_the_failed_submissions(source) -> None:
-    runs = load_run(source["run"], DATASET)
+    runs = load_run(source["run"], RunParts(source["cfg"]))
     assert unsolved_turns(runs) == [(3, 0), (3, 1), (5, 0), (5, 1)]
     assert isinstance(runs[3], Trajectory) and runs[3].previous_code(0, DatasetManager(source["cfg"].work_dir)) == ""
 
@@ -368,15 +370,19 @@ def test_a_snippet_run_continues_through_the_workflows_replay(tmp_path: Path) ->
     cfg = load_config(write_config(tmp_path / "run.yaml", tmp_path / "out", **{
         "evaluation-setting": "snippet", "work-dir": str(tmp_path / "dataset"), "guidance-level": 0,
         "task-ids": [4], "reindent-snippet": True, "env-backend": "current"}))
+    execution = {"status": "failed", "tests": 1, "failures": 1, "errors": 0, "skipped": 0,
+                 "test_summary": {"test.py::test_norm": False}, "failure_messages": ["FAILURE in test_norm: NOT-YET"]}
     record = {"task_index": 4, "turn_number": 0, "final_code": dataset.get(4).init_content, "agent_memory": [],
-              "test_digest": "Status: failed. Tests run: 1, passed: 0, failures: 1, errors: 0, skipped: 0."}
+              "execution_result": execution}
     model = BlockModel("return z * self.gamma + self.beta")
     feedback = [{"interface": "norm", "category": "T2", "description": "Scale by gamma, then shift by beta.",
                  "analysis": "", "actionable_feedback": "", "direct_code_feedback": ""}]
-    session = Session(cfg, model, 4, tmp_path / "session", None)
+    parts = RunParts(cfg)
+    session = parts.session(cfg.models[0], 4, tmp_path / "session", None)
+    session.agent.model = model
     new = replay_turn(session, record, feedback, 1, "file", tmp_path / "report.xml")
     assert new["status"] == "passed" and new["turn_number"] == 1 and (tmp_path / "report.xml").exists()
-    assert "Scale by gamma, then shift by beta." in model.prompts[0] and "Status: failed" in model.prompts[0]
+    assert "Scale by gamma, then shift by beta." in model.prompts[0] and "NOT-YET" in model.prompts[0]
 
 
 # Keys that hold how long something took, where the JUnit report was kept (each writer keeps its own),
@@ -399,14 +405,15 @@ def without_volatile(value):
 
 def test_an_ablation_replay_is_the_record_the_main_jobs_replay_writes(source, counter, capsys, tmp_path) -> None:
     """The human-feedback ablation's ``llm`` condition shows the run's own records at --level: the
-    main job's ``replay-feedback-level`` at that guidance level writes the same record for that turn."""
+    main job's ``replay-feedback-level`` (that level) on that run writes the same record for that turn."""
     out = tmp_path / "out"
     shutil.copytree(source["run"], out / source["run"].name)
-    config = write_config(tmp_path / "replay.yaml", out, **{"guidance-level": 4, "replay-feedback-level": 1})
+    config = write_config(tmp_path / "replay.yaml", out, **{"guidance-level": 1, "replay-feedback-level": 4,
+                                                             "resume": True})
     cfg = load_config(config)
-    assert run_task(cfg, Job(cfg.models[0], 4, 3))["state"] == "finished"
-    main_job = load_turns(result_folder(replace(cfg, replay_feedback_level=None), cfg.models[0], 4)
-                          / "task_3_result_replay_level1.pkl")
+    assert replay_task(cfg, Job(cfg.models[0], 1, 3))["state"] == "finished"
+    main_job = load_turns(result_folder(replace(cfg, replay_feedback_level=None), cfg.models[0], 1)
+                          / "task_3_result_replay_level4.pkl")
     human = tmp_path / "human.yaml"
     human.write_text(yaml.safe_dump([{"task_index": 3, "turn_number": 0, "feedback": []}]))
     argv = ["--yaml-location", str(config), "--source-run", str(out / source["run"].name), "--feedback-file",
@@ -431,7 +438,7 @@ def test_a_run_folder_the_release_wrote_loads_with_our_keys_and_its_level(tmp_pa
                                     "test_summary": {f"test.py::{c}": c != cases[0] for c in cases}},
                "feedback_input_token": [], "feedback_output_token": [], "feedback_interaction_history": []}
     (folder / "task_3_result.pkl").write_bytes(pickle.dumps([release]))
-    runs = load_run(folder, DATASET)
+    runs = load_run(folder, RunParts(load_config(write_config(tmp_path / "run.yaml", tmp_path / "out"))))
     turn = runs[3].turns[0]
     assert runs[3].level == 2 and turn["guidance_level"] == 2 and turn["feedback_source"] == "release"
     assert cases[0] in turn["test_digest"] and unsolved_turns(runs) == [(3, 0)]
@@ -451,7 +458,8 @@ def test_samples_run_at_once_with_max_workers_and_come_back_in_order() -> None:
 
 def test_a_replay_whose_tests_measure_nothing_is_never_scored(source) -> None:
     cfg = source["cfg"]
-    cont = Continuation(cfg, DATASET, cfg.models[0], source["run"], load_run(source["run"], DATASET))
+    parts = RunParts(cfg)
+    cont = Continuation(cfg, parts, cfg.models[0], source["run"], load_run(source["run"], parts))
     start = cont.table([(3, 0)], {})[1][0][3]
     passed = {"task_index": 3, "from_turn": 0, "incomplete": None, "record": {"status": "passed"}, "solved": True,
               "pass_rate": 1.0}

@@ -1,7 +1,7 @@
 """The test digest the agent and the feedback model read, and its brief for memory."""
 from __future__ import annotations
 
-from agent.digest import digest_brief, format_test_digest
+from agent.protocols.digest import digest_brief, format_test_digest
 
 
 def test_digest_lists_each_test_failures_and_tests_that_never_ran() -> None:
@@ -27,20 +27,26 @@ def test_a_digest_brief_keeps_totals_verdicts_and_the_first_error_but_no_traceba
                  "test_summary": {"test_a": True, "test_b": False, "test_c": False},
                  "failure_messages": ["test_b: AssertionError: 1 != 2\n>   assert f(1) == 2\nE   AssertionError",
                                       "test_c: KeyError: 'beta'\n>   cfg['beta']\nE   KeyError"]}
-    brief = digest_brief(format_test_digest(execution, ("test_a", "test_b", "test_c", "test_d")))
+    brief = digest_brief(execution, ("test_a", "test_b", "test_c", "test_d"))
     assert brief == ("Status: failed. Tests run: 3, passed: 1, failures: 2, errors: 0, skipped: 0. "
                      "Failed: test_b, test_c. Not run: test_d. Passed: test_a. "
                      "First error: test_b: AssertionError: 1 != 2")
     timeout = {**execution, "status": "timeout", "duration_sec": 30.0, "failure_messages": []}
-    assert "stopped after 30 s" in digest_brief(format_test_digest(timeout))
+    assert "stopped after 30 s" in digest_brief(timeout)
 
 
-def test_a_digest_brief_names_at_most_25_tests_per_verdict_and_keeps_other_text() -> None:
+def test_a_digest_brief_names_at_most_25_tests_per_verdict() -> None:
     execution = {"status": "failed", "tests": 30, "failures": 30, "errors": 0, "skipped": 0,
                  "test_summary": {f"test_{i}": False for i in range(30)}, "failure_messages": []}
-    assert "test_24 and 5 more." in digest_brief(format_test_digest(execution))
-    assert digest_brief("FAILED-BY-HAND\nsecond line") == "FAILED-BY-HAND second line"
-    assert digest_brief("") == ""
+    assert "test_24 and 5 more." in digest_brief(execution)
+
+
+def test_a_digest_shows_test_names_without_the_release_file_prefix() -> None:
+    execution = {"status": "failed", "tests": 1, "failures": 1, "errors": 0, "skipped": 0,
+                 "test_summary": {"test.py::test_a": False}, "failure_messages": []}
+    assert "FAILED test_a" in format_test_digest(execution, ("test_a",)) and "NOT RUN" not in format_test_digest(
+        execution, ("test_a",))
+    assert "Failed: test_a." in digest_brief(execution, ("test_a",))
 
 
 def test_digest_masks_addresses_and_temp_paths() -> None:

@@ -12,8 +12,11 @@ from filelock import FileLock
 
 from agent.executor import make_executor
 from agent.models.build import ModelSpec
-from agent.results import ResultStore, seed_path
-from agent.workflow import Job, ensure_seed, result_folder, run_task
+from agent.layout import Job, result_folder
+from agent.results import ResultStore
+from agent.scheduler import ensure_seed
+from agent.seeds import seed_path
+from agent.workflow import run_task
 from tests.loop_config import comparable, make_config
 
 MODELS = (ModelSpec("scripted", "m1"), ModelSpec("scripted", "m2"))
@@ -57,7 +60,9 @@ def fake_loop(monkeypatch):
 
 def config(workers: int) -> SimpleNamespace:
     return SimpleNamespace(models=MODELS, guidance_levels=(0, 2, 4), max_workers=workers, guidance_type="static",
-                           max_guidance_level=4, max_turn=3, feedback_source="llm", replay_run_feedback_level=None)
+                           max_guidance_level=4, max_turn=3, feedback_source="llm", replay_run_feedback_level=None,
+                           replay_feedback_level=None, protocol="improved", release_prompts=None,
+                           evaluation_setting="memory_agent", memory_threshold=15, memory_to_keep=10)
 
 
 @pytest.mark.parametrize("mode", ["none", "threads"])
@@ -147,11 +152,12 @@ def test_sequential_order_is_turn_zero_then_feedback_then_jobs(fake_loop) -> Non
 
 def test_a_level_0_job_runs_while_the_seed_feedback_is_asked_and_every_call_counts_once(tmp_path) -> None:
     """Turn 0 alone, then a level-0 job while the seed's lock is held (as by its feedback step waiting on the
-    feedback model), then the feedback and a level-2 job: what a sequential run writes and calls."""
+    feedback model), then the feedback and a level-2 job: what a sequential run writes and calls (our protocol:
+    the release's copies the seed's feedback into every level's turn 0, so every level waits for it)."""
     calls, written = {}, {}
     for how in ("sequential", "overlapped"):
         (tmp_path / how).mkdir()
-        cfg = make_config(tmp_path / how, guidance_level=[0, 2], max_turn=2)
+        cfg = make_config(tmp_path / how, guidance_level=[0, 2], max_turn=2, protocol="improved")
         model = cfg.models[0]
         if how == "sequential":
             assert ensure_seed(cfg, model, 3)

@@ -1,4 +1,5 @@
-"""Feedback records: schema validation and retry, level formatting, digests and the file/replay sources."""
+"""Feedback records: schema validation and retry, level formatting (our improved protocol's wording; the
+release's: tests/test_protocol_release.py), and the file/replay sources."""
 from __future__ import annotations
 
 import json
@@ -8,9 +9,10 @@ import pytest
 import yaml
 
 from agent.feedback import (
-    CATEGORIES, FEEDBACK_SCHEMA, FIELDS, FeedbackFormatError, FeedbackReply, FeedbackRequest, FileFeedback,
-    LLMFeedback, ReplayFeedback, feedback_brief, format_feedback, load_feedback_file, parse_feedback, validate_records,
+    CATEGORIES, FIELDS, FeedbackFormatError, FeedbackReply, FeedbackRequest, FileFeedback, LLMFeedback,
+    ReplayFeedback, load_feedback_file, parse_feedback, validate_records,
 )
+from agent.protocols.improved import FEEDBACK_SCHEMA, ImprovedProtocol, feedback_brief, format_feedback
 from agent.models.build import Completion, Usage
 from agent.text import one_line
 
@@ -76,7 +78,7 @@ def test_schema_lists_every_field_and_category() -> None:
 def test_llm_feedback_retries_invalid_then_accepts_valid() -> None:
     model = ListModel(["not json", json.dumps({"feedback": [{**RECORD, "category": "T7"}]}),
                        json.dumps({"feedback": [RECORD]})])
-    reply = LLMFeedback(model)(request())
+    reply = LLMFeedback(model, ImprovedProtocol(15, 10).feedback_style())(request())
     assert reply.records == [RECORD] and reply.error is None and reply.source == "llm"
     assert len(reply.usage) == 3
     assert all(schema == FEEDBACK_SCHEMA for _, schema in model.requests)
@@ -89,7 +91,7 @@ def test_llm_feedback_retries_invalid_then_accepts_valid() -> None:
 
 def test_llm_feedback_gives_up_with_an_error_not_an_exception() -> None:
     model = ListModel(["{}", "{}", "{}"])
-    reply = LLMFeedback(model, max_attempts=3)(request())
+    reply = LLMFeedback(model, ImprovedProtocol(15, 10).feedback_style())(request())
     assert reply.records == [] and "3 attempts" in reply.error and len(reply.usage) == 3
     assert reply.history[-1]["role"] == "assistant"
 
@@ -118,9 +120,9 @@ def test_levels_reveal_fields_cumulatively_and_never_the_category(level: int, sh
 
 
 def test_a_feedback_brief_keeps_interfaces_and_descriptions_only() -> None:
-    text = format_feedback([RECORD, {**RECORD, "interface": "second", "description": "DESC-2\nmore"}], 4)
-    assert feedback_brief(text) == "`dpo_loss`: DESC-the loss ignores beta; `second`: DESC-2 more"
-    assert feedback_brief("free text\nby hand") == "free text by hand"
+    records = [RECORD, {**RECORD, "interface": "second", "description": "DESC-2\nmore"}]
+    assert feedback_brief(records, 4) == "`dpo_loss`: DESC-the loss ignores beta; `second`: DESC-2 more"
+    assert feedback_brief(records, 0) == ""
     assert one_line("x" * 400).endswith("[...]") and len(one_line("x" * 400)) == 306
 
 

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.feedback_policy import FeedbackPolicy
+from agent.guidance import FeedbackPolicy
+from agent.layout import Job, result_folder
 from agent.results import ResultStore
+from agent.workflow import run_task
 from metrics.result_format import STOP_KEY
 from metrics.run_status import FEEDBACK_MISSING
-from agent.workflow import Job, result_folder, run_task
 from tests.fake_providers import Reply, no_provider_env, openai_completion  # noqa: F401
 from tests.fake_providers import FakeProvider
 from tests.loop_config import make_config

@@ -7,7 +7,7 @@ import traceback
 
 import pytest
 
-from agent.feedback import FEEDBACK_SCHEMA
+from agent.protocols.improved import FEEDBACK_SCHEMA
 from agent.models.build import InferenceError, build_model
 from tests.fake_providers import (
     PROTOCOLS,

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from agent.action import parse_answer
-from agent.memory import (
+from agent.protocols.notes import (
     MAX_SUMMARY_CHARS, answer_note, bounded_summary, code_change, invalid_note, observation_note, settle,
 )
 

@@ -1,4 +1,5 @@
-"""The result store: records of builtins only, atomic rewrites, corrupt files, seeds, pass rates."""
+"""The result store and the turn record: records of builtins only, atomic rewrites, corrupt files, seeds, the
+release's shapes, upgrades at load time, pass rates."""
 from __future__ import annotations
 
 import os
@@ -9,11 +10,19 @@ from pathlib import Path
 
 import pytest
 
+from agent import record as records
 from agent import results
-from agent.results import (
-    RECORD_KEYS, RELEASE_KEYS, ResultError, ResultStore, check_builtins, load_seed, make_record, pass_rate,
-    save_seed, seed_path, turn_solved, usage_totals,
-)
+from agent.protocols.improved import ImprovedProtocol
+from agent.record import Upgrade, check_builtins, make_record, pass_rate, turn_solved, usage_totals
+from agent.results import ResultError, ResultStore
+from agent.seeds import load_seed, save_seed, seed_path
+from metrics.result_format import RECORD_KEYS, RELEASE_KEYS
+
+IMPROVED = ImprovedProtocol(15, 10)
+
+
+def upgrade(level: int | None, cases: tuple[str, ...] = ()) -> Upgrade:
+    return Upgrade(level, lambda execution: IMPROVED.test_info(execution, cases), IMPROVED.feedback_text)
 
 
 def record(turn: int, task: int = 3, **changes) -> dict:
@@ -108,23 +117,25 @@ def test_set_aside_keeps_an_old_result(tmp_path: Path) -> None:
 def test_seed_layout_and_validation(tmp_path: Path) -> None:
     path = seed_path(tmp_path, "org/model-x", 5)
     assert path == tmp_path / "org_model-x_task5_init.pkl"
-    assert load_seed(path, "memory_agent") is None
+    assert load_seed(path, "memory_agent", "improved", upgrade(None)) is None
     turn0 = record(0, task=5, code_input_tokens=[5], code_output_tokens=[2], feedback_input_token=[],
                    feedback_output_token=[], feedback_interaction_history=[], feedback_items=None)
-    seed = {"setting": "memory_agent", "feedback_model": None, "unclaimed_usage": [{"input_tokens": 5}],
-            "record": turn0}
+    seed = {"setting": "memory_agent", "protocol": "improved", "feedback_model": None,
+            "unclaimed_usage": [{"input_tokens": 5}], "record": turn0}
     save_seed(path, seed)
     stored = pickle.loads(path.read_bytes())
     assert isinstance(stored, list) and len(stored) == 1 and stored[0]["feedback_items"] == []
-    loaded = load_seed(path, "memory_agent")
+    loaded = load_seed(path, "memory_agent", "improved", upgrade(None))
     assert loaded["record"]["feedback_items"] is None and loaded["unclaimed_usage"] == [{"input_tokens": 5}]
     with pytest.raises(ResultError, match="evaluation-setting 'memory_agent', not 'baseline'"):
-        load_seed(path, "baseline")
+        load_seed(path, "baseline", "improved", upgrade(None))
+    with pytest.raises(ResultError, match="protocol 'improved', not 'release'"):
+        load_seed(path, "memory_agent", "release", upgrade(None))
     assert seed_path(tmp_path, "org/model-x", 5, "memory_agent") == path
     assert seed_path(tmp_path, "org/model-x", 5, "baseline") == tmp_path / "org_model-x_task5_baseline_init.pkl"
     path.write_bytes(pickle.dumps({"format": 99}))
     with pytest.raises(ResultError, match="not a turn-0 seed"):
-        load_seed(path, "memory_agent")
+        load_seed(path, "memory_agent", "improved", upgrade(None))
 
 
 def test_release_execution_shape() -> None:
@@ -134,14 +145,14 @@ def test_release_execution_shape() -> None:
             "outcomes": {"test_a": "failure", "test_b": "error", "test_s": "skipped", "test_ok": "passed"},
             "missing_tests": ["test_m"],
             "test_summary": {"test_a": False, "test_b": False, "test_s": False, "test_ok": True, "test_m": False}}
-    shaped = results.release_execution(ours)
+    shaped = records.release_execution(ours)
     assert shaped["failure_messages"] == ["FAILURE in test_a: assert 1 == 2\ntrace", "ERROR in test_b: boom\ntrace",
                                           "FAILURE in test_m: not in the report (expected by annotation_meta "
                                           "test_cases)"]
     assert shaped["test_summary"] == {"test.py::test_a": False, "test.py::test_b": False, "test.py::test_s": False,
                                       "test.py::test_ok": True, "test.py::test_m": False}
-    assert results.release_execution(shaped) == shaped
-    session = results.release_execution({"failure_messages": ["session: the process ended"], "outcomes": {}})
+    assert records.release_execution(shaped) == shaped
+    session = records.release_execution({"failure_messages": ["session: the process ended"], "outcomes": {}})
     assert session["failure_messages"] == ["ERROR in session: the process ended"]
 
 
@@ -156,17 +167,17 @@ def test_a_release_record_is_upgraded_with_every_key_of_ours() -> None:
                "execution_result": {"tests": 2, "errors": 0, "failures": 1, "skipped": 0,
                                     "failure_messages": ["FAILURE in test_b: assert 1 == 2"],
                                     "test_summary": {"test.py::test_a": True, "test.py::test_b": False}}}
-    upgraded = results.upgrade_record(release, level=2, test_cases=["test_a", "test_b", "test_c"])
+    upgraded = upgrade(2, ("test_a", "test_b", "test_c"))(release)
     assert set(upgraded) == set(RECORD_KEYS)
     assert upgraded["status"] == "failed" and upgraded["feedback_items"] == feedback
     assert "Description: wrong sign" in upgraded["feedback_text"] and "flip it" not in upgraded["feedback_text"]
-    assert "PASS test.py::test_a" in upgraded["test_digest"] and "NOT RUN test_c" in upgraded["test_digest"]
+    assert "PASS test_a" in upgraded["test_digest"] and "NOT RUN test_c" in upgraded["test_digest"]
     assert upgraded["token_totals"] == {"code_input_tokens": 150, "code_output_tokens": 15,
                                         "feedback_input_token": 70, "feedback_output_token": 7}
     assert [u["input_tokens"] for u in upgraded["code_usage"]] == [100, 50]
     assert {k: upgraded[k] for k in release} == {**release, "execution_result": {
         **release["execution_result"], "status": "failed"}}
-    assert results.upgrade_record(upgraded, level=2) is upgraded
+    assert upgrade(2)(upgraded) is upgraded
 
 
 @pytest.mark.parametrize(
@@ -195,3 +206,27 @@ def test_atomic_write_leaves_no_temporary_files(tmp_path: Path) -> None:
     for n in range(3):
         store.save([record(t, task=1) for t in range(n + 1)], finished=False)
     assert sorted(os.listdir(tmp_path)) == ["task_1_result.pkl", "task_1_state.json"]
+
+
+class _Marker:
+    """Unpickling an instance would call ``os.system`` (a crafted result file someone sent you)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.path}",)
+
+
+def test_a_result_file_that_would_run_code_is_refused_and_never_executed(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    store = ResultStore(tmp_path / "run", 3)
+    store.result_path.parent.mkdir()
+    store.result_path.write_bytes(pickle.dumps([_Marker(marker)]))
+    with pytest.raises(ResultError, match=r"not a plain result file \(refused global posix.system.*move it away"):
+        store.load()
+    seed = tmp_path / "m_task3_init.pkl"
+    seed.write_bytes(pickle.dumps([_Marker(marker)]))
+    with pytest.raises(ResultError, match="recompute the seed"):
+        load_seed(seed, "memory_agent", "improved", upgrade(None))
+    assert not marker.exists()

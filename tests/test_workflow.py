@@ -1,4 +1,5 @@
-"""run_task end to end on the sample tasks with the scripted models and the real test runner.
+"""run_task end to end on the sample tasks with the scripted models and the real test runner, in our improved
+protocol (the release's: tests/test_protocol_release.py).
 
 The scripted code model (config/scripted/code_model.yaml) plants bugs at turn 0 and fixes
 them according to what the prompt shows: task 2 from the test digest alone, task 1 from any
@@ -14,11 +15,25 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent.results import ResultStore, check_builtins, seed_path
-from agent.workflow import Job, ensure_seed, is_finished, job_store, replay_task, result_folder, run_task
-from tests.loop_config import REPO, comparable, make_config
+from agent.layout import Job, is_finished, job_store, result_folder
+from agent.parts import RunParts
+from agent.record import check_builtins
+from agent.replay import replay_task
+from agent.results import ResultStore
+from agent.seeds import Seeds, seed_path
+from agent.workflow import run_task
+from tests.loop_config import REPO, comparable
+from tests.loop_config import make_config as any_config
 
 pytestmark = pytest.mark.timeout(120)
+
+
+def make_config(tmp_path: Path, **keys: object):
+    return any_config(tmp_path, protocol="improved", **keys)
+
+
+def ensure_seed(cfg, model, task: int) -> bool:
+    return Seeds(cfg, RunParts(cfg)).ensure(model, task)
 
 
 def run(cfg, level: int, task: int, **kwargs) -> tuple[dict, list[dict]]:
@@ -139,17 +154,28 @@ def test_a_run_on_replayed_feedback_formats_it_at_this_level_with_a_documented_f
     assert turns[1]["feedback_items"] and turns[1]["feedback_usage"]
 
 
-def test_release_replay_leaves_out_the_last_turn_which_got_no_feedback(tmp_path: Path) -> None:
-    """Replayed at level 1 with no feedback, the last turn would be a level-0 turn counted at level 1."""
-    source_cfg = make_config(tmp_path, evaluation_setting="agent", guidance_level=1, max_turn=2)
+def test_release_replay_continues_each_stored_turn_but_the_last_with_its_feedback_at_level_k(tmp_path: Path) -> None:
+    """The release's direction: the configured level's run (1), its records shown at level K (4)."""
+    source_cfg = make_config(tmp_path, evaluation_setting="agent", guidance_level=1, max_turn=3)
     _, source = run(source_cfg, 1, 3)
-    assert [t["feedback_source"] for t in source] == ["seed", "none"] and source[1]["status"] != "passed"
-    cfg = make_config(tmp_path, evaluation_setting="agent", guidance_level=1, max_turn=2, replay_feedback_level=1)
+    assert [t["feedback_source"] for t in source] == ["seed", "llm", "none"] and source[2]["status"] != "passed"
+    cfg = make_config(tmp_path, evaluation_setting="agent", guidance_level=1, max_turn=3, replay_feedback_level=4)
     job = Job(cfg.models[0], 1, 3)
     assert replay_task(cfg, job)["state"] == "finished"
-    replayed = job_store(cfg, job).load()
-    assert [t["turn_number"] for t in replayed] == [1] and replayed[0]["feedback_source"] == "replay:L1"
-    assert source[0]["feedback_items"] and not source[1]["feedback_items"]
+    store = job_store(cfg, job)
+    assert store.folder == result_folder(source_cfg, cfg.models[0], 1)
+    assert store.result_path.name == "task_3_result_replay_level4.pkl"
+    replayed = store.load()
+    assert [t["turn_number"] for t in replayed] == [1, 2]  # from stored turns 0 and 1, not the last
+    assert [t["feedback_source"] for t in replayed] == ["replay:L1", "replay:L1"]
+    assert [t["guidance_level"] for t in replayed] == [4, 4]
+    shown = replayed[0]["code_calls"][0]["messages"][-1]["content"]
+    assert "Code suggestion:" in shown and source[0]["feedback_items"][0]["direct_code_feedback"].strip() in shown
+    assert replayed[1]["status"] == "passed"  # level 4's suggestion fixes what level 1's description did not
+    no_resume = make_config(tmp_path, evaluation_setting="agent", guidance_level=1, max_turn=3,
+                            replay_feedback_level=4, resume=False)
+    skipped = replay_task(no_resume, job)
+    assert skipped["state"] == "skipped" and "resume: true" in skipped["error"]
 
 
 def test_feedback_from_a_file(tmp_path: Path) -> None:

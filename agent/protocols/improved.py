@@ -76,7 +76,7 @@ def feedback_brief(records: list[dict], level: int) -> str:
     """Feedback in brief (for memory): each shown record's interface and description."""
     if not shown_fields(level):
         return ""
-    return "; ".join(f"{record['interface'].strip()}: {one_line(record['description'])}" for record in records)
+    return "; ".join(f"`{record['interface'].strip()}`: {one_line(record['description'])}" for record in records)
 
 
 def _fenced(code: str) -> str:
@@ -135,7 +135,7 @@ class ImprovedProtocol:
         parts = self._context(view.brief, view.code, numbered_file=True) + self._shown(view.opening)
         if view.last is not None:
             parts.append(view.last.shown)
-        parts.append(SECTION_STEP.format(turn=view.turn, step=view.step, max_steps=view.max_steps))
+        parts.append(SECTION_STEP.format(turn=view.turn.turn, step=view.step, max_steps=view.max_steps))
         head = [{"role": "system", "content": view.system}]
         return head + merge_roles(view.memory + [{"role": "user", "content": "\n\n".join(parts)}])
 

@@ -21,6 +21,7 @@ import ast
 import hashlib
 import os
 import string
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -149,16 +150,23 @@ def load_release_texts(checkout: Path | None) -> ReleaseTexts:
             raise ReleaseTextsError(f"release-prompts {checkout}: {name} is missing; point release-prompts at "
                                     "a checkout of the authors' RECODE-H release") from None
         hashes[name] = hashlib.sha256(data).hexdigest()
-        trees[name] = ast.parse(data, filename=str(path))
+        trees[name] = parse_quietly(data, str(path))
     texts = {}
     for slot_name, slot in SLOTS.items():
         try:
             texts[slot_name] = _named(_find(trees[slot.locator.file], slot.locator, slot.fields), slot.fields)
-        except (LookupError, ValueError) as exc:
+        except (LookupError, ValueError, StopIteration) as exc:
             where = f"{slot.locator.file} {slot.locator.where}"
             raise ReleaseTextsError(f"release-prompts {checkout}: the text '{slot_name}' was not found in "
                                     f"{where} ({exc}); is it the release's checkout?") from None
     return ReleaseTexts(texts, str(checkout), hashes)
+
+
+def parse_quietly(source: bytes | str, filename: str = "<release>") -> ast.Module:
+    """``ast.parse`` without the warnings the release's files raise (invalid escapes in its prompts)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
+        return ast.parse(source, filename=filename)
 
 
 def _scope(tree: ast.Module, where: str) -> ast.AST:
