@@ -25,9 +25,9 @@ makes retry waits instant; import it into the test module)::
             assert server.requests[-1].body["model"] == "gpt-5-mini"
 
 Scripting methods (all chain): ``reply_text(text, **FakeUsage fields)``,
-``reply_json(value)``, ``reply_response(value)`` (a Responses-API answer), ``rate_limited(retry_after)``, ``server_error(status)``,
-``overloaded()`` (529), ``unauthorized()``, ``fail(status, message)``,
-``hang(seconds)``, ``malformed()``, ``push(Reply(...))``.
+``reply_json(value)``, ``reply_response(value)`` (a Responses-API answer),
+``rate_limited(retry_after)``, ``server_error(status)``, ``overloaded()`` (529),
+``unauthorized()``, ``fail(status, message)``, ``hang(seconds)``, ``malformed()``, ``push(Reply(...))``.
 When the queue is empty the server calls ``responder(request) -> Reply`` if
 one was given (for agent-loop tests that need an endless, request-dependent
 conversation), else answers HTTP 500 "no scripted reply left", which makes a

@@ -27,10 +27,11 @@ API
     main command in ``cwd`` with the servers' URLs in the environment. Runs in
     the same ``cwd`` share the dataset copy and ``experiment_results/`` (seeds,
     resume, replay). ``server``: one FakeProvider or several (one per protocol).
-``ReleaseRun``: ``rc``, ``ok``, ``stdout``/``stderr`` (tails), ``result_dir``,
-    ``seed_dir``, ``requests`` (what the servers logged during the run, in
-    arrival order), ``test_runs`` (the conda stand-in's calls), ``seconds``,
-    ``results(task)``, ``seed(task)``, ``replay(task, level)``, ``describe()``.
+``ReleaseRun``: ``rc``, ``ok``, ``stdout``/``stderr`` (tails), ``config`` (as
+    written), ``root``, ``output_dir``, ``result_dir``, ``seed_dir``,
+    ``requests`` (what the servers logged during the run, in arrival order),
+    ``test_runs`` (the conda stand-in's calls), ``seconds``, ``results(task)``,
+    ``seed(task)``, ``seed_path(task)``, ``replay(task, level)``, ``describe()``.
 ``ReleaseScript(dataset, {task: TaskScript(code=[...], feedback=[[...]])})``
     A responder for FakeProvider: answers each code-agent call with the task's
     next scripted answer, each ``/v1/responses`` call with its next feedback
@@ -46,14 +47,16 @@ Pointing each of the release's clients at a fake server (all by environment)
   ``OPENAI_BASE_URL``; chat calls go to ``/v1/chat/completions``, the
   feedback to ``/v1/responses``.
 - anthropic: ``anthropic.Anthropic()`` (no arguments) reads
-  ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``; served at ``/v1/messages``.
+  ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``; served at ``/v1/messages``
+  (but the anthropic 2.x SDK refuses the release's call before sending it,
+  see the facts below).
 - gemini (the release's provider name is ``google``, although its YAML
   comment says ``gemini``): ``genai.Client(api_key=<yaml>)``; google-genai
   3.x takes its base URL from ``GOOGLE_GEMINI_BASE_URL`` when no
   ``http_options`` are given (``google/genai/_base_url.py``); served at
-  ``/v1beta/models/<model>:generateContent``.
-- together: the real SDK (not installed here) reads ``TOGETHER_BASE_URL``;
-  the stub only lets the release import, constructing its client fails.
+  ``/v1/models/<model>:generateContent``.
+- together: not runnable here (the SDK is not installed; the stub only lets
+  the release import). A real together SDK would read ``TOGETHER_BASE_URL``.
 - azure-openai: no environment needed: ``endpoint`` / ``deployment`` /
   ``api-version`` from the YAML (endpoint = ``server.url``); served at
   ``/openai/deployments/<deployment>/chat/completions``.
@@ -89,39 +92,62 @@ Shims, and why
 - Bytecode writing is off (``PYTHONDONTWRITEBYTECODE``), so the read-only
   checkout gets no ``__pycache__``.
 
-Facts observed (release at e5b99e8, openai 3.57, with the shims above)
-----------------------------------------------------------------------
-See the docstring of ``tests/test_release_oracle.py`` for per-scenario call
-counts. Per call:
-- Code-agent chat call (openai): body keys exactly ``model``, ``messages``,
-  ``top_p`` (= 1); no ``temperature``, no ``max_tokens``, no ``stream``.
-  ``messages`` = [system, user]; the system prompt is identical on every
-  step, turn and level of a run.
-- Feedback call: ``POST /v1/responses`` with body keys exactly ``model``,
-  ``input`` ([system, user]), ``text``, ``top_p`` (= 1): ``text.format`` is
-  ``{"type": "json_schema", "strict": true, "name": "Feedbacks", "schema":
-  ...}``; the schema has the one required key ``feedbacks`` (array of
-  objects with the six string fields, ``additionalProperties: false``).
-  No ``temperature``, no ``reasoning``, no ``max_output_tokens``.
-- The record's ``feedback_interaction_history`` is [user prompt, assistant
-  LIST of six-key dicts]; the feedback system prompt is not recorded.
-- Memory summary call: same endpoint and params as a code call, two messages,
-  a one-sentence system prompt different from the code agent's; the user
-  message holds the transcript as ``<role>: <content>`` lines. Its tokens are
-  not in the record. With keep fixed at 5 (the misspelt key), once the history
-  exceeds max(threshold, 5) entries a summary call precedes EVERY later step
-  while threshold < 6 (6 entries after a summary, +2 per step).
-- ``agent_memory`` entries after a summary: first ``{"role": "system",
-  "content": "Summary of earlier work:\\n<summary text>"}``.
-- The conda stand-in is called once per submission (``python -m pytest
-  <overlay>/.../test.py --junitxml=<annotation>/pytest_report/report.xml
-  --timeout=60``), with the env name of ``test.sh``.
-- An anthropic code call: ``model`` is ``claude-sonnet-4-20250514`` whatever
-  the YAML says, ``max_tokens`` 4096, ``temperature`` 0, ``top_p`` 1,
-  ``system`` a plain string. A gemini (``google``) call: one user content
-  holding system + "\\n" + user, ``generationConfig`` with ``temperature`` 0,
-  ``topP`` 1 and ``thinkingConfig.thinkingBudget`` 0 (1000 for
-  gemini-2.5-pro). Azure and together: ``temperature`` 0 and ``top_p`` 1.
+Facts observed (release e5b99e8, openai 3.57, anthropic 2.16, google-genai 3.6.1)
+-------------------------------------------------------------------------------
+Per-scenario call counts are in the docstring of ``tests/test_release_oracle.py``.
+- Code-agent call (openai): body keys exactly ``model``, ``messages``,
+  ``top_p`` (= 1): no ``temperature``, ``max_tokens`` or ``stream``.
+  ``messages`` = [system, user]; one system prompt for every step and turn.
+- The release reads ``usage.prompt_tokens_details.cached_tokens`` of every
+  chat answer: a server that leaves it out (vLLM, many local servers) makes
+  each call fail after it was answered (AttributeError, retried, then the task
+  errors). Our scripted answers carry it (``CODE_USAGE``).
+- Feedback call: ``POST /v1/responses``, body keys exactly ``model``,
+  ``input`` ([system, user]), ``text``, ``top_p`` (= 1); no ``temperature``,
+  ``reasoning`` or ``max_output_tokens``. ``text.format`` = ``{"type":
+  "json_schema", "strict": true, "name": "Feedbacks", "schema": ...}``; the
+  schema requires only ``feedbacks``, an array of ``$defs/FeedbackInstance``
+  objects with the six required string fields; both objects have
+  ``additionalProperties: false``.
+- A record's ``feedback_interaction_history`` is [user prompt, assistant
+  LIST of six-key dicts]; the feedback system prompt is not recorded. The last
+  turn's is ``[]``, and so is every replayed turn's.
+- Memory summary call: same endpoint and body keys as a code call, [system,
+  user], a one-sentence system prompt unlike the code agent's; the user message
+  is a fixed preamble then the entries to summarise as ``<role>: <content>``
+  lines. Its tokens are not in the record. With keep stuck at 5 (the misspelt
+  key), a history of 6 entries over a threshold of 3 sends ONE entry to be
+  summarised; the summary entry is itself re-summarised by the next call; and
+  while threshold < 6 a summary call precedes EVERY step once the history has
+  passed 5 entries (a summary leaves 6, each step adds 2). The kept window
+  starts mid-pair (an assistant answer without the result before it).
+- After a summary, ``agent_memory[0]`` is a ``system`` entry: a fixed heading
+  line, then the summary text.
+- BROWSE lists files in ``os.walk`` order (file-system order, not sorted).
+- The conda stand-in is called once per submission, also when ``max-steps``
+  ran out without SUBMIT: ``python -m pytest <overlay>/<sub>/test.py
+  --junitxml=<annotation>/pytest_report/report.xml --timeout=60`` in the
+  runner's ``cd`` folder, with the env name of ``test.sh``.
+- ``work-dir: "work_dir"`` (the shipped, relative value) cannot work: the
+  junit path is passed relative and pytest runs in the repo sub-folder, so the
+  report lands under ``<repo>/<sub>/work_dir/...``, the release raises
+  FileNotFoundError after the first submission, and the task fails with the
+  candidate left in the dataset. ``run_release`` therefore passes the absolute
+  path of the dataset copy's parent unless ``config`` names a ``work-dir``.
+- The release exits 0 when a task fails (``ReleaseRun.ok`` reads its summary).
+- gemini (``google``): ``POST /v1/models/<model>:generateContent`` (the SDK's
+  default API version is v1), body keys ``contents`` and ``generationConfig``
+  only: one user content with one text (system + newline + user), no
+  ``systemInstruction``; ``temperature`` 0.0, ``topP`` 1.0, ``thinkingConfig``
+  ``{"thinking_budget": 1000}`` for gemini-2.5-pro (0 otherwise), sent
+  snake-case.
+- azure-openai: body keys ``model`` (the deployment), ``messages``,
+  ``temperature`` 0, ``top_p`` 1.
+- anthropic: the release passes ``temperature`` and ``top_p`` to
+  ``messages.create``, which the anthropic 2.x SDK no longer takes: TypeError
+  before anything is sent, 4 attempts x 3 step retries, then the task fails.
+  Its parameters (a hard-coded model, ``max_tokens`` 4096, temperature 0,
+  top_p 1) are only readable in its source with the SDK this project installs.
 """
 from __future__ import annotations
 
@@ -161,16 +187,18 @@ SAMPLE_DATASET = REPO / "work_dir" / "dataset"
 MAIN = "agent/research_code_generation.py"
 RUN_TIMEOUT_SEC = 300
 # Third-party modules the release's main command imports (agent/*.py), beyond what the shims stand in for.
-RELEASE_IMPORTS = ("openai", "anthropic", "google.genai", "pydantic", "yaml", "numpy", "scipy", "requests", "pytest_timeout")
+RELEASE_IMPORTS = ("openai", "anthropic", "google.genai", "pydantic", "yaml", "numpy", "scipy", "requests",
+                   "pytest_timeout")
 TAIL_CHARS = 6000
 # Token counts the scripted answers report, one per kind of call, so a record's token lists tell which calls it counted.
-# Chat answers must carry usage.prompt_tokens_details.cached_tokens: the release reads it and retries, then fails, without.
+# Chat answers must carry usage.prompt_tokens_details.cached_tokens: without it the release retries, then fails.
 CODE_USAGE = FakeUsage(input_tokens=1000, output_tokens=100, cached_tokens=0)
 FEEDBACK_USAGE = FakeUsage(input_tokens=2000, output_tokens=200)
 SUMMARY_USAGE = FakeUsage(input_tokens=3000, output_tokens=300, cached_tokens=0)
 FEEDBACK_FIELDS = ("interface", "category", "description", "analysis", "actionable_feedback", "direct_code_feedback")
 # Environment prefixes that must not leak into the release's process (real keys, endpoints, the outer pytest's options).
-_SCRUBBED_PREFIXES = ("OPENAI_", "ANTHROPIC_", "GOOGLE_", "GEMINI_", "TOGETHER_", "AZURE_", "DEEPSEEK_", "PYTEST", "PYTHON")
+_SCRUBBED_PREFIXES = ("OPENAI_", "ANTHROPIC_", "GOOGLE_", "GEMINI_", "TOGETHER_", "AZURE_", "DEEPSEEK_",
+                      "PYTEST", "PYTHON")
 
 
 def release_checkout() -> Path | None:
@@ -217,7 +245,7 @@ sys.stderr.write("conda stand-in (tests/release_oracle.py) only runs `conda run 
 sys.exit(2)
 '''
 
-_RETRIEVAL_STUB = '''"""Stand-in for the release's retrieval package: the project's BM25 ranking, no model (tests/release_oracle.py)."""
+_RETRIEVAL_STUB = '''"""Stand-in for the release's retrieval package: the project's BM25, no model (release oracle)."""
 import importlib.util, sys
 from pathlib import Path
 
@@ -263,7 +291,7 @@ def encoding_for_model(model):
     return Encoding(model)
 '''
 
-_TOGETHER_STUB = '''"""Import stand-in for the together SDK (not installed here): the release imports it at module level."""
+_TOGETHER_STUB = '''"""Import stand-in for the together SDK (not installed here), which the release imports."""
 
 
 class Together:
@@ -330,7 +358,8 @@ def published_runner(text: str) -> str:
 
 def _copy_dataset(source: Path, dest: Path) -> None:
     """A private copy of ``source`` whose runners have the published shape (``published_runner``)."""
-    shutil.copytree(source, dest, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", "pytest_report", "_runner_*"))
+    leftovers = shutil.ignore_patterns("__pycache__", ".pytest_cache", "pytest_report", "_runner_*")
+    shutil.copytree(source, dest, ignore=leftovers)
     for runner in dest.glob("annotations/*/test.sh"):
         runner.write_text(published_runner(runner.read_text(encoding="utf-8")), encoding="utf-8")
 
@@ -374,8 +403,7 @@ def release_config(checkout: Path, overrides: Mapping[str, Any]) -> dict[str, An
 def _server_env(server: FakeProvider) -> dict[str, str]:
     """The variables that send the release's client(s) of ``server.protocol`` to ``server`` (see module doc)."""
     if server.protocol == "openai":
-        return {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": TEST_KEY,
-                "TOGETHER_BASE_URL": server.base_url, "TOGETHER_API_KEY": TEST_KEY}  # for a real together SDK
+        return {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": TEST_KEY}
     if server.protocol == "anthropic":
         return {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": TEST_KEY}
     return {"GOOGLE_GEMINI_BASE_URL": server.url}
@@ -578,7 +606,8 @@ class ReleaseScript:
         queue = (self.feedback if kind == "feedback" else self.code).get(task)
         if not queue:
             self.exhausted.append((kind, task))
-            return Reply(status=400, body=error_body(request.protocol, 400, f"oracle script: no {kind} answer left for task {task}"))
+            message = f"oracle script: no {kind} answer left for task {task}"
+            return Reply(status=400, body=error_body(request.protocol, 400, message))
         if kind == "feedback":
             return Reply(body=openai_response({"feedbacks": queue.popleft()}, FEEDBACK_USAGE))
         return Reply(body=success_body(request.protocol, queue.popleft(), **vars(CODE_USAGE)))

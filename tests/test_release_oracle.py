@@ -16,6 +16,9 @@ d. agent setting, task 2, max-turn 3, max-steps 2: code code fb | code code
    (success): 4 code, 1 fb, 2 test runs; no seed.
 e. replay at L1 of a's L4 run (resume: true): one SUBMIT per replayed turn:
    code | code (2 code, 0 fb, 2 test runs); 2 replay records.
+Other clients (one turn, one step, L0): gemini and azure send one code call
+each; anthropic (SDK 2.x) sends nothing. The shipped relative work-dir: one
+code call, one test run whose report the release cannot find.
 """
 from __future__ import annotations
 
@@ -273,7 +276,8 @@ def _one_call_run(protocol: str, root: Path) -> tuple[ReleaseRun, ReleaseScript]
     """memory_agent, one turn of one step at L0: one code call (REPLACE, then the file is submitted)."""
     script = ReleaseScript(SAMPLE_DATASET, {1: TaskScript(code=[replace(WRONG_CODE)])})
     with FakeProvider("openai" if protocol == "azure" else protocol, responder=script) as server:
-        config = {"max-turn": 1, "max-steps": 1, "guidance-level": 0, "task-ids": [1], **_provider_config(protocol, server)}
+        config = {"max-turn": 1, "max-steps": 1, "guidance-level": 0, "task-ids": [1],
+                  **_provider_config(protocol, server)}
         return run_release(config, server, root), script
 
 
