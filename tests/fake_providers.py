@@ -7,7 +7,10 @@ local servers; ``"anthropic"`` messages; ``"gemini"`` generateContent), answers
 from a FIFO queue of scripted :class:`Reply` objects (successes, HTTP errors,
 hangs, malformed bodies) and logs every request as a :class:`ReceivedRequest`
 (``.body`` parsed JSON, ``.headers`` lower-cased, ``.messages`` normalised to
-role/content, ``.last_user_text``).
+role/content, ``.last_user_text``, ``.route``). The ``"openai"`` protocol also
+serves the Responses API (``POST /v1/responses``, what ``client.responses.parse``
+calls; its ``input`` list is what ``.messages`` shows): script it with
+``reply_response(value)``, or build bodies with ``openai_response``.
 
 Typical use (the ``no_provider_env`` fixture removes real keys/base URLs and
 makes retry waits instant; import it into the test module)::
@@ -22,9 +25,9 @@ makes retry waits instant; import it into the test module)::
             assert server.requests[-1].body["model"] == "gpt-5-mini"
 
 Scripting methods (all chain): ``reply_text(text, **FakeUsage fields)``,
-``reply_json(value)``, ``rate_limited(retry_after)``, ``server_error(status)``,
-``overloaded()`` (529), ``unauthorized()``, ``fail(status, message)``,
-``hang(seconds)``, ``malformed()``, ``push(Reply(...))``.
+``reply_json(value)``, ``reply_response(value)`` (a Responses-API answer),
+``rate_limited(retry_after)``, ``server_error(status)``, ``overloaded()`` (529),
+``unauthorized()``, ``fail(status, message)``, ``hang(seconds)``, ``malformed()``, ``push(Reply(...))``.
 When the queue is empty the server calls ``responder(request) -> Reply`` if
 one was given (for agent-loop tests that need an endless, request-dependent
 conversation), else answers HTTP 500 "no scripted reply left", which makes a
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -76,13 +80,25 @@ class ReceivedRequest:
     raw: bytes
     body: Any
     protocol: str
+    received_at: float = field(default_factory=time.monotonic)  # orders requests across servers
+
+    @property
+    def route(self) -> str:
+        """The path without its query string."""
+        return self.path.split("?", 1)[0]
 
     @property
     def messages(self) -> list[dict[str, str]]:
-        """The conversation in the harness's shape (role/content), whatever the protocol."""
+        """The conversation in the harness's shape (role/content), whatever the protocol.
+
+        For a Responses-API request these are the ``input`` items (a plain-string input is one user message).
+        """
         body = self.body or {}
         if self.protocol == "openai":
-            return [{"role": m["role"], "content": _flatten(m.get("content"))} for m in body.get("messages", [])]
+            items = body.get("messages", body.get("input", []))
+            if isinstance(items, str):
+                items = [{"role": "user", "content": items}]
+            return [{"role": m["role"], "content": _flatten(m.get("content"))} for m in items if "role" in m]
         if self.protocol == "anthropic":
             system = [{"role": "system", "content": _flatten(body["system"])}] if body.get("system") else []
             return system + [{"role": m["role"], "content": _flatten(m["content"])} for m in body.get("messages", [])]
@@ -140,6 +156,43 @@ def openai_completion(text: str | None, usage: FakeUsage = FakeUsage(), finish_r
         "created": 1_700_000_000,
         "model": "fake-model",
         "choices": [choice],
+        "usage": counts,
+    }
+
+
+def openai_response(value: Any, usage: FakeUsage = FakeUsage(), status: str = "completed") -> dict[str, Any]:
+    """A Responses-API body (``POST /v1/responses``) with one assistant message holding ``value``.
+
+    ``value`` is sent as the ``output_text`` (a str as is, anything else as JSON), so
+    ``client.responses.parse(text_format=Model)`` gives ``output_parsed`` when the JSON fits
+    ``Model``, and ``response.output_text`` is the text. ``usage`` fills ``input_tokens`` /
+    ``output_tokens`` (and their cached/reasoning details when set).
+    """
+    text = value if isinstance(value, str) else json.dumps(value)
+    counts: dict[str, Any] = {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "total_tokens": usage.input_tokens + usage.output_tokens,
+        "input_tokens_details": {"cached_tokens": usage.cached_tokens or 0},
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens or 0},
+    }
+    message = {
+        "type": "message",
+        "id": "msg_fake",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
+    return {
+        "id": "resp_fake",
+        "object": "response",
+        "created_at": 1_700_000_000,
+        "status": status,
+        "model": "fake-model",
+        "output": [message],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
         "usage": counts,
     }
 
@@ -282,6 +335,12 @@ class FakeProvider:
             return self.push(Reply(body=body))
         return self.reply_text(json.dumps(value), **usage)
 
+    def reply_response(self, value: Any, **usage: int | None) -> FakeProvider:
+        """A Responses-API success (``openai`` protocol) whose output text is ``value`` (non-str: JSON)."""
+        if self.protocol != "openai":
+            raise ValueError(f"the Responses API is OpenAI's; this server speaks {self.protocol}")
+        return self.push(Reply(body=openai_response(value, FakeUsage(**usage))))
+
     def fail(self, status: int, message: str = "fake failure", headers: dict[str, str] | None = None) -> FakeProvider:
         return self.push(Reply(status=status, body=error_body(self.protocol, status, message), headers=headers or {}))
 
@@ -334,7 +393,7 @@ class FakeProvider:
     def _serves(self, path: str) -> bool:
         route = path.split("?", 1)[0]
         if self.protocol == "openai":
-            return route.endswith("/chat/completions")
+            return route.endswith(("/chat/completions", "/responses"))
         if self.protocol == "anthropic":
             return route.endswith("/v1/messages")
         return route.endswith(":generateContent")
