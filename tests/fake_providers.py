@@ -9,8 +9,8 @@ hangs, malformed bodies) and logs every request as a :class:`ReceivedRequest`
 (``.body`` parsed JSON, ``.headers`` lower-cased, ``.messages`` normalised to
 role/content, ``.last_user_text``, ``.route``). The ``"openai"`` protocol also
 serves the Responses API (``POST /v1/responses``, what ``client.responses.parse``
-calls; its ``input`` list is what ``.messages`` shows): script it with
-``reply_response(value)``, or build bodies with ``openai_response``.
+calls; its ``input`` list is what ``.messages`` shows); ``openai_response(value)``
+builds its answers (``push(Reply(body=...))`` or a responder).
 
 Typical use (the ``no_provider_env`` fixture removes real keys/base URLs and
 makes retry waits instant; import it into the test module)::
@@ -25,9 +25,9 @@ makes retry waits instant; import it into the test module)::
             assert server.requests[-1].body["model"] == "gpt-5-mini"
 
 Scripting methods (all chain): ``reply_text(text, **FakeUsage fields)``,
-``reply_json(value)``, ``reply_response(value)`` (a Responses-API answer),
-``rate_limited(retry_after)``, ``server_error(status)``, ``overloaded()`` (529),
-``unauthorized()``, ``fail(status, message)``, ``hang(seconds)``, ``malformed()``, ``push(Reply(...))``.
+``reply_json(value)``, ``rate_limited(retry_after)``, ``server_error(status)``,
+``overloaded()`` (529), ``unauthorized()``, ``fail(status, message)``,
+``hang(seconds)``, ``malformed()``, ``push(Reply(...))``.
 When the queue is empty the server calls ``responder(request) -> Reply`` if
 one was given (for agent-loop tests that need an endless, request-dependent
 conversation), else answers HTTP 500 "no scripted reply left", which makes a
@@ -160,7 +160,7 @@ def openai_completion(text: str | None, usage: FakeUsage = FakeUsage(), finish_r
     }
 
 
-def openai_response(value: Any, usage: FakeUsage = FakeUsage(), status: str = "completed") -> dict[str, Any]:
+def openai_response(value: Any, usage: FakeUsage = FakeUsage()) -> dict[str, Any]:
     """A Responses-API body (``POST /v1/responses``) with one assistant message holding ``value``.
 
     ``value`` is sent as the ``output_text`` (a str as is, anything else as JSON), so
@@ -187,7 +187,7 @@ def openai_response(value: Any, usage: FakeUsage = FakeUsage(), status: str = "c
         "id": "resp_fake",
         "object": "response",
         "created_at": 1_700_000_000,
-        "status": status,
+        "status": "completed",
         "model": "fake-model",
         "output": [message],
         "parallel_tool_calls": True,
@@ -334,12 +334,6 @@ class FakeProvider:
             body = anthropic_message([anthropic_tool_use(value)], FakeUsage(**usage), stop_reason="tool_use")
             return self.push(Reply(body=body))
         return self.reply_text(json.dumps(value), **usage)
-
-    def reply_response(self, value: Any, **usage: int | None) -> FakeProvider:
-        """A Responses-API success (``openai`` protocol) whose output text is ``value`` (non-str: JSON)."""
-        if self.protocol != "openai":
-            raise ValueError(f"the Responses API is OpenAI's; this server speaks {self.protocol}")
-        return self.push(Reply(body=openai_response(value, FakeUsage(**usage))))
 
     def fail(self, status: int, message: str = "fake failure", headers: dict[str, str] | None = None) -> FakeProvider:
         return self.push(Reply(status=status, body=error_body(self.protocol, status, message), headers=headers or {}))

@@ -64,9 +64,9 @@ def canonical(task: int) -> str:
     return (SAMPLE_DATASET / "annotations" / f"annotation_{task}" / "canonical.py").read_text(encoding="utf-8")
 
 
-def users(run: ReleaseRun, script: ReleaseScript, kind: str = "code") -> list[str]:
-    """The user message of each call of ``kind``, in order."""
-    return [r.messages[-1]["content"] for r in run.requests if script.kind(r)[0] == kind]
+def users(run: ReleaseRun, script: ReleaseScript) -> list[str]:
+    """The user message of each code-agent call, in order."""
+    return [r.messages[-1]["content"] for r in run.requests if script.kind(r)[0] == "code"]
 
 
 def assert_code_call(request: ReceivedRequest, model: str = "gpt-4o") -> None:
