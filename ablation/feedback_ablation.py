@@ -1,6 +1,6 @@
 """Feedback-model ablation: the same failed attempts, feedback from another model, one turn per level.
 
-    python ablation/feedback_ablation.py --yaml-location config/ablation_feedback.yaml
+    python ablation/feedback_ablation.py --yaml-location my.yaml
         [--feedback-yaml OTHER.yaml] [--source-run RESULT_FOLDER] [--model NAME]
         [--levels 1 2 3 4] [--samples 20] [--seed 0] [--max-workers 1]
 
@@ -35,6 +35,7 @@ from ablation.ablation_common import (  # noqa: E402
     human_model, incomplete_notes, prepare_continuation, run_main, sample, spec_params, unit_name, unsolved_turns,
     write_summary,
 )
+from agent.guidance import LEVELS  # noqa: E402
 
 
 def parse_args() -> argparse.ArgumentParser:
@@ -42,7 +43,7 @@ def parse_args() -> argparse.ArgumentParser:
     add_continuation_args(parser)
     parser.add_argument("--feedback-yaml", type=Path,
                         help="config whose human-* keys name the feedback model (default: --yaml-location's)")
-    parser.add_argument("--levels", type=int, nargs="+", choices=range(5), default=[1, 2, 3, 4],
+    parser.add_argument("--levels", type=int, nargs="+", choices=LEVELS, default=list(LEVELS[1:]),
                         help="guidance levels to compare (default 1 2 3 4)")
     return parser
 

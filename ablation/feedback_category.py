@@ -1,6 +1,6 @@
 """Feedback adoption: an LLM judge labels every feedback item of stored runs with what became of it.
 
-    python ablation/feedback_category.py --yaml-location config/ablation_category.yaml
+    python ablation/feedback_category.py --yaml-location my.yaml
         [--judge-yaml JUDGE.yaml] [--source-run RESULT_FOLDER ...] [--samples 20] [--seed 0] [--max-workers 1]
 
 Sources: the result folders named by --source-run, else every existing result

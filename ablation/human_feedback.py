@@ -5,7 +5,7 @@
         [--level 4] [--samples 20] [--seed 0] [--max-workers 1]
 
 Human feedback is a file in the format of ``feedback-source: file`` (see
-agent/feedback.py): entries {"task_index", "turn_number", "feedback": [records]},
+agent/feedback/file.py): entries {"task_index", "turn_number", "feedback": [records]},
 each about the submission of that turn of the source run (default file: the
 config's feedback-file). Samples are drawn from the entries of the file,
 except those about a turn that solved the task. Each sample is replayed as

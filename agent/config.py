@@ -548,13 +548,13 @@ def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
     max_turn = reader.integer("max-turn", 1)
     memory_to_keep = reader.integer("memory-to-keep", 0)
     memory_threshold = reader.integer("memory-threshold", 1)
-    if memory_to_keep >= memory_threshold:
-        raise reader.fail(f"'memory-to-keep' ({memory_to_keep}) must be smaller than 'memory-threshold' "
-                          f"({memory_threshold})")
     output_dir = reader.path("output-dir")
     resume, overwrite = _resume_mode(reader)
     replay_level, replay_run_level = _replay_levels(reader)
     protocol_name = reader.choice("protocol", tuple(PROTOCOLS))
+    if protocol_name == "improved" and memory_to_keep >= memory_threshold:  # the release's keeps 5 whatever is set
+        raise reader.fail(f"'memory-to-keep' ({memory_to_keep}) must be smaller than 'memory-threshold' "
+                          f"({memory_threshold})")
     release_prompts = release_prompts_path(reader.path("release-prompts"))
     if reader.flag("edit-action") and protocol_name == "release":
         raise reader.fail("'edit-action: true' is not part of the release's protocol (its EDIT is disabled); "

@@ -101,7 +101,7 @@ SNIPPET_CONTEXT_FILE = "### `{path}`\n```python\n{text}\n```\n"
 
 # ---------------------------------------------------------------- memory notes and summaries
 
-# Memory keeps past steps as notes (agent/memory.py); these label them.
+# Memory keeps past steps as notes (agent/protocols/notes.py); these label them.
 MEMORY_STEP = "[Turn {turn}, step {step}]"
 MEMORY_DIGEST = "Tests of the previous submission, in brief: {brief}"
 MEMORY_FEEDBACK = "Researcher feedback on it, in brief: {brief}"

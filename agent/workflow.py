@@ -172,15 +172,18 @@ class JobRun:
                            self.cfg.max_guidance_level)
 
     def feedback(self, state: TurnState, turn: dict, level: int) -> FeedbackReply:
-        """The turn's raw feedback: none where the policy gives none, the seed's where turn 0 takes it from
-        the seed, else the source's answer."""
+        """The turn's raw feedback: the seed's where turn 0 takes it from the seed, none where the policy gives
+        none, else the source's answer. A seed's failed feedback stops a level that shows it (the seed job of the
+        next run asks again), never a level that only copies it."""
         number, solved = turn["turn_number"], turn_solved(turn["execution_result"])
-        from_seed = number == 0 and self.parts.setting.shares_seed and self.parts.policy.seed_feedback_for(level)
-        if from_seed and self._seed_feedback_usable(turn):
-            return FeedbackReply(turn["feedback_items"] or [], "seed", turn["feedback_usage"],
-                                 turn["feedback_conversation"] or turn["feedback_interaction_history"],
-                                 turn["feedback_error"])
-        if not self.parts.policy.gives_feedback(level, solved, number):
+        gives = self.parts.policy.gives_feedback(level, solved, number)
+        if number == 0 and self.parts.setting.shares_seed and self.parts.policy.seed_feedback_for(level) \
+                and self._seed_made_by_this_feedback_model():
+            reply = FeedbackReply(turn["feedback_items"] or [], "seed", turn["feedback_usage"],
+                                  turn["feedback_conversation"] or turn["feedback_interaction_history"],
+                                  turn["feedback_error"])
+            return reply if gives or not reply.error else NO_FEEDBACK
+        if not gives:
             return NO_FEEDBACK
         previous = state.turns[-1]["final_code"] if state.turns else ""
         reply = self.session.feedback(turn=number, level=level, code=turn["final_code"], previous_code=previous,
@@ -220,10 +223,10 @@ class JobRun:
         self.seed_model = seed["feedback_model"]
         return seed["record"]
 
-    def _seed_feedback_usable(self, turn: dict) -> bool:
-        """The seed's records were made by this run's feedback model (None: a release seed), and exist."""
+    def _seed_made_by_this_feedback_model(self) -> bool:
+        """The seed's records were made by this run's feedback model (None: a release seed)."""
         model = self.cfg.feedback_model.model if self.cfg.feedback_model else None
-        return turn["feedback_items"] is not None and self.seed_model in (None, model)
+        return self.seed_model in (None, model)
 
     def unstop(self, last: dict) -> dict:
         """The last stored turn of a job that stopped early, made ready to continue: a budget stop only needs
