@@ -1,6 +1,8 @@
 """The HTML report and the one-command analysis: tables, figures, trajectories, diffs, hostile text, bad input."""
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 import subprocess
 import sys
@@ -76,11 +78,18 @@ def test_pages_are_self_contained_and_every_link_opens(cli_run) -> None:
     pages = sorted(out.rglob("*.html"))
     assert len(pages) == 1 + 2 + 2 + 2 + 3 + 3    # index + loaded (run, task) pairs
     for path in pages:
-        scan = PageScan(path.read_text(encoding="utf-8"))
-        assert not [tag for tag, _ in scan.elements if tag in ("script", "iframe", "object", "embed", "link")]
+        html = path.read_text(encoding="utf-8")
+        scan = PageScan(html)
+        assert not [tag for tag, _ in scan.elements if tag in ("iframe", "object", "embed", "link")]
         assert not [name for _, attrs in scan.elements for name in attrs if name.startswith("on")]
         policies = [a["content"] for tag, a in scan.elements if tag == "meta" and a.get("http-equiv")]
         assert policies and "default-src 'none'" in policies[0]
+        # one inline script, the report's own, and the policy lets run only a script with exactly its hash
+        scripts = re.findall(r"<script>(.*?)</script>", html, re.S)
+        assert len(scripts) == 1 and html.count("<script") == 1
+        digest = base64.b64encode(hashlib.sha256(scripts[0].encode()).digest()).decode()
+        assert f"script-src 'sha256-{digest}'" in policies[0]
+        assert scripts[0] == (REPO / "metrics" / "report_viewer.js").read_text(encoding="utf-8")
         for href in scan.attrs("a", "href"):
             if href.startswith("#"):
                 continue
@@ -109,7 +118,7 @@ def test_hostile_model_output_is_shown_as_text(cli_run) -> None:
     html = read(out, page_name("org_model-a", "fixed", 0, 1))
     scan = PageScan(html)
     assert HOSTILE in scan.text                       # visible, character for character
-    assert "<script" not in html and "<img src=x" not in html
+    assert html.count("<script") == 1 and "<img src=x" not in html   # the one script is the report's own
     assert "&lt;script&gt;document.title=&quot;pwned&quot;&lt;/script&gt;" in html
 
 

@@ -1,0 +1,247 @@
+// The run report's one script (metrics/report_html.py pins its hash in each page's Content-Security-Policy,
+// so no other script can run there). Pages work without it; it adds: on the index, search, filters and sort
+// over the trajectories; on a trajectory page, folded repeated text shown on demand, Python highlighting
+// when a block is opened, and previous/next that follow the index's current filter and order.
+// Text from the results is only ever put in the page as text nodes, never parsed as markup.
+(() => {
+  "use strict";
+  const STORE = "recode-report:";
+
+  function store(key, value) {
+    try { sessionStorage.setItem(STORE + key, JSON.stringify(value)); } catch (e) { /* storage off: no memory */ }
+  }
+  function recall(key) {
+    try { return JSON.parse(sessionStorage.getItem(STORE + key) || "null"); } catch (e) { return null; }
+  }
+  function pageKey(url) { return url.split("#")[0].split("?")[0]; }
+
+  // ------------------------------------------------------------------ index: search, filter, sort
+
+  function setUpIndex(table) {
+    const rows = Array.from(table.tBodies[0].rows);
+    const search = document.getElementById("q");
+    const selects = Array.from(document.querySelectorAll("select[data-filter]"));
+    const shown = document.getElementById("shown");
+    const key = "index:" + pageKey(location.href);
+    let sortColumn = -1, sortDirection = 1;
+
+    function visibleRows() { return rows.filter((row) => !row.hidden); }
+
+    function apply() {
+      const words = search.value.toLowerCase().split(/\s+/).filter(Boolean);
+      for (const row of rows) {
+        const text = row.dataset.search;
+        row.hidden = !(words.every((word) => text.includes(word))
+          && selects.every((select) => !select.value || row.dataset[select.dataset.filter] === select.value));
+      }
+      const visible = visibleRows();
+      shown.textContent = visible.length === rows.length ? `${rows.length} trajectories`
+        : `${visible.length} of ${rows.length} trajectories`;
+      store(key, {q: search.value, filters: selects.map((select) => select.value), sortColumn, sortDirection});
+      store("order:" + pageKey(location.href), visible.map((row) => pageKey(row.querySelector("a").href)));
+    }
+
+    function sortBy(column, direction) {
+      sortColumn = column; sortDirection = direction;
+      const numeric = table.tHead.rows[0].cells[column].dataset.type === "num";
+      const value = (row) => {
+        const cell = row.cells[column];
+        const raw = cell.dataset.v !== undefined ? cell.dataset.v : cell.textContent;
+        return numeric ? (raw === "" ? -Infinity : Number(raw)) : raw.toLowerCase();
+      };
+      rows.sort((a, b) => {
+        const x = value(a), y = value(b);
+        return (x < y ? -1 : x > y ? 1 : 0) * direction || Number(a.dataset.order) - Number(b.dataset.order);
+      });
+      const body = table.tBodies[0];
+      for (const row of rows) body.appendChild(row);
+      for (const cell of table.tHead.rows[0].cells) cell.removeAttribute("aria-sort");
+      table.tHead.rows[0].cells[column].setAttribute("aria-sort", direction > 0 ? "ascending" : "descending");
+      apply();
+    }
+
+    table.tHead.addEventListener("click", (event) => {
+      const cell = event.target.closest("th");
+      if (!cell) return;
+      sortBy(cell.cellIndex, cell.cellIndex === sortColumn ? -sortDirection : 1);
+    });
+    search.addEventListener("input", apply);
+    for (const select of selects) select.addEventListener("change", apply);
+    const saved = recall(key);
+    if (saved) {
+      search.value = saved.q || "";
+      selects.forEach((select, i) => { select.value = (saved.filters || [])[i] || ""; });
+      if (saved.sortColumn >= 0) { sortBy(saved.sortColumn, saved.sortDirection); return; }
+    }
+    apply();
+  }
+
+  // ------------------------------------------------------------------ trajectory: previous / next
+
+  function setUpNeighbours(nav) {
+    const index = nav.querySelector("a[data-index]");
+    const order = recall("order:" + pageKey(index.href));
+    const here = pageKey(location.href);
+    const at = order ? order.indexOf(here) : -1;
+    if (at < 0) return;  // not opened from the index's current list: keep the report's own order
+    const set = (rel, target) => {
+      const link = nav.querySelector(`a[rel=${rel}]`);
+      if (target) { link.href = target; link.removeAttribute("aria-disabled"); }
+      else { link.removeAttribute("href"); link.setAttribute("aria-disabled", "true"); }
+    };
+    set("prev", order[at - 1]);
+    set("next", order[at + 1]);
+    nav.querySelector(".position").textContent = `${at + 1} of ${order.length} (as filtered and sorted in the report)`;
+  }
+
+  function setUpKeys() {
+    document.addEventListener("keydown", (event) => {
+      if (event.target.closest("input, select, textarea") || event.ctrlKey || event.metaKey || event.altKey) return;
+      const rel = {p: "prev", n: "next"}[event.key];
+      const link = rel && document.querySelector(`nav.pager a[rel=${rel}][href]`);
+      if (link) location.href = link.href;
+    });
+  }
+
+  // ------------------------------------------------------------------ trajectory: repeated text
+
+  const linesCache = new Map();
+
+  function segmentLines(node) {
+    if (node.dataset.src) return linesOf(node.dataset.src).slice(Number(node.dataset.a), Number(node.dataset.b));
+    return node.textContent.split("\n");
+  }
+
+  function linesOf(id) {
+    if (!linesCache.has(id)) {
+      const holder = document.getElementById(id);
+      const lines = [];
+      for (const node of holder.querySelectorAll(":scope > pre.lit, :scope > [data-src]")) {
+        lines.push(...segmentLines(node));
+      }
+      linesCache.set(id, lines);
+    }
+    return linesCache.get(id);
+  }
+
+  function expand(markerLink) {
+    const block = document.createElement("pre");
+    block.className = "lit exp";
+    for (const name of ["src", "a", "b"]) block.dataset[name] = markerLink.dataset[name];
+    block.textContent = segmentLines(markerLink).join("\n");
+    block.title = markerLink.textContent;
+    markerLink.replaceWith(block);
+    highlightWithin(block);
+  }
+
+  function setUpMarkers() {
+    document.addEventListener("click", (event) => {
+      const markerLink = event.target.closest("a.same");
+      if (markerLink) { event.preventDefault(); expand(markerLink); return; }
+      const button = event.target.closest("button.expand-all");
+      if (button) {
+        for (const link of document.getElementById(button.dataset.target).querySelectorAll("a.same")) expand(link);
+        button.remove();
+      }
+    });
+  }
+
+  // ------------------------------------------------------------------ Python highlighting (on open)
+
+  const KEYWORDS = new Set(("False None True and as assert async await break class continue def del elif else " +
+    "except finally for from global if import in is lambda nonlocal not or pass raise return try while with " +
+    "yield match case").split(" "));
+  const BUILTINS = new Set(("abs all any bool dict enumerate float getattr hasattr int isinstance len list map " +
+    "max min print range repr round self set sorted str sum super tuple type zip np torch cls").split(" "));
+  const TOKEN = new RegExp([
+    String.raw`(#[^\n]*)`,                                                          // 1 comment
+    String.raw`((?:\b[rRbBuUfF]{1,2})?(?:"""[\s\S]*?(?:"""|$)|'''[\s\S]*?(?:'''|$)` +
+      String.raw`|"(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?))`,                     // 2 string
+    String.raw`(@[\w.]+)`,                                                          // 3 decorator
+    String.raw`(\b\d[\d_]*(?:\.\d*)?(?:[eE][+-]?\d+)?j?\b|\b0[xXoObB][\da-fA-F_]+\b)`,  // 4 number
+    String.raw`([A-Za-z_]\w*)`,                                                      // 5 name
+  ].join("|"), "g");
+
+  function highlightText(text) {
+    const fragment = document.createDocumentFragment();
+    let last = 0, previous = "";
+    const add = (value, kind) => {
+      if (!value) return;
+      if (!kind) { fragment.appendChild(document.createTextNode(value)); return; }
+      const span = document.createElement("span");
+      span.className = kind;
+      span.textContent = value;
+      fragment.appendChild(span);
+    };
+    TOKEN.lastIndex = 0;
+    for (let match; (match = TOKEN.exec(text)) !== null;) {
+      if (match[0] === "") { TOKEN.lastIndex++; continue; }
+      add(text.slice(last, match.index));
+      const [, comment, string, decorator, number, name] = match;
+      let kind = comment ? "c" : string ? "s" : decorator ? "d" : number ? "n" : "";
+      if (name) kind = KEYWORDS.has(name) ? "k" : previous === "def" || previous === "class" ? "f"
+        : BUILTINS.has(name) ? "b" : "";
+      add(match[0], kind);
+      previous = name || "";
+      last = TOKEN.lastIndex;
+    }
+    add(text.slice(last));
+    return fragment;
+  }
+
+  const MAX_HIGHLIGHT = 300000;
+
+  function highlight(element) {
+    element.classList.add("hl");
+    if (element.textContent.length > MAX_HIGHLIGHT) return;
+    if (element.matches("pre.diff")) {
+      for (const line of element.children) {
+        const text = line.textContent;
+        if (line.classList.contains("head") || line.classList.contains("hunk")) continue;
+        line.textContent = text.slice(0, 1);
+        line.appendChild(highlightText(text.slice(1)));
+      }
+      return;
+    }
+    const text = element.textContent;
+    element.textContent = "";
+    element.appendChild(highlightText(text));
+  }
+
+  function highlightWithin(root) {
+    for (const element of root.querySelectorAll("code.py:not(.hl), pre.py:not(.hl), pre.diff:not(.hl)")) {
+      if (element.closest("details:not([open])")) continue;  // done when its section opens
+      highlight(element);
+    }
+  }
+
+  function setUpHighlighting() {
+    document.addEventListener("toggle", (event) => {
+      if (event.target.open) highlightWithin(event.target);
+    }, true);
+    highlightWithin(document.body);
+  }
+
+  function openTarget() {
+    const target = location.hash && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    for (let node = target; node; node = node.parentElement) {
+      if (node.tagName === "DETAILS") node.open = true;
+    }
+    if (target) target.scrollIntoView();
+  }
+
+  // ------------------------------------------------------------------ start
+
+  const table = document.getElementById("trajectories");
+  if (table) setUpIndex(table);
+  const nav = document.querySelector("nav.pager");
+  if (nav) {
+    setUpNeighbours(nav);
+    setUpKeys();
+    setUpMarkers();
+    window.addEventListener("hashchange", openTarget);
+    openTarget();
+    setUpHighlighting();
+  }
+  document.documentElement.dataset.ready = "1";
+})();
