@@ -8,11 +8,12 @@ shown as a folded marker "lines a-b as in call N". Matching is by line, in two p
 1. every paragraph (text between blank lines) of at least ``MIN_PARAGRAPH_CHARS`` that appeared before on
    the page is a reference to its first appearance (the paper, the task, system prompts, history entries
    that quote earlier answers, wherever they moved);
+   Each run then grows over the lines that go on repeating its source (a short equation, a blank line);
 2. what is still literal and long is diffed line by line against the same message of the previous call of
    that model, so an edited file or a grown history shows only its changed lines.
 
 A reference may point into a text that is itself partly references; the page script rebuilds any full
-text from these pieces on demand (``data-src``/``data-a``/``data-b``), and without script each marker is a
+text from these pieces on demand (``href``/``data-a``/``data-b``), and without script each marker is a
 link to where the lines are. Nothing is lost: every line the model saw is on the page, once.
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ from report_html import Html, join, tag
 MIN_PARAGRAPH_CHARS = 160   # shorter repeated paragraphs stay literal: a marker would be longer than them
 MIN_DIFF_LINES = 24         # literal runs at least this long are diffed against the previous call's text
 MIN_MATCH_LINES = 4         # equal runs shorter than this stay literal
-MIN_MARKER_CHARS = 240      # a reference run shorter than this is shown literally
+MIN_MARKER_CHARS = 800      # a reference run shorter than this is shown literally (a marker is noise)
 MAX_TEXT_CHARS = 2_000_000  # one text beyond this is cut (a flood of output), saying how much was left out
 FENCE = re.compile(r"^```[ \t]*(python|py)?[^\n]*\n.*?^```[ \t]*$", re.S | re.M)
 
@@ -77,17 +78,26 @@ def _by_paragraph(lines: list[str], registry: Registry) -> list[Origin]:
         if found is not None:
             origins[line:line + count] = [(found[0], found[1] + k) for k in range(count)]
         line += count + 1
-    _bridge_blank_lines(lines, origins, registry)
+    _extend_runs(lines, origins, registry)
     return origins
 
 
-def _bridge_blank_lines(lines: list[str], origins: list[Origin], registry: Registry) -> None:
-    """A blank line between two references to adjacent paragraphs of one text joins them into one run."""
-    for i in range(1, len(lines) - 1):
-        before, after = origins[i - 1], origins[i + 1]
-        if (origins[i] is None and lines[i] == "" and before and after and before[0] == after[0]
-                and after[1] == before[1] + 2 and registry.texts[before[0]].lines[before[1] + 1] == ""):
-            origins[i] = (before[0], before[1] + 1)
+def _extend_runs(lines: list[str], origins: list[Origin], registry: Registry) -> None:
+    """Grow each reference run over the new lines that go on repeating its source (short paragraphs, blank
+    lines, a short equation between two long paragraphs): forward, then backward."""
+    def follow(i: int, j: int) -> None:  # line i is new, line j (its neighbour) is a reference
+        source, line = origins[j]
+        target = line + (i - j)
+        source_lines = registry.texts[source].lines
+        if 0 <= target < len(source_lines) and source_lines[target] == lines[i]:
+            origins[i] = (source, target)
+
+    for i in range(1, len(lines)):
+        if origins[i] is None and origins[i - 1] is not None:
+            follow(i, i - 1)
+    for i in range(len(lines) - 2, -1, -1):
+        if origins[i] is None and origins[i + 1] is not None:
+            follow(i, i + 1)
 
 
 def _by_diff(lines: list[str], origins: list[Origin], previous: Shown | None) -> None:
@@ -158,18 +168,18 @@ def literal(text: str) -> Html:
 
 
 def marker(ref: Ref, registry: Registry) -> Html:
-    source = registry.texts[ref.source]
-    chars = sum(len(line) + 1 for line in source.lines[ref.first:ref.end])
-    text = f"⋯ {ref.end - ref.first} lines ({chars:,} characters) as in {source.label}, lines " \
-           f"{ref.first + 1}-{ref.end} ⋯"
-    return tag("a", text, href=f"#{ref.source}", class_="same", data_src=ref.source, data_a=ref.first,
-               data_b=ref.end, title="click to show these lines here")
+    """A link to the earlier text (``href`` names it; the script reads it too) with the line range."""
+    label = registry.texts[ref.source].label
+    text = f"⋯ {ref.end - ref.first} lines as in {label} (lines {ref.first + 1}-{ref.end}) ⋯"
+    return tag("a", text, href=f"#{ref.source}", class_="same", data_a=ref.first, data_b=ref.end)
 
 
-def render(shown: Shown, registry: Registry, previous: Shown | None = None, class_: str = "text") -> Html:
-    """The text as a ``div`` of literal blocks and markers; registers it so later texts may refer to it."""
-    parts = [literal(part) if isinstance(part, str) else marker(part, registry)
-             for part in segments(shown.lines, registry, previous)]
+def render(shown: Shown, registry: Registry, previous: Shown | None = None, class_: str = "text",
+           fold: bool = True) -> Html:
+    """The text as a ``div`` of literal blocks and markers (all literal when not ``fold``); registers it so
+    later texts may refer to it."""
+    pieces = segments(shown.lines, registry, previous) if fold else ["\n".join(shown.lines)]
+    parts = [literal(part) if isinstance(part, str) else marker(part, registry) for part in pieces]
     registry.add(shown)
     size = sum(len(line) + 1 for line in shown.lines) - 1
     return tag("div", *parts, class_=class_, id=shown.id, data_chars=size)

@@ -127,10 +127,11 @@ class PageText:
         self.last: dict[tuple[str, str, int], Shown] = {}  # (model, role, position from the end) -> text
 
     def text(self, id_: str, label: str, value: str, key: tuple[str, str, int] | None = None,
-             class_: str = "text") -> Html:
-        """Render a text against what the page holds; ``key`` names the text it is diffed against next time."""
+             class_: str = "text", fold: bool = True) -> Html:
+        """Render a text against what the page holds; ``key`` names the text it is diffed against next time.
+        Without ``fold`` it is shown whole (a model's answer reads as written) but later texts may refer to it."""
         shown = Shown(id_, label, split_lines(value))
-        html = render(shown, self.registry, self.last.get(key) if key else None, class_)
+        html = render(shown, self.registry, self.last.get(key) if key else None, class_, fold)
         if key:
             self.last[key] = shown
         return html
@@ -161,14 +162,8 @@ def _usage_text(usage: dict) -> str:
     return " · ".join(parts)
 
 
-def call_label(number: int, call: Call, turn_number: object) -> str:
-    step = f" · step {call.step}" if call.step is not None else ""
-    return f"call {number} ({call.model} model, turn {turn_number}{step}, {call.purpose})"
-
-
-def call_block(number: int, call: Call, turn_number: object, text: PageText) -> Html:
+def call_block(number: int, call: Call, text: PageText) -> Html:
     """One call folded: the parameters, each message sent (repeats folded), the answer, tokens, cost, latency."""
-    label = call_label(number, call, turn_number)
     body: list[object] = []
     if call.params:
         body.append(tag("p", "Parameters: " + ", ".join(f"{k}={text_of(v)}" for k, v in call.params.items()),
@@ -178,7 +173,7 @@ def call_block(number: int, call: Call, turn_number: object, text: PageText) -> 
     count = len(call.messages)
     for index, message in enumerate(call.messages):
         id_ = f"c{number}-m{index}"
-        rendered = text.text(id_, f"{label}, message {index + 1} ({message['role']})", message["content"],
+        rendered = text.text(id_, f"call {number} message {index + 1}", message["content"],
                              (call.model, message["role"], count - index))
         expand = [tag("button", "show all repeated lines", type="button", class_="expand-all", data_target=id_)] \
             if 'class="same"' in rendered else []
@@ -187,16 +182,17 @@ def call_block(number: int, call: Call, turn_number: object, text: PageText) -> 
                             *expand, rendered, class_="msg"))
     if not call.messages:
         body.append(tag("p", "The request is not recorded.", class_="muted"))
-    answer = text.text(f"c{number}-a", f"{label}, answer", call.answer, (call.model, "answer", 0))
+    answer = text.text(f"c{number}-a", f"call {number} answer", call.answer, fold=False)
     body.append(details(join([tag("span", "answer", class_="role"), f" · {len(call.answer):,} characters"]),
                         answer, class_="msg", open_=True))
     usage = _usage_text(call.usage)
-    summary = f"Call {number} · {call.purpose}" + (f" · step {call.step}" if call.step is not None else "") + \
-        (f" · {usage}" if usage else "")
+    what = f"step {call.step}" if call.purpose == "step" and call.step is not None else \
+        call.purpose + (f" · step {call.step}" if call.step is not None else "")
+    summary = f"Call {number} · {what}" + (f" · {usage}" if usage else "")
     return tag("details", tag("summary", summary), *body, class_=f"call {call.model}", id=f"call-{number}")
 
 
-def calls_block(calls: list[Call], turn_number: object, text: PageText, what: str) -> tuple[Html, list[int]]:
+def calls_block(calls: list[Call], text: PageText, what: str) -> tuple[Html, list[int]]:
     """A table of the calls (tokens, cost, latency) and each call folded; returns the page numbers given."""
     if not calls:
         return tag("p", f"No {what} call is recorded for this turn.", class_="muted"), []
@@ -208,7 +204,7 @@ def calls_block(calls: list[Call], turn_number: object, text: PageText, what: st
              "-" if call.step is None else call.step, *_usage_cells(call.usage)]
             for number, call in zip(numbers, calls)]
     head = table(["call", "purpose", "step", "tokens in", "tokens out", "cached", "cost", "latency s"], rows)
-    blocks = [call_block(number, call, turn_number, text) for number, call in zip(numbers, calls)]
+    blocks = [call_block(number, call, text) for number, call in zip(numbers, calls)]
     return join([head, *blocks]), numbers
 
 
@@ -237,12 +233,15 @@ def actions_block(turn: dict, calls: list[Call], numbers: list[int]) -> Html:
         else tag("p", "No actions.", class_="muted")
 
 
-def code_block(turn: dict, previous: str, previous_label: str) -> Html:
+def code_block(turn: dict, previous: str, previous_label: str, text: PageText) -> Html:
+    """The diff from the previous turn's file, and the whole file folded (lines seen before are links)."""
     code = text_of(turn.get("final_code"))
-    label = f"turn {turn.get('turn_number', '?')}"
+    number = turn.get("turn_number", "?")
+    label = f"turn {number}"
     return join([
         diff_html(previous, code, previous_label, label),
-        details(f"Whole file at {label} ({len(code.splitlines())} lines)", pre(code, class_="py")),
+        details(f"Whole file at {label} ({len(code.splitlines())} lines)",
+                text.text(f"file-{number}", f"the file at {label}", code, ("file", "code", 0), class_="text py")),
     ])
 
 
@@ -267,8 +266,7 @@ def feedback_block(turn: dict, text: PageText) -> Html:
     the feedback model's whole conversation, call by call."""
     level = turn.get("guidance_level")
     calls = feedback_calls(turn)
-    conversation = join([tag("h4", "Feedback model conversation"), calls_block(calls, turn.get("turn_number", "?"),
-                                                                                text, "feedback")[0]]) \
+    conversation = join([tag("h4", "Feedback model conversation"), calls_block(calls, text, "feedback")[0]]) \
         if calls else Html("")
     if "feedback_text" not in turn:
         return join([tag("p", f"Formatted feedback: {NOT_RECORDED}.", class_="muted"), conversation])
@@ -319,11 +317,11 @@ def turn_section(turn: dict, previous: str, previous_label: str, text: PageText)
     label, css = status_of(turn)
     summary = join([f"Turn {number} · ", tag("span", label, class_=css), f" · {tests_text(turn)} · {_level(turn)}"])
     calls = code_calls(turn)
-    calls_html, numbers = calls_block(calls, number, text, "code model")
+    calls_html, numbers = calls_block(calls, text, "code model")
     body = [
         tag("h3", "Code model calls (what the model was shown and answered)"), calls_html,
         tag("h3", "Actions"), actions_block(turn, calls, numbers),
-        tag("h3", f"Code: change from {previous_label}"), code_block(turn, previous, previous_label),
+        tag("h3", f"Code: change from {previous_label}"), code_block(turn, previous, previous_label, text),
         tag("h3", "Tests", id=f"tests-{number}"), tests_block(turn),
         tag("h3", "Feedback on this attempt (shown to the agent next turn)"), feedback_block(turn, text),
         tag("h3", "Tokens and cost"), usage_block(turn),

@@ -107,8 +107,12 @@
 
   const linesCache = new Map();
 
+  function sourceOf(node) {  // a marker links to the text it repeats; an expanded marker keeps that in data-src
+    return node.dataset.src || (node.getAttribute("href") || "").slice(1);
+  }
+
   function segmentLines(node) {
-    if (node.dataset.src) return linesOf(node.dataset.src).slice(Number(node.dataset.a), Number(node.dataset.b));
+    if (node.dataset.a !== undefined) return linesOf(sourceOf(node)).slice(Number(node.dataset.a), Number(node.dataset.b));
     return node.textContent.split("\n");
   }
 
@@ -116,7 +120,7 @@
     if (!linesCache.has(id)) {
       const holder = document.getElementById(id);
       const lines = [];
-      for (const node of holder.querySelectorAll(":scope > pre.lit, :scope > [data-src]")) {
+      for (const node of holder.querySelectorAll(":scope > pre.lit, :scope > a.same")) {
         lines.push(...segmentLines(node));
       }
       linesCache.set(id, lines);
@@ -127,7 +131,9 @@
   function expand(markerLink) {
     const block = document.createElement("pre");
     block.className = "lit exp";
-    for (const name of ["src", "a", "b"]) block.dataset[name] = markerLink.dataset[name];
+    block.dataset.src = sourceOf(markerLink);
+    block.dataset.a = markerLink.dataset.a;
+    block.dataset.b = markerLink.dataset.b;
     block.textContent = segmentLines(markerLink).join("\n");
     block.title = markerLink.textContent;
     markerLink.replaceWith(block);
@@ -209,7 +215,8 @@
   }
 
   function highlightWithin(root) {
-    for (const element of root.querySelectorAll("code.py:not(.hl), pre.py:not(.hl), pre.diff:not(.hl)")) {
+    const selector = "code.py:not(.hl), div.py > pre.lit:not(.hl), pre.diff:not(.hl)";
+    for (const element of root.matches(selector) ? [root] : root.querySelectorAll(selector)) {
       if (element.closest("details:not([open])")) continue;  // done when its section opens
       highlight(element);
     }
