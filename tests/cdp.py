@@ -126,7 +126,7 @@ class Browser:
 
     def open(self, path: Path | str) -> float:
         """Open a page (a file path or a URL) and wait for its load event; returns the seconds it took."""
-        url = Path(path).resolve().as_uri() if not str(path).startswith(("file:", "about:")) else str(path)
+        url = str(path) if str(path).startswith(("file:", "about:", "http:")) else Path(path).resolve().as_uri()
         self.events = [event for event in self.events if event["method"] != "Page.loadEventFired"]
         start = time.monotonic()
         self.command("Page.navigate", session=True, url=url)
