@@ -151,6 +151,7 @@ def coverage(ctx: Context, sources: dict[str, str], settings: RunSettings) -> li
         f"{len(ids)} tasks (from {sources['tasks']}): {_listed(ids[:40])}{' ...' if len(ids) > 40 else ''}",
         f"levels {_listed(f'L{level}' for level in ctx.levels)} (from {sources['levels']}{asked})",
         f"models {_listed(ctx.models)}; {records}",
+        "tokens and cost: every stored result in the folder (the end-of-run summary counts what one command spent)",
         *settings.notes,
     ]
 
