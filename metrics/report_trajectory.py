@@ -313,6 +313,7 @@ def memory_block(turns: list[dict], text: PageText) -> Html:
 
 
 def turn_section(turn: dict, previous: str, previous_label: str, text: PageText) -> Html:
+    """One turn, folded (a page opens fast; the overview links open it, and find-in-page looks inside)."""
     number = turn.get("turn_number", "?")
     label, css = status_of(turn)
     summary = join([f"Turn {number} · ", tag("span", label, class_=css), f" · {tests_text(turn)} · {_level(turn)}"])
@@ -326,7 +327,7 @@ def turn_section(turn: dict, previous: str, previous_label: str, text: PageText)
         tag("h3", "Feedback on this attempt (shown to the agent next turn)"), feedback_block(turn, text),
         tag("h3", "Tokens and cost"), usage_block(turn),
     ]
-    return tag("details", tag("summary", summary), *body, class_="turn", id=f"turn-{number}", open=True)
+    return tag("details", tag("summary", summary), *body, class_="turn", id=f"turn-{number}")
 
 
 def pager(view: TaskView) -> Html:

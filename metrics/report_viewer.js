@@ -1,7 +1,7 @@
 // The run report's one script (metrics/report_html.py pins its hash in each page's Content-Security-Policy,
 // so no other script can run there). Pages work without it; it adds: on the index, search, filters and sort
 // over the trajectories; on a trajectory page, folded repeated text shown on demand, Python highlighting
-// when a block is opened, and previous/next that follow the index's current filter and order.
+// when a block scrolls into view, and previous/next that follow the index's current filter and order.
 // Text from the results is only ever put in the page as text nodes, never parsed as markup.
 (() => {
   "use strict";
@@ -214,19 +214,18 @@
     element.appendChild(highlightText(text));
   }
 
-  function highlightWithin(root) {
-    const selector = "code.py:not(.hl), div.py > pre.lit:not(.hl), pre.diff:not(.hl)";
-    for (const element of root.matches(selector) ? [root] : root.querySelectorAll(selector)) {
-      if (element.closest("details:not([open])")) continue;  // done when its section opens
-      highlight(element);
+  // Highlight a block when it first scrolls into view: closed sections and off-screen turns cost nothing.
+  const SELECTOR = "code.py:not(.hl), div.py > pre.lit:not(.hl), pre.diff:not(.hl)";
+  const observer = "IntersectionObserver" in window ? new IntersectionObserver((entries) => {
+    for (const entry of entries) {
+      if (entry.isIntersecting) { observer.unobserve(entry.target); highlight(entry.target); }
     }
-  }
+  }, {rootMargin: "400px"}) : null;
 
-  function setUpHighlighting() {
-    document.addEventListener("toggle", (event) => {
-      if (event.target.open) highlightWithin(event.target);
-    }, true);
-    highlightWithin(document.body);
+  function highlightWithin(root) {
+    for (const element of root.matches(SELECTOR) ? [root] : root.querySelectorAll(SELECTOR)) {
+      if (observer) observer.observe(element); else highlight(element);
+    }
   }
 
   function openTarget() {
@@ -248,7 +247,7 @@
     setUpMarkers();
     window.addEventListener("hashchange", openTarget);
     openTarget();
-    setUpHighlighting();
+    highlightWithin(document.body);
   }
   document.documentElement.dataset.ready = "1";
 })();
