@@ -115,7 +115,7 @@ def build_contexts(args: argparse.Namespace) -> list[Context]:
                 **vars(args), "setting": setting, "guidance_type": guidance_type, "levels": levels,
                 "max_turns": max_turns, "tasks": tasks}))
             sources = {"turns": turns_from, "tasks": tasks_from,
-                       "levels": "--levels" if args.levels else "the run folders found"}
+                       "levels": "from --levels" if args.levels else "the run folders found"}
             ctx.args.covers = coverage(ctx, sources, settings)
             contexts.append(ctx)
     if not contexts:
@@ -126,17 +126,17 @@ def build_contexts(args: argparse.Namespace) -> list[Context]:
 
 def _turns_source(args: argparse.Namespace, settings: RunSettings) -> tuple[int, str]:
     if args.max_turns:
-        return args.max_turns, "--max-turns"
+        return args.max_turns, "from --max-turns"
     if settings.max_turn:
-        return settings.max_turn, "the run records"
-    return DEFAULT_MAX_TURNS, f"no run record says; the release's default {DEFAULT_MAX_TURNS}"
+        return settings.max_turn, "from the run records"
+    return DEFAULT_MAX_TURNS, "the release's default; no run record says"
 
 
 def _tasks_source(args: argparse.Namespace, settings: RunSettings) -> tuple[list[int] | None, str]:
     if args.tasks:
-        return args.tasks, "--tasks"
+        return args.tasks, "from --tasks"
     if settings.task_ids is not None:
-        return settings.task_ids, "the run records"
+        return settings.task_ids, "from the run records"
     return None, "every runnable task of the meta file"
 
 
@@ -147,9 +147,9 @@ def coverage(ctx: Context, sources: dict[str, str], settings: RunSettings) -> li
     records = f"{len(settings.records)} run record(s): {_listed(settings.records[-3:])}" if settings.records \
         else "no run record (pass --max-turns and --tasks if they differ from the defaults)"
     return [
-        f"max-turn {ctx.args.max_turns} (from {sources['turns']}): Recall@{ctx.args.max_turns}",
-        f"{len(ids)} tasks (from {sources['tasks']}): {_listed(ids[:40])}{' ...' if len(ids) > 40 else ''}",
-        f"levels {_listed(f'L{level}' for level in ctx.levels)} (from {sources['levels']}{asked})",
+        f"max-turn {ctx.args.max_turns} ({sources['turns']}): Recall@{ctx.args.max_turns}",
+        f"{len(ids)} tasks ({sources['tasks']}): {_listed(ids[:40])}{' ...' if len(ids) > 40 else ''}",
+        f"levels {_listed(f'L{level}' for level in ctx.levels)} ({sources['levels']}{asked})",
         f"models {_listed(ctx.models)}; {records}",
         "tokens and cost: every stored result in the folder (the end-of-run summary counts what one command spent)",
         *settings.notes,

@@ -62,6 +62,9 @@ button.expand-all{font-size:.75em;margin-left:.6em}
 .hl .n{color:#b35c00}.hl .f{color:#1f55c7;font-weight:600}.hl .b{color:#0b7f8a}.hl .d{color:#a0522d}
 .controls{display:flex;gap:.6em;flex-wrap:wrap;align-items:center;margin:.5em 0}
 .controls input{min-width:18em;padding:.2em .4em}#trajectories th{cursor:pointer;user-select:none}
+#trajectories{table-layout:fixed;width:100%}#trajectories td{overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+#trajectories th:nth-child(2){width:19%}#trajectories th:nth-child(3){width:11%}#trajectories th:nth-child(4){width:13%}
+#trajectories th:nth-child(6){width:10%}#trajectories th:nth-child(8){width:7%}
 #trajectories th[aria-sort=ascending]::after{content:" ▲"}#trajectories th[aria-sort=descending]::after{content:" ▼"}
 .scroll{max-height:70vh;overflow:auto;border:1px solid #dde}
 .scroll table{margin:0}.scroll thead th{position:sticky;top:0}

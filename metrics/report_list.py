@@ -2,8 +2,8 @@
 order previous/next follow on the trajectory pages.
 
 The table is plain HTML (it reads with the script off); each row carries ``data-*`` attributes the page
-script filters on (model, level, status, section) and a lower-cased search text (task id, repository,
-target file, model, status). Sort values sit in ``data-v`` so "✓ turn 2" sorts as 2.
+script filters on (model, level, status, section); the search matches the row's text. Sort values sit in
+``data-v`` so "✓ turn 2" sorts as 2. Rows are kept lean: a 102-task x 5-level sweep lists 510 of them.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from metric_passrate_unitest import first_success
 from plots import file_stem
 from report_html import Html, join, tag, text_of, write_page
 from report_trajectory import TaskView, cost_text, trajectory_page
-from result_files import LevelRun, read_state, turn_status
+from result_files import LevelRun, read_state
 
 PAGES = "trajectories"
 
@@ -82,8 +82,6 @@ def _row(number: int, entry: Entry) -> Html:
     best = max(turn_rate(turn, entry.n_cases) for turn in turns) if entry.n_cases else None
     first = first_success(turns)
     where = f"{entry.meta.get('repo_dir_name') or ''} {entry.meta.get('target_file_path') or ''}".strip()
-    search = " ".join([f"task {entry.task_id}", str(entry.task_id), where, entry.model, entry.section,
-                       f"l{entry.run.level}", status, turn_status(turns[-1]) or ""]).lower()
     timed = cost["timed_turns"] > 0
     cells = [
         _td(tag("a", f"task {entry.task_id}", href=entry.href), entry.task_id), _td(where), _td(entry.model),
@@ -97,7 +95,7 @@ def _row(number: int, entry: Entry) -> Html:
         _td(f"{cost['wall_time_sec']:.0f}" if timed else "-", f"{cost['wall_time_sec']:.1f}" if timed else "", "num"),
     ]
     return tag("tr", *cells, data_model=entry.model, data_level=f"L{entry.run.level}", data_status=status,
-               data_section=entry.section, data_search=search, data_order=number)
+               data_section=entry.section, data_order=number)
 
 
 COLUMNS = [("task", "num"), ("repository / file", "text"), ("model", "text"), ("runs", "text"),

@@ -19,6 +19,8 @@
 
   function setUpIndex(table) {
     const rows = Array.from(table.tBodies[0].rows);
+    const texts = new Map(rows.map((row) => [row,
+      ` ${Array.from(row.cells, (cell) => cell.textContent).join(" ")} ${row.dataset.status} `.toLowerCase()]));
     const search = document.getElementById("q");
     const selects = Array.from(document.querySelectorAll("select[data-filter]"));
     const shown = document.getElementById("shown");
@@ -28,10 +30,9 @@
     function visibleRows() { return rows.filter((row) => !row.hidden); }
 
     function apply() {
-      const words = search.value.toLowerCase().split(/\s+/).filter(Boolean);
+      const phrase = search.value.toLowerCase().trim().replace(/\s+/g, " ");
       for (const row of rows) {
-        const text = row.dataset.search;
-        row.hidden = !(words.every((word) => text.includes(word))
+        row.hidden = !(texts.get(row).includes(phrase)
           && selects.every((select) => !select.value || row.dataset[select.dataset.filter] === select.value));
       }
       const visible = visibleRows();

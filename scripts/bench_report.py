@@ -69,25 +69,29 @@ def sample_pages(out: Path, count: int) -> list[str]:
     return [path.name for path in pages[:count // 2] + rest[:count - count // 2]]
 
 
-def load_times(out: Path, names: list[str], viewer: bool) -> dict:
-    """Median seconds to the load event for the index and the sampled pages (the first open of each warms
-    nothing: every page is opened once, the index three times)."""
+def load_times(outs: dict[str, Path], names: list[str]) -> dict[str, dict]:
+    """Per report: median seconds to the load event of the index (3 opens) and of the sampled pages (each
+    opened once), the two reports alternating so a busy machine weighs on both alike; for the viewer also the
+    time until its script is ready and one search in the list."""
+    times: dict[str, dict] = {name: {"index": [], "pages": [], "ready": [], "search": None} for name in outs}
     with Browser(1280, 900, timeout=300) as browser:
-        index = [browser.open(out / "index.html") for _ in range(3)]
-        search = None
-        if viewer:
-            browser.wait_for("document.documentElement.dataset.ready")
-            start = time.monotonic()
-            browser.type("#q", "task 1")
-            browser.wait_for("document.getElementById('shown').textContent.includes(' of ')")
-            search = time.monotonic() - start
-        pages, ready = [], []
-        for name in names:
-            pages.append(browser.open(out / "trajectories" / name))
-            if viewer:
-                ready.append(browser.evaluate("performance.now()") / 1000)
-    return {"index": statistics.median(index), "search": search, "page_median": statistics.median(pages),
-            "page_max": max(pages), "ready_median": statistics.median(ready) if ready else None}
+        for _ in range(3):
+            for name, out in outs.items():
+                times[name]["index"].append(browser.open(out / "index.html"))
+        browser.wait_for("document.documentElement.dataset.ready")
+        start = time.monotonic()
+        browser.type("#q", "task 1")
+        browser.wait_for("document.getElementById('shown').textContent.includes(' of ')")
+        times["new"]["search"] = time.monotonic() - start
+        for page in names:
+            for name, out in outs.items():
+                times[name]["pages"].append(browser.open(out / "trajectories" / page))
+                if name == "new":
+                    times[name]["ready"].append(browser.evaluate("performance.now()") / 1000)
+    return {name: {"index": statistics.median(t["index"]), "search": t["search"],
+                   "page_median": statistics.median(t["pages"]), "page_max": max(t["pages"]),
+                   "ready_median": statistics.median(t["ready"]) if t["ready"] else None}
+            for name, t in times.items()}
 
 
 def row(label: str, old: object, new: object) -> str:
@@ -124,8 +128,7 @@ def main() -> int:
                  "new": build(REPO, results, dataset, root / "report_new")}
         measured = {name: sizes(root / f"report_{name}") for name in ("old", "new")}
         names = sample_pages(root / "report_new", args.pages)
-        loads = {"old": load_times(root / "report_old", names, viewer=False),
-                 "new": load_times(root / "report_new", names, viewer=True)}
+        loads = load_times({"old": root / "report_old", "new": root / "report_new"}, names)
         old, new = measured["old"], measured["new"]
         lines = [row("", f"before ({args.baseline})", "viewer"),
                  row("report build (s)", f"{built['old']:.0f}", f"{built['new']:.0f}"),
@@ -143,6 +146,8 @@ def main() -> int:
                      f"{loads['new']['page_max']:.2f}"),
                  row("page script ready, median (s)", "-", f"{loads['new']['ready_median']:.2f}")]
         print("\n".join(lines))
+        print(f"load average during the run (1, 5, 15 min): {', '.join(f'{v:.1f}' for v in os.getloadavg())} "
+              f"on {os.cpu_count()} CPUs")
         print(f"ratios viewer/before: page median size {new['median'] / old['median']:.2f}, total "
               f"{new['total'] / old['total']:.2f}, page load {loads['new']['page_median'] / loads['old']['page_median']:.2f}, "
               f"index load {loads['new']['index'] / loads['old']['index']:.2f}; pickles / viewer folder "

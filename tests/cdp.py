@@ -171,9 +171,20 @@ class Browser:
         self.command("Input.insertText", session=True, text=text)
 
     def press(self, key: str) -> None:
-        """A key with no text (ArrowLeft, ArrowRight, Escape...)."""
-        for kind in ("rawKeyDown", "keyUp"):
-            self.command("Input.dispatchKeyEvent", session=True, type=kind, key=key, code=key)
+        """One key: a character ("p") types it, a name ("Escape", "ArrowLeft") presses that key."""
+        text = {"text": key} if len(key) == 1 else {}
+        self.command("Input.dispatchKeyEvent", session=True, type="keyDown" if text else "rawKeyDown", key=key,
+                     **text)
+        self.command("Input.dispatchKeyEvent", session=True, type="keyUp", key=key)
+
+    def navigating(self, action) -> None:
+        """Run ``action`` (a click, a key) that opens another page, and wait for that page's load event."""
+        self.events = [event for event in self.events if event["method"] != "Page.loadEventFired"]
+        action()
+        self.wait_event("Page.loadEventFired")
+
+    def click_and_wait(self, selector: str) -> None:
+        self.navigating(lambda: self.click(selector))
 
     def screenshot(self, path: Path | str, full_page: bool = False) -> Path:
         params: dict[str, Any] = {"format": "png", "captureBeyondViewport": full_page}

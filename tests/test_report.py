@@ -50,7 +50,7 @@ def test_command_prints_every_table_and_says_where_the_files_are(cli_run) -> Non
         assert f"## [{section}] Cost and effort" in done.stdout
     assert "| org_model-a | 0.0 | 100.0 |" in done.stdout        # Recall@10, fixed L0 and L2
     assert f"report: {out / 'index.html'}" in done.stderr
-    assert "figures: 5 figures (PNG and SVG)" in done.stderr or "figures left out" in done.stderr
+    assert "figures: 9 figures (PNG and SVG)" in done.stderr   # 3 by level, 2 by turn for each of 3 series
     assert f"task_{CORRUPT_TASK}_result.pkl" in done.stderr         # the corrupt file is named
     assert (out / "tables.md").read_text() == done.stdout
     assert (out / "index.html").is_file() and (out / "tables.json").is_file()
@@ -67,10 +67,20 @@ def test_index_holds_tables_accounting_figures_and_a_map_of_outcomes(cli_run) ->
     assert "missing in memory_agent_org_model-a_feedback_fixed_guidance_2: tasks 2" in text
     assert "✓ turn 2" in text and "✗ 3 turns, best 50%" in text      # fixed L2 task 1; L0 task 1
     assert "20260101-000000_1.json" in text and '"command": ["python", "agent/research_code_generation.py"]' in text
-    if (out / "plots").is_dir():
-        images = index.attrs("img", "src")
-        assert len(images) == 5 and all(src.startswith("data:image/svg+xml;base64,") for src in images)
-        assert {"plots/recall_vs_level.png", "plots/testcase_vs_level.svg"} <= set(index.attrs("a", "href"))
+    images = index.attrs("img", "src")
+    assert len(images) == 9 and all(src.startswith("data:image/svg+xml;base64,") for src in images)
+    assert {"plots/recall_vs_level.png", "plots/testcase_vs_level.svg", "plots/cost_vs_level.svg",
+            "plots/testcase_by_turn_memory_agent_fixed_org_model-a.png"} <= set(index.attrs("a", "href"))
+    # what the tables cover: the run record here has no config, so the defaults say where they come from
+    assert "max-turn 10 (the release's default; no run record says): Recall@10" in text
+    assert "3 tasks (every runnable task of the meta file): 1, 2, 3" in text
+    assert "levels L0, L2 (the run folders found)" in text
+    assert "tokens and cost: every stored result in the folder" in text
+    # the list of every trajectory, with the filters' choices
+    rows = [attrs for tag, attrs in index.elements if tag == "tr" and attrs.get("data-status")]
+    assert len(rows) == 12 and {row["data-status"] for row in rows} == {"solved", "not solved"}
+    assert {row["data-model"] for row in rows} == {"org_model-a", "vendor_model-b"}   # models as found on disk
+    assert {"org_model-a", "L2", "solved", "memory_agent · dynamic"} <= set(index.attrs("option", "value"))
 
 
 def test_pages_are_self_contained_and_every_link_opens(cli_run) -> None:
