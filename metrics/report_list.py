@@ -1,12 +1,15 @@
 """Every trajectory of the report in one list: the index's searchable, filterable, sortable table, and the
 order previous/next follow on the trajectory pages.
 
-The table is plain HTML (it reads with the script off); each row carries ``data-*`` attributes the page
-script filters on (model, level, status, section); the search matches the row's text. Sort values sit in
-``data-v`` so "✓ turn 2" sorts as 2. Rows are kept lean: a 102-task x 5-level sweep lists 510 of them.
+The rows travel as JSON in a data block (``<script type="application/json">``, never run) and the page
+script draws only the rows shown, a few hundred at a time: a 102-task x 5-level sweep has 510 of them per
+model, and drawing them all as HTML cost the index seconds to open. Each row carries what the filters use
+(model, level, status, section) and per cell its text and the value it sorts by ("✓ turn 2" sorts as 2).
+With the script off, the task x level maps below the list still link every trajectory.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,12 +73,8 @@ def write_pages(entries: list[Entry], out: Path, index_name: str) -> None:
         write_page(out / entry.href, trajectory_page(view, entry.turns))
 
 
-def _td(content: object, value: object = None, class_: str | None = None) -> Html:
-    """A cell; ``value`` (data-v) is what the column sorts by when the text would sort wrongly."""
-    return tag("td", content, class_=class_, data_v=value)
-
-
-def _row(number: int, entry: Entry) -> Html:
+def _row(entry: Entry) -> dict:
+    """One trajectory as the list's data: filter values and ``[text, sort value]`` per column."""
     status, shown = entry.status()
     turns = entry.turns
     cost = add_costs(turn_cost(turn) for turn in turns)
@@ -84,18 +83,25 @@ def _row(number: int, entry: Entry) -> Html:
     where = f"{entry.meta.get('repo_dir_name') or ''} {entry.meta.get('target_file_path') or ''}".strip()
     timed = cost["timed_turns"] > 0
     cells = [
-        _td(tag("a", f"task {entry.task_id}", href=entry.href), entry.task_id), _td(where), _td(entry.model),
-        _td(entry.section), _td(f"L{entry.run.level}"),
-        _td(shown, 99 if first is None else first, {"solved": "ok", "not solved": "bad"}.get(status, "warn")),
-        _td(len(turns), class_="num"),
-        _td("-" if best is None else f"{100 * best:.0f}%", "" if best is None else f"{best:.4f}", "num"),
-        _td(int(cost["code_input"] + cost["feedback_input"]), class_="num"),
-        _td(int(cost["code_output"] + cost["feedback_output"]), class_="num"),
-        _td(cost_text(cost), f"{cost['cost_usd']:.6f}", "num"),
-        _td(f"{cost['wall_time_sec']:.0f}" if timed else "-", f"{cost['wall_time_sec']:.1f}" if timed else "", "num"),
+        [f"task {entry.task_id}", entry.task_id], [where, None], [entry.model, None], [entry.section, None],
+        [f"L{entry.run.level}", None], [shown, 99 if first is None else first], [str(len(turns)), len(turns)],
+        ["-" if best is None else f"{100 * best:.0f}%", best],
+        [f"{int(cost['code_input'] + cost['feedback_input']):,}", cost["code_input"] + cost["feedback_input"]],
+        [f"{int(cost['code_output'] + cost['feedback_output']):,}", cost["code_output"] + cost["feedback_output"]],
+        [cost_text(cost), round(cost["cost_usd"], 6)],
+        [f"{cost['wall_time_sec']:.0f}" if timed else "-", round(cost["wall_time_sec"], 1) if timed else None],
     ]
-    return tag("tr", *cells, data_model=entry.model, data_level=f"L{entry.run.level}", data_status=status,
-               data_section=entry.section, data_order=number)
+    return {"href": entry.href, "model": entry.model, "level": f"L{entry.run.level}", "status": status,
+            "section": entry.section, "css": {"solved": "ok", "not solved": "bad"}.get(status, "warn"),
+            "cells": cells}
+
+
+def data_block(element_id: str, value: object) -> Html:
+    """JSON in a ``<script type="application/json">``: a data block is never run, and ``<``, ``>``, ``&``
+    are written as escapes, so no text in it can close the element or start markup."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return Html(f'<script type="application/json" id="{element_id}">{text}</script>')
 
 
 COLUMNS = [("task", "num"), ("repository / file", "text"), ("model", "text"), ("runs", "text"),
@@ -124,8 +130,11 @@ def list_block(entries: list[Entry]) -> Html:
         class_="controls")
     head = tag("thead", tag("tr", *(tag("th", name, data_type=kind, title="click to sort")
                                     for name, kind in COLUMNS)))
-    body = tag("tbody", *(_row(number, entry) for number, entry in enumerate(entries)))
     return join([tag("h2", "Trajectories", id="trajectories-list"),
                  tag("p", "Search and filter, click a column to sort; previous/next on a trajectory page follow "
                           "this list as shown.", class_="muted"),
-                 controls, tag("div", tag("table", head, body, id="trajectories"), class_="scroll")])
+                 tag("p", "The list needs the page's script; the maps of outcomes below link every trajectory.",
+                     id="list-off", class_="warn"),
+                 controls, tag("div", tag("table", head, tag("tbody"), id="trajectories"), class_="scroll"),
+                 tag("button", "show more", type="button", id="more", hidden=True),
+                 data_block("trajectory-data", [_row(entry) for entry in entries])])

@@ -17,63 +17,95 @@
 
   // ------------------------------------------------------------------ index: search, filter, sort
 
+  const PAGE = 200;  // rows drawn at a time
+
   function setUpIndex(table) {
-    const rows = Array.from(table.tBodies[0].rows);
-    const texts = new Map(rows.map((row) => [row,
-      ` ${Array.from(row.cells, (cell) => cell.textContent).join(" ")} ${row.dataset.status} `.toLowerCase()]));
+    const data = JSON.parse(document.getElementById("trajectory-data").textContent);
+    data.forEach((item, order) => {
+      item.order = order;
+      item.text = ` ${item.cells.map((cell) => cell[0]).join(" ")} ${item.status} `.toLowerCase();
+    });
+    const head = table.tHead.rows[0];
+    const numeric = Array.from(head.cells, (cell) => cell.dataset.type === "num");
     const search = document.getElementById("q");
     const selects = Array.from(document.querySelectorAll("select[data-filter]"));
     const shown = document.getElementById("shown");
+    const more = document.getElementById("more");
     const key = "index:" + pageKey(location.href);
-    let sortColumn = -1, sortDirection = 1;
+    let sortColumn = -1, sortDirection = 1, visible = data, limit = PAGE;
 
-    function visibleRows() { return rows.filter((row) => !row.hidden); }
+    function rowOf(item) {
+      const row = document.createElement("tr");
+      item.cells.forEach(([text], column) => {
+        const cell = row.insertCell();
+        if (column === 0) {
+          const link = document.createElement("a");
+          link.href = item.href;
+          link.textContent = text;
+          cell.appendChild(link);
+        } else {
+          cell.textContent = text;
+        }
+        if (column === 5) cell.className = item.css;
+        else if (numeric[column]) cell.className = "num";
+      });
+      return row;
+    }
+
+    function render() {
+      const body = table.tBodies[0];
+      body.textContent = "";
+      const fragment = document.createDocumentFragment();
+      for (const item of visible.slice(0, limit)) fragment.appendChild(rowOf(item));
+      body.appendChild(fragment);
+      more.hidden = visible.length <= limit;
+      more.textContent = `show ${Math.min(PAGE, visible.length - limit)} more of ${visible.length - limit}`;
+      shown.textContent = visible.length === data.length ? `${data.length} trajectories`
+        : `${visible.length} of ${data.length} trajectories`;
+    }
+
+    function value(item) {
+      const [text, sortValue] = item.cells[sortColumn];
+      const raw = sortValue === null || sortValue === undefined ? (numeric[sortColumn] ? -Infinity : text) : sortValue;
+      return typeof raw === "string" ? raw.toLowerCase() : raw;
+    }
 
     function apply() {
       const phrase = search.value.toLowerCase().trim().replace(/\s+/g, " ");
-      for (const row of rows) {
-        row.hidden = !(texts.get(row).includes(phrase)
-          && selects.every((select) => !select.value || row.dataset[select.dataset.filter] === select.value));
+      visible = data.filter((item) => item.text.includes(phrase)
+        && selects.every((select) => !select.value || item[select.dataset.filter] === select.value));
+      if (sortColumn >= 0) {
+        visible.sort((a, b) => {
+          const x = value(a), y = value(b);
+          return (x < y ? -1 : x > y ? 1 : 0) * sortDirection || a.order - b.order;
+        });
       }
-      const visible = visibleRows();
-      shown.textContent = visible.length === rows.length ? `${rows.length} trajectories`
-        : `${visible.length} of ${rows.length} trajectories`;
+      for (const cell of head.cells) cell.removeAttribute("aria-sort");
+      if (sortColumn >= 0) head.cells[sortColumn].setAttribute("aria-sort", sortDirection > 0 ? "ascending" : "descending");
+      limit = PAGE;
+      render();
       store(key, {q: search.value, filters: selects.map((select) => select.value), sortColumn, sortDirection});
-      store("order:" + pageKey(location.href), visible.map((row) => pageKey(row.querySelector("a").href)));
+      store("order:" + pageKey(location.href), visible.map((item) => pageKey(new URL(item.href, location.href).href)));
     }
 
-    function sortBy(column, direction) {
-      sortColumn = column; sortDirection = direction;
-      const numeric = table.tHead.rows[0].cells[column].dataset.type === "num";
-      const value = (row) => {
-        const cell = row.cells[column];
-        const raw = cell.dataset.v !== undefined ? cell.dataset.v : cell.textContent;
-        return numeric ? (raw === "" ? -Infinity : Number(raw)) : raw.toLowerCase();
-      };
-      rows.sort((a, b) => {
-        const x = value(a), y = value(b);
-        return (x < y ? -1 : x > y ? 1 : 0) * direction || Number(a.dataset.order) - Number(b.dataset.order);
-      });
-      const body = table.tBodies[0];
-      for (const row of rows) body.appendChild(row);
-      for (const cell of table.tHead.rows[0].cells) cell.removeAttribute("aria-sort");
-      table.tHead.rows[0].cells[column].setAttribute("aria-sort", direction > 0 ? "ascending" : "descending");
-      apply();
-    }
-
-    table.tHead.addEventListener("click", (event) => {
+    head.addEventListener("click", (event) => {
       const cell = event.target.closest("th");
       if (!cell) return;
-      sortBy(cell.cellIndex, cell.cellIndex === sortColumn ? -sortDirection : 1);
+      sortDirection = cell.cellIndex === sortColumn ? -sortDirection : 1;
+      sortColumn = cell.cellIndex;
+      apply();
     });
     search.addEventListener("input", apply);
     for (const select of selects) select.addEventListener("change", apply);
+    more.addEventListener("click", () => { limit += PAGE; render(); });
     const saved = recall(key);
     if (saved) {
       search.value = saved.q || "";
       selects.forEach((select, i) => { select.value = (saved.filters || [])[i] || ""; });
-      if (saved.sortColumn >= 0) { sortBy(saved.sortColumn, saved.sortDirection); return; }
+      sortColumn = saved.sortColumn;
+      sortDirection = saved.sortDirection || 1;
     }
+    document.getElementById("list-off").hidden = true;
     apply();
   }
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -76,10 +77,13 @@ def test_index_holds_tables_accounting_figures_and_a_map_of_outcomes(cli_run) ->
     assert "3 tasks (every runnable task of the meta file): 1, 2, 3" in text
     assert "levels L0, L2 (the run folders found)" in text
     assert "tokens and cost: every stored result in the folder" in text
-    # the list of every trajectory, with the filters' choices
-    rows = [attrs for tag, attrs in index.elements if tag == "tr" and attrs.get("data-status")]
-    assert len(rows) == 12 and {row["data-status"] for row in rows} == {"solved", "not solved"}
-    assert {row["data-model"] for row in rows} == {"org_model-a", "vendor_model-b"}   # models as found on disk
+    # the list of every trajectory (data the page script draws from), with the filters' choices
+    block = re.search(r'<script type="application/json" id="trajectory-data">(.*?)</script>', read(out, "index.html"))
+    rows = json.loads(block.group(1))
+    assert len(rows) == 12 and {row["status"] for row in rows} == {"solved", "not solved"}
+    assert {row["model"] for row in rows} == {"org_model-a", "vendor_model-b"}   # models as found on disk
+    solved = next(row for row in rows if row["href"] == page_name("org_model-a", "fixed", 2, 1))
+    assert solved["cells"][5] == ["✓ turn 2", 2] and solved["cells"][7] == ["100%", 1.0]
     assert {"org_model-a", "L2", "solved", "memory_agent · dynamic"} <= set(index.attrs("option", "value"))
 
 
@@ -95,8 +99,10 @@ def test_pages_are_self_contained_and_every_link_opens(cli_run) -> None:
         policies = [a["content"] for tag, a in scan.elements if tag == "meta" and a.get("http-equiv")]
         assert policies and "default-src 'none'" in policies[0]
         # one inline script, the report's own, and the policy lets run only a script with exactly its hash
+        # (the index also holds a JSON data block, which is never run)
         scripts = re.findall(r"<script>(.*?)</script>", html, re.S)
-        assert len(scripts) == 1 and html.count("<script") == 1
+        data = len(re.findall(r'<script type="application/json" id="trajectory-data">', html))
+        assert len(scripts) == 1 and html.count("<script") == 1 + data and data == (path.name == "index.html")
         digest = base64.b64encode(hashlib.sha256(scripts[0].encode()).digest()).decode()
         assert f"script-src 'sha256-{digest}'" in policies[0]
         assert scripts[0] == (REPO / "metrics" / "report_viewer.js").read_text(encoding="utf-8")

@@ -4,6 +4,7 @@ text repeated across calls is on the page once and nothing is lost."""
 from __future__ import annotations
 
 import html
+import json
 import random
 import re
 import sys
@@ -16,6 +17,7 @@ from tests.report_helpers import HOSTILE, PageScan
 from tests.synthetic_run import SYSTEM, paper, trajectory, write_run
 from analysis import main_analysis
 from report_calls import code_calls, feedback_calls
+from report_list import data_block
 from report_text import Ref, Registry, Shown, segments, split_lines
 from report_trajectory import TaskView, trajectory_page
 
@@ -144,6 +146,13 @@ def test_report_of_a_run_with_calls_stays_bounded(tmp_path: Path) -> None:
         size = path.stat().st_size
         assert size < prompts / 2, (path.name, size, prompts)
         assert html.unescape(path.read_text()).count(paper(task, 30_000).split("\n\n")[3]) == 1
+
+
+def test_list_data_block_cannot_close_its_element() -> None:
+    block = data_block("trajectory-data", [{"repo": HOSTILE + "</script><!--"}])
+    inner = block.split(">", 1)[1].rsplit("</script>", 1)[0]
+    assert "<" not in inner and ">" not in inner and "&" not in inner
+    assert json.loads(inner) == [{"repo": HOSTILE + "</script><!--"}]
 
 
 if __name__ == "__main__":
