@@ -53,10 +53,15 @@ def _calls_usage(model: str, turns: list[dict]) -> list[tuple[str, str, dict]]:
             for usage in turn.get(key) or []:
                 if isinstance(usage, dict):
                     found.append((role, str(usage.get("model") or (model if role == "code" else "feedback")), usage))
-        if not isinstance(turn.get("code_usage"), list):  # release records: per-call token lists only
+        if not isinstance(turn.get("code_usage"), list):  # release records: per-call token lists (older: totals)
             found += [("code", model, {"input_tokens": i, "output_tokens": o, "cost_usd": None})
-                      for i, o in zip(turn.get("code_input_tokens") or [], turn.get("code_output_tokens") or [])]
+                      for i, o in zip(_per_call(turn.get("code_input_tokens")),
+                                      _per_call(turn.get("code_output_tokens")))]
     return found
+
+
+def _per_call(value: object) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value] if isinstance(value, int) else []
 
 
 def _grouped(model_api, calls: list[tuple[str, str, dict]], by: int) -> dict:

@@ -29,6 +29,7 @@ def parser() -> argparse.ArgumentParser:
                                       parents=[base_parser(__doc__)], conflict_handler="resolve")
     command.add_argument("--format", choices=sorted(FORMATS), required=True, help="export format")
     command.add_argument("--out", help=f"output folder (default: RESULT_DIR/{OUT_DIR})")
+    command.add_argument("--per-turn", action="store_true", help=argparse.SUPPRESS)  # a table option: no use here
     command.set_defaults(guidance_type=None, levels=None, max_turns=None)
     return command
 
