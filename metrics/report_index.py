@@ -110,7 +110,9 @@ def figures_block(plots: list[Plot], out: Path) -> Html:
     for plot in plots:
         links = [tag("a", fmt.upper(), href=Path(os.path.relpath(path, out)).as_posix()) for fmt, path in
                  plot.files.items()]
-        image = tag("img", src=image_data_uri(plot.files["svg"]), alt=plot.title)
+        # PNG in the page (decodes far faster than matplotlib's SVG; the index opens with many figures), and
+        # loaded lazily; the SVG is linked beside it
+        image = tag("img", src=image_data_uri(plot.files["png"]), alt=plot.title, loading="lazy", decoding="async")
         figures.append(tag("figure", image, tag("figcaption", "Files: ", *_spaced(links))))
     if not figures:
         return Html("")

@@ -69,7 +69,7 @@ def test_index_holds_tables_accounting_figures_and_a_map_of_outcomes(cli_run) ->
     assert "✓ turn 2" in text and "✗ 3 turns, best 50%" in text      # fixed L2 task 1; L0 task 1
     assert "20260101-000000_1.json" in text and '"command": ["python", "agent/research_code_generation.py"]' in text
     images = index.attrs("img", "src")
-    assert len(images) == 9 and all(src.startswith("data:image/svg+xml;base64,") for src in images)
+    assert len(images) == 9 and all(src.startswith("data:image/png;base64,") for src in images)
     assert {"plots/recall_vs_level.png", "plots/testcase_vs_level.svg", "plots/cost_vs_level.svg",
             "plots/testcase_by_turn_memory_agent_fixed_org_model-a.png"} <= set(index.attrs("a", "href"))
     # what the tables cover: the run record here has no config, so the defaults say where they come from

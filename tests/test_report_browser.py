@@ -123,7 +123,7 @@ def test_index_renders_tables_and_figures_from_disk(report: Path, browser: Brows
     image = pytest.importorskip("PIL.Image").open(shot).convert("RGB")
     blue = sum(count for count, pixel in image.getcolors(1 << 24)
                if all(abs(a - b) <= 12 for a, b in zip(pixel, PLOT_BLUE)))
-    assert blue > 200, "the SVG figures (data URIs under the page's CSP) did not paint"
+    assert blue > 200, "the figures (data URIs under the page's CSP) did not paint"
 
 
 def test_repeated_text_unfolds_to_exactly_what_the_model_saw(tmp_path: Path, browser: Browser) -> None:
