@@ -36,7 +36,7 @@ th,td{border:1px solid #ccd;padding:.2em .5em;text-align:left;vertical-align:top
 th{background:#eef0f5}td.num{text-align:right;font-variant-numeric:tabular-nums}
 pre{background:#f6f7f9;border:1px solid #dde;padding:.5em;overflow-x:auto;font-size:.82em;white-space:pre-wrap;
 word-break:break-word;max-height:40em;overflow-y:auto}
-pre.diff span{display:block}pre.diff .add{background:#e3f7e3;color:#14541a}
+pre.diff>span{display:block}pre.diff .add{background:#e3f7e3;color:#14541a}
 pre.diff .del{background:#fbe5e5;color:#7a1414}pre.diff .hunk{color:#5a4fcf}pre.diff .head{color:#777}
 details{margin:.3em 0}details>summary{cursor:pointer}
 details.turn{border:1px solid #ccd;border-radius:4px;padding:.3em .7em;margin:.6em 0}
@@ -63,8 +63,10 @@ button.expand-all{font-size:.75em;margin-left:.6em}
 .controls{display:flex;gap:.6em;flex-wrap:wrap;align-items:center;margin:.5em 0}
 .controls input{min-width:18em;padding:.2em .4em}#trajectories th{cursor:pointer;user-select:none}
 #trajectories{table-layout:fixed;width:100%}#trajectories td{overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
-#trajectories th:nth-child(2){width:19%}#trajectories th:nth-child(3){width:11%}#trajectories th:nth-child(4){width:13%}
-#trajectories th:nth-child(6){width:10%}#trajectories th:nth-child(8){width:7%}
+#trajectories th:nth-child(1){width:5em}#trajectories th:nth-child(3){width:8em}#trajectories th:nth-child(4){width:10em}
+#trajectories th:nth-child(5){width:3.4em}#trajectories th:nth-child(6){width:7.5em}#trajectories th:nth-child(7){width:3.6em}
+#trajectories th:nth-child(8){width:5em}#trajectories th:nth-child(9){width:6em}#trajectories th:nth-child(10){width:5.6em}
+#trajectories th:nth-child(11){width:5.4em}#trajectories th:nth-child(12){width:4.2em}
 #trajectories th[aria-sort=ascending]::after{content:" ▲"}#trajectories th[aria-sort=descending]::after{content:" ▼"}
 .scroll{max-height:70vh;overflow:auto;border:1px solid #dde}
 .scroll table{margin:0}.scroll thead th{position:sticky;top:0}

@@ -48,6 +48,7 @@
         }
         if (column === 5) cell.className = item.css;
         else if (numeric[column]) cell.className = "num";
+        else cell.title = text;  // the whole text when the column cuts it
       });
       return row;
     }
