@@ -8,10 +8,10 @@
   const STORE = "recode-report:";
 
   function store(key, value) {
-    try { sessionStorage.setItem(STORE + key, JSON.stringify(value)); } catch (e) { /* storage off: no memory */ }
+    try { localStorage.setItem(STORE + key, JSON.stringify(value)); } catch (e) { /* storage off: no memory */ }
   }
   function recall(key) {
-    try { return JSON.parse(sessionStorage.getItem(STORE + key) || "null"); } catch (e) { return null; }
+    try { return JSON.parse(localStorage.getItem(STORE + key) || "null"); } catch (e) { return null; }
   }
   function pageKey(url) { return url.split("#")[0].split("?")[0]; }
 

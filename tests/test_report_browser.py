@@ -109,7 +109,9 @@ def test_open_a_trajectory_read_prompt_and_feedback_and_step_through(report: Pat
     browser.screenshot(screens(report) / "trajectory_small.png")
     browser.click_and_wait("nav.pager a[rel=next]")
     assert browser.evaluate("document.title").startswith("Task 3 · memory_agent · fixed · org/model-a · L2")
-    assert browser.evaluate("document.querySelector('nav.pager a[rel=next]').hasAttribute('href')") is False
+    assert browser.evaluate("document.querySelector('nav.pager a[rel=next]').hasAttribute('href')") is False, \
+        browser.evaluate("JSON.stringify([location.href, document.querySelector('nav.pager .position').textContent, "
+                         "Object.keys(localStorage)])")
     browser.navigating(lambda: browser.press("p"))                           # keyboard: previous
     assert browser.evaluate("document.title").startswith("Task 1 · memory_agent · fixed · org/model-a · L2")
 
@@ -119,6 +121,8 @@ def test_index_renders_tables_and_figures_from_disk(report: Path, browser: Brows
     text = browser.evaluate("document.body.innerText")
     assert "Unit-test pass rate, Recall@10 (% of tasks)" in text and "Runs: memory_agent · dynamic" in text
     browser.evaluate("document.getElementById('figures').scrollIntoView()")
+    browser.wait_for("Array.from(document.images).filter(i => i.getBoundingClientRect().top < innerHeight)"
+                     ".every(i => i.complete && i.naturalWidth > 0)")            # the figures load lazily
     shot = browser.screenshot(screens(report) / "figures.png")
     image = pytest.importorskip("PIL.Image").open(shot).convert("RGB")
     blue = sum(count for count, pixel in image.getcolors(1 << 24)
