@@ -6,7 +6,9 @@ a job that stopped early (feedback that could not be produced, the budget, an
 error) is counted as incomplete, never as solved or unsolved at its level, and
 :func:`stop_notes` says how many stopped and why. Solved counts and rates cover
 the whole experiment even on a resumed run, while tokens and dollars are what
-this invocation spent (a skipped task costs nothing now).
+this invocation spent (a skipped task costs nothing now). The table says so in
+its headers and its last line, since the report (scripts/report.py) counts the
+tokens and dollars of all results in the folder and the two differ after a resume.
 """
 from __future__ import annotations
 
@@ -71,8 +73,8 @@ def _percent(value: float | None) -> str:
 
 def format_table(rows: list[SummaryRow], max_turn: int) -> str:
     """A fixed-width text table; costs with unknown parts are marked '*' and explained below."""
-    header = ("model", "level", "solved", "incomplete", f"Recall@{max_turn}", "test-case pass", "tokens in",
-              "tokens out", "cost $ (this run)")
+    header = ("model", "level", "solved (all)", "incomplete", f"Recall@{max_turn} (all)", "test-case pass (all)",
+              "tokens in (this run)", "tokens out (this run)", "cost $ (this run)")
     body = [
         (
             row.model,
@@ -92,6 +94,8 @@ def format_table(rows: list[SummaryRow], max_turn: int) -> str:
         lines.append("solved, Recall and pass rates cover complete jobs only; incomplete jobs are listed below")
     if any(row.unpriced for row in rows):
         lines.append("* lower bound: some jobs have no known cost (no price in the price table, or the job failed)")
+    lines.append("(all): every stored result of these jobs, earlier runs included; (this run): spent by this "
+                 "command only. The report (scripts/report.py) counts tokens and cost over all results.")
     return "\n".join(lines)
 
 

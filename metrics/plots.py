@@ -1,11 +1,12 @@
-"""Figures of a results folder: Recall@n and test-case pass rate against guidance level, and
-cumulative Recall by turn for each level.
+"""Figures of a results folder: Recall@n, test-case pass rate and cost per task against guidance level;
+per series, cumulative Recall and the test-case pass rate by turn for each level.
 
 A *series* is one (setting, guidance type, model) group of runs, so dynamic
 runs (whose folder level is the start level) plot beside fixed ones. Values
 come from the metric modules' task scores, so a figure and its table never
-disagree. matplotlib is an optional extra, imported only when drawing, and
-drawn through ``matplotlib.figure.Figure`` (no pyplot state, no display).
+disagree. matplotlib is a core dependency, imported only when drawing (a
+broken install still gets the tables and the report), and drawn through
+``matplotlib.figure.Figure`` (no pyplot state, no display).
 
 Usage from a notebook::
 
@@ -22,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from metric_aggregate import summarize
-from metric_passrate_testcase import best_rate
+from metric_cost import level_cost
+from metric_passrate_testcase import best_rate, best_so_far
 from metric_passrate_unitest import cumulative_solved, solved_within
 from optional_extras import import_extra
 from result_files import LevelRun
@@ -41,7 +43,9 @@ class Series:
     levels: list[int]
     recall: list[float | None]
     testcase: list[float | None]
-    per_turn: dict[int, list[float]] = field(default_factory=dict)
+    per_turn: dict[int, list[float]] = field(default_factory=dict)            # cumulative Recall by turn
+    testcase_per_turn: dict[int, list[float]] = field(default_factory=dict)   # best-so-far test-case rate
+    cost: list[float | None] = field(default_factory=list)                    # dollars per task (known prices)
 
     def label(self, vary_setting: bool, vary_type: bool) -> str:
         """The model name, plus the setting and guidance type when the figure mixes several."""
@@ -61,13 +65,18 @@ class Plot:
 def series_from_runs(
     model: str, setting: str, guidance_type: str, runs: list[LevelRun], cases: dict[int, int], max_turns: int,
 ) -> Series:
-    """Score one model's level runs with the metric modules' task scores (Recall@n, best test-case rate)."""
+    """Score one model's level runs with the metric modules' task scores (Recall@n, best test-case rate,
+    their per-turn curves) and metric_cost's totals (dollars per loaded task; None when no price is known)."""
     curves = {run.level: summarize(run, cumulative_solved(max_turns)).value for run in runs}
+    rates = {run.level: summarize(run, best_so_far(cases, max_turns)).value for run in runs}
+    costs = [level_cost(run) for run in runs]
     return Series(
         model, setting, guidance_type, [run.level for run in runs],
         [summarize(run, solved_within(max_turns)).value for run in runs],
         [summarize(run, best_rate(cases, max_turns)).value for run in runs],
         {level: curve for level, curve in curves.items() if curve is not None},
+        {level: curve for level, curve in rates.items() if curve is not None},
+        [cost["cost_usd"] / cost["tasks"] if cost["tasks"] and cost["priced"] else None for cost in costs],
     )
 
 
@@ -84,7 +93,7 @@ def _percent(values: list[float | None]) -> list[float]:
     return [math.nan if value is None else 100.0 * value for value in values]
 
 
-def _new_axes(title: str, xlabel: str, ylabel: str):
+def _new_axes(title: str, xlabel: str, ylabel: str, percent: bool = True):
     import_extra("matplotlib", "plots")
     from matplotlib.figure import Figure
 
@@ -93,7 +102,8 @@ def _new_axes(title: str, xlabel: str, ylabel: str):
     axes.set_title(plot_text(title))
     axes.set_xlabel(xlabel)
     axes.set_ylabel(ylabel)
-    axes.set_ylim(-2, 102)
+    if percent:
+        axes.set_ylim(-2, 102)
     axes.grid(True, alpha=0.3)
     return figure, axes
 
@@ -112,16 +122,20 @@ def _save(figure, out_dir: Path, name: str, title: str) -> Plot:
 
 
 def level_plot(series: list[Series], attribute: str, title: str, ylabel: str, out_dir: Path, name: str) -> Plot:
-    """One line per series: a metric (``recall`` or ``testcase``) against the guidance level."""
+    """One line per series: a metric (``recall``, ``testcase`` or ``cost``) against the guidance level."""
     vary_setting = len({s.setting for s in series}) > 1
     vary_type = len({s.guidance_type for s in series}) > 1
     xlabel = "guidance level (start level for dynamic runs)" if any(s.guidance_type == "dynamic" for s in series) \
         else "guidance level"
-    figure, axes = _new_axes(title, xlabel, ylabel)
+    dollars = attribute == "cost"
+    figure, axes = _new_axes(title, xlabel, ylabel, percent=not dollars)
     for item in series:
         style = "--" if item.guidance_type == "dynamic" else "-"
-        axes.plot(item.levels, _percent(getattr(item, attribute)), style, marker="o",
-                  label=plot_text(item.label(vary_setting, vary_type)))
+        values = getattr(item, attribute) or [None] * len(item.levels)
+        shown = [math.nan if v is None else v for v in values] if dollars else _percent(values)
+        axes.plot(item.levels, shown, style, marker="o", label=plot_text(item.label(vary_setting, vary_type)))
+    if dollars:
+        axes.set_ylim(bottom=0)
     levels = sorted({level for item in series for level in item.levels})
     axes.set_xticks(levels, [f"L{level}" for level in levels])
     if series:
@@ -129,17 +143,26 @@ def level_plot(series: list[Series], attribute: str, title: str, ylabel: str, ou
     return _save(figure, out_dir, name, title)
 
 
-def turn_plot(item: Series, max_turns: int, out_dir: Path) -> Plot:
-    """Cumulative Recall@(t+1) against turn t, one line per guidance level of one series."""
-    title = f"Cumulative Recall by turn: {item.model} ({item.setting}, {item.guidance_type})"
-    figure, axes = _new_axes(title, "turn", "tasks solved by this turn (%)")
-    for level, curve in sorted(item.per_turn.items()):
+TURN_FIGURES = {  # attribute -> (file name prefix, title, y label)
+    "per_turn": ("cumulative_recall", "Cumulative Recall by turn", "tasks solved by this turn (%)"),
+    "testcase_per_turn": ("testcase_by_turn", "Test-case pass rate by turn (best so far)", "test cases passed (%)"),
+}
+
+
+def turn_plot(item: Series, max_turns: int, out_dir: Path, attribute: str = "per_turn") -> Plot:
+    """A per-turn curve (cumulative Recall@(t+1), or the test-case pass rate) against turn t, one line per
+    guidance level of one series."""
+    prefix, heading, ylabel = TURN_FIGURES[attribute]
+    title = f"{heading}: {item.model} ({item.setting}, {item.guidance_type})"
+    figure, axes = _new_axes(title, "turn", ylabel)
+    curves = getattr(item, attribute)
+    for level, curve in sorted(curves.items()):
         axes.plot(range(len(curve)), _percent(curve), marker=LEVEL_MARKERS[level % len(LEVEL_MARKERS)],
                   markersize=max(4, 9 - level), linewidth=1.2, label=f"L{level}")
     axes.set_xticks(range(max_turns))
-    if item.per_turn:
+    if curves:
         axes.legend(fontsize="small", title="guidance level")
-    name = f"cumulative_recall_{file_stem(item.setting)}_{file_stem(item.guidance_type)}_{file_stem(item.model)}"
+    name = f"{prefix}_{file_stem(item.setting)}_{file_stem(item.guidance_type)}_{file_stem(item.model)}"
     return _save(figure, out_dir, name, title)
 
 
@@ -153,5 +176,7 @@ def write_plots(series: list[Series], out_dir: Path | str, max_turns: int) -> li
                    "recall_vs_level"),
         level_plot(series, "testcase", "Test-case pass rate by guidance level (best turn)", "test cases passed (%)",
                    out, "testcase_vs_level"),
+        level_plot(series, "cost", "Cost per task by guidance level (all results; known prices)", "dollars per task",
+                   out, "cost_vs_level"),
     ]
-    return plots + [turn_plot(item, max_turns, out) for item in series]
+    return plots + [turn_plot(item, max_turns, out, attribute) for item in series for attribute in TURN_FIGURES]

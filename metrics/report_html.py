@@ -3,13 +3,17 @@
 Model output is hostile text, so markup is only ever produced by :func:`tag`:
 every child that is not already :class:`Html` and every attribute value is
 escaped. Pages also carry a Content-Security-Policy that forbids scripts, so a
-mistake here still cannot run code. Pages need nothing but the files written
-beside them: CSS is inline, images are data URIs, links are relative.
+mistake here still cannot run code: the policy lets run only the one script
+the report ships (metrics/report_viewer.js), pinned by its SHA-256, so markup
+that slipped through could not run a script of its own. Pages need nothing but
+the files written beside them: CSS and the script are inline, images are data
+URIs, links are relative; every page reads fully with the script off.
 """
 from __future__ import annotations
 
 import base64
 import difflib
+import hashlib
 import html
 import pprint
 from collections.abc import Iterable
@@ -19,7 +23,9 @@ from metric_tables import Table, format_cell
 
 MAX_BLOCK_CHARS = 200_000  # longer text (a flood of output) is cut so a page stays loadable
 MAX_DIFF_LINES = 20_000
-CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+SCRIPT = (Path(__file__).with_name("report_viewer.js")).read_text(encoding="utf-8")
+SCRIPT_HASH = base64.b64encode(hashlib.sha256(SCRIPT.encode("utf-8")).digest()).decode("ascii")
+CSP = f"default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'sha256-{SCRIPT_HASH}'"
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em auto;max-width:1200px;padding:0 1em;
 color:#1d2330;line-height:1.4}
@@ -30,7 +36,7 @@ th,td{border:1px solid #ccd;padding:.2em .5em;text-align:left;vertical-align:top
 th{background:#eef0f5}td.num{text-align:right;font-variant-numeric:tabular-nums}
 pre{background:#f6f7f9;border:1px solid #dde;padding:.5em;overflow-x:auto;font-size:.82em;white-space:pre-wrap;
 word-break:break-word;max-height:40em;overflow-y:auto}
-pre.diff span{display:block}pre.diff .add{background:#e3f7e3;color:#14541a}
+pre.diff>span{display:block}pre.diff .add{background:#e3f7e3;color:#14541a}
 pre.diff .del{background:#fbe5e5;color:#7a1414}pre.diff .hunk{color:#5a4fcf}pre.diff .head{color:#777}
 details{margin:.3em 0}details>summary{cursor:pointer}
 details.turn{border:1px solid #ccd;border-radius:4px;padding:.3em .7em;margin:.6em 0}
@@ -41,6 +47,29 @@ ul.notes{font-size:.88em;color:#445}figure{margin:0}figure img{width:100%;border
 .figures{display:grid;grid-template-columns:repeat(auto-fill,minmax(520px,1fr));gap:1em}
 figcaption{font-size:.85em;color:#445}nav ul{columns:2;font-size:.9em}
 a{color:#2150b0}
+nav.pager{display:flex;gap:1em;align-items:baseline;flex-wrap:wrap;font-size:.92em;position:sticky;top:0;
+background:#fff;padding:.3em 0;border-bottom:1px solid #dde;z-index:2}nav.pager a[aria-disabled]{color:#99a}
+nav.pager .position{color:#667}
+.text pre.lit{margin:0;border-radius:0;border-bottom:none}.text pre.lit+pre.lit{border-top:none}
+.text{border-bottom:1px solid #dde;margin:.2em 0 .6em}.text>*:last-child{border-bottom:1px solid #dde}
+a.same{display:block;background:#eef0f8;border:1px dashed #aab;padding:.15em .5em;font-size:.8em;color:#334;
+text-decoration:none;cursor:pointer}a.same:hover{background:#e0e4f5}pre.exp{background:#f3f3fb}
+details.call{border-left:3px solid #c9cfe6;padding-left:.6em;margin:.4em 0}
+details.call.feedback{border-left-color:#e3c98f}details.msg>summary{font-size:.88em;color:#334}
+.role{font-weight:600;text-transform:uppercase;font-size:.8em;letter-spacing:.04em}
+button.expand-all{font-size:.75em;margin-left:.6em}
+.hl .k{color:#8e24aa;font-weight:600}.hl .s,pre .hl .s{color:#1b7f3b}.hl .c{color:#7a7f8a;font-style:italic}
+.hl .n{color:#b35c00}.hl .f{color:#1f55c7;font-weight:600}.hl .b{color:#0b7f8a}.hl .d{color:#a0522d}
+.controls{display:flex;gap:.6em;flex-wrap:wrap;align-items:center;margin:.5em 0}
+.controls input{min-width:18em;padding:.2em .4em}#trajectories th{cursor:pointer;user-select:none}
+#trajectories{table-layout:fixed;width:100%}#trajectories td{overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+#trajectories th:nth-child(1){width:5em}#trajectories th:nth-child(3){width:8em}#trajectories th:nth-child(4){width:10em}
+#trajectories th:nth-child(5){width:3.4em}#trajectories th:nth-child(6){width:7.5em}#trajectories th:nth-child(7){width:3.6em}
+#trajectories th:nth-child(8){width:5em}#trajectories th:nth-child(9){width:6em}#trajectories th:nth-child(10){width:5.6em}
+#trajectories th:nth-child(11){width:5.4em}#trajectories th:nth-child(12){width:4.2em}
+#trajectories th[aria-sort=ascending]::after{content:" ▲"}#trajectories th[aria-sort=descending]::after{content:" ▼"}
+.scroll{max-height:70vh;overflow:auto;border:1px solid #dde}
+.scroll table{margin:0}.scroll thead th{position:sticky;top:0}
 """
 
 
@@ -151,7 +180,7 @@ def image_data_uri(path: Path) -> str:
 
 
 def page(title: str, *body: object) -> str:
-    """A complete standalone document (inline CSS, no script, no network)."""
+    """A complete standalone document (inline CSS and the report's script, no network)."""
     head = join([
         tag("meta", charset="utf-8"),
         tag("meta", http_equiv="Content-Security-Policy", content=CSP),
@@ -159,7 +188,8 @@ def page(title: str, *body: object) -> str:
         tag("title", title),
         tag("style", Html(CSS)),
     ])
-    return "<!DOCTYPE html>\n" + tag("html", tag("head", head), tag("body", *body), lang="en") + "\n"
+    script = Html(f"<script>{SCRIPT}</script>")
+    return "<!DOCTYPE html>\n" + tag("html", tag("head", head), tag("body", *body, script), lang="en") + "\n"
 
 
 def write_page(path: Path, document: str) -> None:

@@ -1,5 +1,6 @@
-"""The static HTML report of a results folder: an index page (tables, figures, file accounting, a task x level
-map of outcomes) linking to one trajectory page per (run, task). Opens from disk, no server, no script.
+"""The static HTML report of a results folder: an index page (what the runs covered, tables, figures, a
+searchable list of every trajectory, file accounting, a task x level map of outcomes) linking to one
+trajectory page per (run, task). Opens from disk, no server; reads fully with the script off.
 """
 from __future__ import annotations
 
@@ -12,16 +13,15 @@ from metric_cli import Context
 from metric_passrate_testcase import turn_rate
 from metric_passrate_unitest import first_success
 from metric_tables import Table
-from plots import Plot, file_stem
+from plots import Plot
 from report_html import (Cell, Html, bullet_list, cell, details, image_data_uri, join, metric_table, page, pre, table,
-                         tag, text_of, write_page)
-from report_trajectory import TaskView, trajectory_page
-from result_files import LevelRun, read_state
+                         tag, write_page)
+from report_list import Entry, list_block, page_href, write_pages
+from result_files import LevelRun
+from run_settings import RUN_RECORDS
 from task_meta import count_test_cases, read_meta_rows
 
 INDEX = "index.html"
-PAGES = "trajectories"
-RUN_RECORDS = "run_metadata"  # <output_dir>/run_metadata/<timestamp>_<pid>.json, one per run of the harness
 MAX_LISTED_IDS = 40
 MAX_RUN_RECORDS = 30
 
@@ -37,9 +37,17 @@ class Section:
     def name(self) -> str:
         return f"{self.ctx.selection.setting} · {self.ctx.selection.guidance_type}"
 
+    @property
+    def covers(self) -> list[str]:
+        """What the section's tables cover (max-turn, tasks, levels, models) and where each came from."""
+        return list(getattr(self.ctx.args, "covers", []))
 
-def page_href(run: LevelRun, task_id: int) -> str:
-    return f"{PAGES}/{file_stem(run.folder.name)}__task_{task_id}.html"
+    def entries(self) -> list[Entry]:
+        """Every loaded (run, task), by model, level and task."""
+        ctx = self.ctx
+        cases, rows = count_test_cases(ctx.meta_path), read_meta_rows(ctx.meta_path)
+        return [Entry(self.name, model, run, task_id, rows.get(task_id, {}), cases.get(task_id))
+                for model in ctx.models for run in ctx.runs(model) for task_id in sorted(run.trajectories)]
 
 
 def ids_text(ids: list[int]) -> str:
@@ -102,7 +110,9 @@ def figures_block(plots: list[Plot], out: Path) -> Html:
     for plot in plots:
         links = [tag("a", fmt.upper(), href=Path(os.path.relpath(path, out)).as_posix()) for fmt, path in
                  plot.files.items()]
-        image = tag("img", src=image_data_uri(plot.files["svg"]), alt=plot.title)
+        # PNG in the page (decodes far faster than matplotlib's SVG; the index opens with many figures), and
+        # loaded lazily; the SVG is linked beside it
+        image = tag("img", src=image_data_uri(plot.files["png"]), alt=plot.title, loading="lazy", decoding="async")
         figures.append(tag("figure", image, tag("figcaption", "Files: ", *_spaced(links))))
     if not figures:
         return Html("")
@@ -113,31 +123,12 @@ def _spaced(items: list[Html]) -> list[object]:
     return [part for i, item in enumerate(items) for part in ((" · ", item) if i else (item,))]
 
 
-def write_trajectories(ctx: Context, out: Path, rows: dict[int, dict], cases: dict[int, int]) -> int:
-    """One page per loaded (run, task); returns how many were written."""
-    written = 0
-    for model in ctx.models:
-        for run in ctx.runs(model):
-            for task_id, turns in run.trajectories.items():
-                view = TaskView(
-                    title=f"{ctx.selection.setting} · {ctx.selection.guidance_type} · {model} · L{run.level}",
-                    folder=str(run.folder), task_id=task_id, n_cases=cases.get(task_id),
-                    init_content=text_of(rows.get(task_id, {}).get("init_content")),
-                    state=read_state(run.folder, task_id), index_href=f"../{INDEX}",
-                )
-                write_page(out / page_href(run, task_id), trajectory_page(view, turns))
-                written += 1
-    return written
-
-
-def section_block(number: int, section: Section, out: Path) -> Html:
+def section_block(number: int, section: Section, pages: int) -> Html:
     ctx = section.ctx
     cases = count_test_cases(ctx.meta_path)
-    pages = write_trajectories(ctx, out, read_meta_rows(ctx.meta_path), cases)
     return join([
         tag("h2", f"Runs: {section.name}", id=f"section-{number}"),
-        tag("p", f"Models: {', '.join(ctx.models)}. Levels: {', '.join(f'L{lv}' for lv in ctx.levels)}. "
-                 f"{len(ctx.task_ids)} tasks requested; {pages} trajectory pages."),
+        tag("p", f"{pages} trajectory pages. This report covers:"), bullet_list(section.covers),
         *(metric_table(item) for item in section.tables),
         files_block(ctx),
         *(outcome_map(ctx, model, cases) for model in ctx.models),
@@ -162,6 +153,7 @@ def run_records_block(result_dir: Path) -> Html:
 
 def contents(sections: list[Section], has_figures: bool, has_records: bool) -> Html:
     links = [tag("a", "Figures", href="#figures")] if has_figures else []
+    links.append(tag("a", "Trajectories (search, filter, sort)", href="#trajectories-list"))
     links += [tag("a", f"Runs: {section.name}", href=f"#section-{number}") for number, section in enumerate(sections)]
     if has_records:
         links.append(tag("a", "Run records", href="#run-records"))
@@ -175,9 +167,13 @@ def write_report(out: Path | str, result_dir: Path | str, sections: list[Section
     out.mkdir(parents=True, exist_ok=True)
     facts = [f"Results folder: {Path(result_dir).resolve()}", f"Written {time.strftime('%Y-%m-%d %H:%M:%S %z')}"]
     records = run_records_block(Path(result_dir))
+    per_section = [section.entries() for section in sections]
+    entries = [entry for group in per_section for entry in group]
+    write_pages(entries, out, INDEX)
     body = [tag("h1", "RECODE-H run report"), bullet_list(facts + notes),
-            contents(sections, bool(plots), bool(records)), figures_block(plots, out)]
-    body += [section_block(number, section, out) for number, section in enumerate(sections)] + [records]
+            contents(sections, bool(plots), bool(records)), figures_block(plots, out), list_block(entries)]
+    body += [section_block(number, section, len(group))
+             for number, (section, group) in enumerate(zip(sections, per_section))] + [records]
     index = out / INDEX
     write_page(index, page("RECODE-H run report", *body))
     return index

@@ -1,7 +1,12 @@
-"""One task's trajectory as a standalone HTML page: turn by turn, the code diff, tests, feedback, tokens and cost.
+"""One task's trajectory as a standalone HTML page: everything the models saw and did, turn by turn.
 
-Works on release-format records too: every key of ours (status, test_digest,
-feedback_text, usage, actions...) is optional and its absence is said in the page.
+Per turn: every call of the code model in order (system prompt, each message,
+the answer, parameters, tokens, cost, latency), the actions and where their
+results were shown, the diff from the previous turn, the test information as
+shown to the model, the feedback and the feedback model's whole conversation.
+Text repeated from an earlier call is folded into a link (metrics/report_text.py),
+so a page holds each line once. Works on release-format records too: every key
+of ours is optional and its absence is said in the page.
 """
 from __future__ import annotations
 
@@ -10,7 +15,9 @@ from dataclasses import dataclass
 from metric_cost import turn_cost
 from metric_passrate_testcase import turn_rate
 from metric_passrate_unitest import first_success, turn_success
+from report_calls import Call, code_calls, feedback_calls
 from report_html import Html, bullet_list, cell, details, diff_html, join, page, pre, table, tag, text_of
+from report_text import Registry, Shown, render, split_lines
 from junit_outcome import outcome_counts
 from result_files import execution, incomplete_reason, turn_status
 from result_format import STOP_KEY
@@ -30,6 +37,9 @@ class TaskView:
     init_content: str          # what the target file starts as (turn 0 is diffed against it)
     state: dict                # the task's state file ({} for release results)
     index_href: str
+    prev_href: str | None = None
+    next_href: str | None = None
+    position: str = ""         # e.g. "12 of 510"
 
 
 def status_of(turn: dict) -> tuple[str, str]:
@@ -77,17 +87,24 @@ def overview(view: TaskView, turns: list[dict]) -> Html:
         number = turn.get("turn_number", "?")
         rows.append([
             tag("a", f"turn {number}", href=f"#turn-{number}"), cell(label, css), tests_text(turn),
-            rate_text(turn, view.n_cases), _level(turn), cost["code_input"], cost["code_output"],
-            cost["feedback_input"], cost["feedback_output"], cost_text(cost),
-            f"{cost['wall_time_sec']:.1f}" if cost["timed_turns"] else "-",
+            rate_text(turn, view.n_cases), _level(turn), len(code_calls(turn)) + len(feedback_calls(turn)),
+            cost["code_input"], cost["code_output"], cost["feedback_input"], cost["feedback_output"], cost_text(cost),
+            latency_text(turn), f"{cost['wall_time_sec']:.1f}" if cost["timed_turns"] else "-",
         ])
-    columns = ["turn", "status", "tests", "test cases", "level", "code in", "code out", "fb in", "fb out", "cost",
-               "wall s"]
+    columns = ["turn", "status", "tests", "test cases", "level", "calls", "code in", "code out", "fb in", "fb out",
+               "cost", "model s", "wall s"]
     facts = [f"Result folder: {view.folder}", verdict_text(turns, view.state),
         f"Test cases in the meta file: {view.n_cases if view.n_cases is not None else 'task not in the meta file'}",
         _state_text(view.state),
     ]
     return join([bullet_list(facts), table(columns, rows)])
+
+
+def latency_text(turn: dict) -> str:
+    """Seconds spent waiting for the models this turn (sum of the calls' latencies), '-' when none is recorded."""
+    latencies = [u["latency_sec"] for key in ("code_usage", "feedback_usage") for u in turn.get(key) or []
+                 if isinstance(u, dict) and isinstance(u.get("latency_sec"), (int, float))]
+    return f"{sum(latencies):.1f}" if latencies else "-"
 
 
 def _state_text(state: dict) -> str:
@@ -102,21 +119,130 @@ def _level(turn: dict) -> str:
     return "-" if level is None else f"L{level}"
 
 
-def actions_block(turn: dict) -> Html:
+class PageText:
+    """What one page has shown so far: the registry of texts and the numbering of the calls."""
+
+    def __init__(self) -> None:
+        self.registry = Registry()
+        self.calls = 0
+        self.last: dict[tuple[str, str, int], Shown] = {}  # (model, role, position from the end) -> text
+
+    def text(self, id_: str, label: str, value: str, key: tuple[str, str, int] | None = None,
+             class_: str = "text", fold: bool = True) -> Html:
+        """Render a text against what the page holds; ``key`` names the text it is diffed against next time.
+        Without ``fold`` it is shown whole (a model's answer reads as written) but later texts may refer to it."""
+        shown = Shown(id_, label, split_lines(value))
+        html = render(shown, self.registry, self.last.get(key) if key else None, class_, fold)
+        if key:
+            self.last[key] = shown
+        return html
+
+
+def _usage_cells(usage: dict) -> list[object]:
+    cost = usage.get("cost_usd")
+    latency = usage.get("latency_sec")
+    return [cell(_count(usage.get("input_tokens"))), cell(_count(usage.get("output_tokens"))),
+            cell(_count(usage.get("cached_tokens"))),
+            cell("unknown" if not isinstance(cost, (int, float)) else f"${cost:.4f}", "num"),
+            cell("-" if not isinstance(latency, (int, float)) else f"{latency:.1f}", "num")]
+
+
+def _count(value: object) -> int | str:
+    return value if isinstance(value, int) and not isinstance(value, bool) else "-"
+
+
+def _usage_text(usage: dict) -> str:
+    parts = [f"{usage[k]:,} {label}" for k, label in (("input_tokens", "in"), ("output_tokens", "out"))
+             if isinstance(usage.get(k), int)]
+    if isinstance(usage.get("cost_usd"), (int, float)):
+        parts.append(f"${usage['cost_usd']:.4f}")
+    if isinstance(usage.get("latency_sec"), (int, float)):
+        parts.append(f"{usage['latency_sec']:.1f} s")
+    if usage.get("from_cache"):
+        parts.append("from the cache")
+    return " · ".join(parts)
+
+
+def call_block(number: int, call: Call, text: PageText) -> Html:
+    """One call folded: the parameters, each message sent (repeats folded), the answer, tokens, cost, latency."""
+    body: list[object] = []
+    if call.params:
+        body.append(tag("p", "Parameters: " + ", ".join(f"{k}={text_of(v)}" for k, v in call.params.items()),
+                        class_="muted"))
+    if call.note:
+        body.append(tag("p", f"Note: {call.note}.", class_="muted"))
+    count = len(call.messages)
+    for index, message in enumerate(call.messages):
+        id_ = f"c{number}-m{index}"
+        rendered = text.text(id_, f"call {number} message {index + 1}", message["content"],
+                             (call.model, message["role"], count - index))
+        expand = [tag("button", "show all repeated lines", type="button", class_="expand-all", data_target=id_)] \
+            if 'class="same"' in rendered else []
+        body.append(details(join([tag("span", message["role"], class_="role"),
+                                  f" · message {index + 1} of {count} · {len(message['content']):,} characters"]),
+                            *expand, rendered, class_="msg"))
+    if not call.messages:
+        body.append(tag("p", "The request is not recorded.", class_="muted"))
+    answer = text.text(f"c{number}-a", f"call {number} answer", call.answer, fold=False)
+    body.append(details(join([tag("span", "answer", class_="role"), f" · {len(call.answer):,} characters"]),
+                        answer, class_="msg", open_=True))
+    usage = _usage_text(call.usage)
+    what = f"step {call.step}" if call.purpose == "step" and call.step is not None else \
+        call.purpose + (f" · step {call.step}" if call.step is not None else "")
+    summary = f"Call {number} · {what}" + (f" · {usage}" if usage else "")
+    return tag("details", tag("summary", summary), *body, class_=f"call {call.model}", id=f"call-{number}")
+
+
+def calls_block(calls: list[Call], text: PageText, what: str) -> tuple[Html, list[int]]:
+    """A table of the calls (tokens, cost, latency) and each call folded; returns the page numbers given."""
+    if not calls:
+        return tag("p", f"No {what} call is recorded for this turn.", class_="muted"), []
+    numbers = []
+    for _ in calls:
+        text.calls += 1
+        numbers.append(text.calls)
+    rows = [[tag("a", f"call {number}", href=f"#call-{number}"), call.purpose,
+             "-" if call.step is None else call.step, *_usage_cells(call.usage)]
+            for number, call in zip(numbers, calls)]
+    head = table(["call", "purpose", "step", "tokens in", "tokens out", "cached", "cost", "latency s"], rows)
+    blocks = [call_block(number, call, text) for number, call in zip(numbers, calls)]
+    return join([head, *blocks]), numbers
+
+
+def actions_block(turn: dict, calls: list[Call], numbers: list[int]) -> Html:
+    """Each action, whether it worked, and where its result is: the prompt of the next step's call, or the tests."""
     actions = turn.get("actions")
     if not isinstance(actions, list):
         return tag("p", f"Actions: {NOT_RECORDED}.", class_="muted")
-    rows = [[a.get("step"), a.get("action"), cell("ok" if a.get("ok") else "failed", "ok" if a.get("ok") else "bad"),
-             pre(a["argument"]) if a.get("argument") else ""] for a in actions if isinstance(a, dict)]
-    return table(["step", "action", "result", "argument"], rows) if rows else tag("p", "No actions.", class_="muted")
+    step_calls = {call.step: number for call, number in zip(calls, numbers) if call.step is not None
+                  and call.purpose == "step"}
+    number = turn.get("turn_number", "?")
+    rows = []
+    for action in (a for a in actions if isinstance(a, dict)):
+        step = action.get("step")
+        later = step_calls.get(step + 1) if isinstance(step, int) else None
+        if later is not None:
+            where: object = tag("a", f"prompt of call {later}", href=f"#call-{later}")
+        elif action.get("action") == "SUBMIT":
+            where = tag("a", "test results below", href=f"#tests-{number}")
+        else:
+            where = "-"
+        ok = bool(action.get("ok"))
+        rows.append([step, action.get("action"), cell("ok" if ok else "failed", "ok" if ok else "bad"),
+                     pre(action["argument"]) if action.get("argument") else "", where])
+    return table(["step", "action", "result", "argument", "result shown in"], rows) if rows \
+        else tag("p", "No actions.", class_="muted")
 
 
-def code_block(turn: dict, previous: str, previous_label: str) -> Html:
+def code_block(turn: dict, previous: str, previous_label: str, text: PageText) -> Html:
+    """The diff from the previous turn's file, and the whole file folded (lines seen before are links)."""
     code = text_of(turn.get("final_code"))
-    label = f"turn {turn.get('turn_number', '?')}"
+    number = turn.get("turn_number", "?")
+    label = f"turn {number}"
     return join([
         diff_html(previous, code, previous_label, label),
-        details(f"Whole file at {label} ({len(code.splitlines())} lines)", pre(code)),
+        details(f"Whole file at {label} ({len(code.splitlines())} lines)",
+                text.text(f"file-{number}", f"the file at {label}", code, ("file", "code", 0), class_="text py")),
     ])
 
 
@@ -136,13 +262,15 @@ def tests_block(turn: dict) -> Html:
     return join(parts)
 
 
-def feedback_block(turn: dict) -> Html:
-    """The feedback on this attempt at this turn's level (the agent reads it next turn) and the raw records."""
+def feedback_block(turn: dict, text: PageText) -> Html:
+    """The feedback on this attempt at this turn's level (the agent reads it next turn), the raw records and
+    the feedback model's whole conversation, call by call."""
     level = turn.get("guidance_level")
+    calls = feedback_calls(turn)
+    conversation = join([tag("h4", "Feedback model conversation"), calls_block(calls, text, "feedback")[0]]) \
+        if calls else Html("")
     if "feedback_text" not in turn:
-        return join([tag("p", f"Formatted feedback: {NOT_RECORDED}.", class_="muted"),
-                     messages_block("Feedback model conversation",
-                                    turn.get("feedback_conversation") or turn.get("feedback_interaction_history"))])
+        return join([tag("p", f"Formatted feedback: {NOT_RECORDED}.", class_="muted"), conversation])
     parts: list[object] = []
     if turn["feedback_text"]:
         parts.append(pre(turn["feedback_text"]))
@@ -160,7 +288,7 @@ def feedback_block(turn: dict) -> Html:
         source = turn.get("feedback_source")
         parts.append(details(f"Raw feedback records ({len(records)}{', source ' + str(source) if source else ''})",
                              table(fields, rows)))
-    return join(parts)
+    return join([*parts, conversation])
 
 
 def usage_block(turn: dict) -> Html:
@@ -172,47 +300,53 @@ def usage_block(turn: dict) -> Html:
                  tag("p", f"Cost: {cost_text(cost)}.{wall}")])
 
 
-def messages_block(summary: str, messages: object) -> Html:
-    """A collapsed list of chat messages, each headed by its role (and kind); other values pretty-printed."""
-    if not messages:
+def memory_block(turns: list[dict], text: PageText) -> Html:
+    """The agent's memory after the last turn (what the next turn would start from), repeats folded."""
+    memory = turns[-1].get("agent_memory") if turns else None
+    if not memory:
         return Html("")
-    if not isinstance(messages, list):
-        return details(summary, pre(messages))
-    blocks = [pre(f"[{m.get('role')}{' / ' + str(m['kind']) if m.get('kind') else ''}]\n{text_of(m.get('content'))}")
-              if isinstance(m, dict) else pre(m) for m in messages]
-    return details(f"{summary} ({len(messages)})", *blocks)
+    if not isinstance(memory, list):
+        return details("Agent memory after the last turn", pre(memory))
+    blocks = [join([tag("span", text_of(m.get("role")), class_="role"),
+                    text.text(f"memory-{i}", f"memory message {i + 1}", text_of(m.get("content")))])
+              if isinstance(m, dict) else pre(m) for i, m in enumerate(memory)]
+    return details(f"Agent memory after the last turn ({len(memory)} messages)", *blocks)
 
 
-def transcript_block(turn: dict) -> Html:
-    """The model's own answers this turn (prompts are left out: they repeat the paper and the file)."""
-    history = turn.get("code_interaction_history")
-    answers = [m for m in history if isinstance(m, dict) and m.get("role") == "assistant"] \
-        if isinstance(history, list) else history
-    return messages_block("Model answers", answers)
-
-
-def turn_section(turn: dict, previous: str, previous_label: str) -> Html:
+def turn_section(turn: dict, previous: str, previous_label: str, text: PageText) -> Html:
+    """One turn, folded (a page opens fast; the overview links open it, and find-in-page looks inside)."""
     number = turn.get("turn_number", "?")
     label, css = status_of(turn)
     summary = join([f"Turn {number} · ", tag("span", label, class_=css), f" · {tests_text(turn)} · {_level(turn)}"])
+    calls = code_calls(turn)
+    calls_html, numbers = calls_block(calls, text, "code model")
     body = [
-        tag("h3", "Actions"), actions_block(turn),
-        tag("h3", f"Code: change from {previous_label}"), code_block(turn, previous, previous_label),
-        tag("h3", "Tests"), tests_block(turn),
-        tag("h3", "Feedback on this attempt (shown to the agent next turn)"), feedback_block(turn),
+        tag("h3", "Code model calls (what the model was shown and answered)"), calls_html,
+        tag("h3", "Actions"), actions_block(turn, calls, numbers),
+        tag("h3", f"Code: change from {previous_label}"), code_block(turn, previous, previous_label, text),
+        tag("h3", "Tests", id=f"tests-{number}"), tests_block(turn),
+        tag("h3", "Feedback on this attempt (shown to the agent next turn)"), feedback_block(turn, text),
         tag("h3", "Tokens and cost"), usage_block(turn),
-        transcript_block(turn),
     ]
-    return tag("details", tag("summary", summary), *body, class_="turn", id=f"turn-{number}", open=True)
+    return tag("details", tag("summary", summary), *body, class_="turn", id=f"turn-{number}")
+
+
+def pager(view: TaskView) -> Html:
+    """Back to the report, previous and next trajectory (the page script follows the index's filter instead)."""
+    def link(rel: str, label: str, href: str | None) -> Html:
+        return tag("a", label, rel=rel, href=href, aria_disabled=None if href else "true")
+
+    return tag("nav", tag("a", "← report", href=view.index_href, data_index=True),
+               link("prev", "‹ previous (p)", view.prev_href), link("next", "next (n) ›", view.next_href),
+               tag("span", view.position, class_="position"), class_="pager")
 
 
 def trajectory_page(view: TaskView, turns: list[dict]) -> str:
+    text = PageText()
     sections, previous, previous_label = [], view.init_content, "the initial file"
     for turn in turns:
-        sections.append(turn_section(turn, previous, previous_label))
+        sections.append(turn_section(turn, previous, previous_label, text))
         previous, previous_label = text_of(turn.get("final_code")), f"turn {turn.get('turn_number', '?')}"
     title = f"Task {view.task_id} · {view.title}"
-    memory = messages_block("Agent memory after the last turn", turns[-1].get("agent_memory")) if turns else ""
-    return page(title, tag("p", tag("a", "← back to the report", href=view.index_href)), tag("h1", title),
-                overview(view, turns), tag("h2", "Turns"), *sections, memory)
-
+    return page(title, pager(view), tag("h1", title), overview(view, turns), tag("h2", "Turns"), *sections,
+                memory_block(turns, text))

@@ -2,8 +2,9 @@
 
 Two models, fixed levels 0 and 2 plus a dynamic run starting at level 0, three
 runnable tasks; records carry our keys (status, digest, feedback, usage,
-actions). One run also holds a release-format pickle (release keys only), a
-corrupt file, and a missing task; the final code of one turn is hostile HTML.
+actions, ``code_calls``, the feedback conversation). One run also holds a
+release-format pickle (release keys only), a corrupt file, and a missing task;
+the final code of one turn is hostile HTML.
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ MODEL = "org/model-a"
 SECOND = "vendor/model-b"
 HOSTILE = '<script>document.title="pwned"</script><img src=x onerror=alert(1)>'
 INIT = "import numpy as np\n"
+SYSTEM_PROMPT = "You implement one file of a research repository. Tools: READ, REPLACE, SUBMIT."
+FEEDBACK_SYSTEM = "You are the researcher who wrote the paper; review the attempt."
 CORRUPT_TASK, MISSING_TASK, RELEASE_TASK = 3, 2, 2
 
 
@@ -46,10 +49,20 @@ def our_turn(number: int, task: int, level: int, code: str, *, solved: bool, fee
         feedback_error=None,
         actions=[{"step": 1, "action": "REPLACE", "argument": "```python ...```", "ok": True},
                  {"step": 2, "action": "SUBMIT", "argument": "", "ok": True}],
-        code_interaction_history=[{"role": "user", "content": "prompt", "kind": "step"},
+        code_interaction_history=[{"role": "user", "content": f"prompt of turn {number}", "kind": "step"},
                                   {"role": "assistant", "content": f"reflect: try {number}\naction: SUBMIT",
                                    "kind": "step"}],
     )
+    history = record["code_interaction_history"]
+    record["code_calls"] = [{"purpose": "step", "step": 1, "answer": history[1]["content"],
+                             "messages": [{"role": "system", "content": SYSTEM_PROMPT}, history[0]],
+                             "usage": {**usage(1000, 200, 0.01), "latency_sec": 2.5, "purpose": "step"},
+                             "params": {"temperature": 0, "top_p": 1}}]
+    if feedback:
+        record["feedback_conversation"] = [
+            {"role": "system", "content": FEEDBACK_SYSTEM},
+            {"role": "user", "content": f"review turn {number}: tests {record['test_digest']}"},
+            {"role": "assistant", "content": '{"feedbacks": [{"category": "T2", "description": "wrong axis"}]}'}]
     return record
 
 

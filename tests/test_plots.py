@@ -38,6 +38,12 @@ def test_series_values_follow_the_metric_definitions(scenario) -> None:
     assert fixed.recall == [0.0, 1.0]
     assert fixed.testcase == [0.5, 1.0]
     assert fixed.per_turn == {0: [0.0] * 4, 2: [0.0, 0.5, 1.0, 1.0]}
+    # best-so-far test-case rate by turn: L0 task 1 and release task 2 pass 1 of 2 cases from turn 0;
+    # L2 task 1 solves at turn 2, task 3 at turn 1 (each passing 1 of 2 before)
+    assert fixed.testcase_per_turn == {0: [0.5] * 4, 2: [0.5, 0.75, 1.0, 1.0]}
+    # dollars per loaded task: our records price every turn (0.01 code + 0.002 feedback when there was some);
+    # the release task of L0 has no price, so L0 is the known part over its 2 loaded tasks
+    assert fixed.cost[1] == pytest.approx((0.01 * 3 + 0.002 * 2 + 0.01 * 2 + 0.002) / 2)
     dynamic = series(scenario, MODEL, "dynamic", (0, 1))
     assert dynamic.recall == [0.5, None]      # no folder for start level 1: no value, no curve
     assert list(dynamic.per_turn) == [0]
@@ -47,8 +53,8 @@ def test_png_and_svg_written_for_every_figure(scenario, tmp_path: Path) -> None:
     items = [series(scenario, MODEL, "fixed", (0, 2)), series(scenario, SECOND, "fixed", (0, 2)),
              series(scenario, MODEL, "dynamic", (0,))]
     written = plots.write_plots(items, tmp_path / "figs", max_turns=4)
-    assert [plot.name for plot in written[:2]] == ["recall_vs_level", "testcase_vs_level"]
-    assert len(written) == 2 + len(items)    # one cumulative-recall figure per series
+    assert [plot.name for plot in written[:3]] == ["recall_vs_level", "testcase_vs_level", "cost_vs_level"]
+    assert len(written) == 3 + 2 * len(items)    # per series: cumulative Recall and test-case rate by turn
     for plot in written:
         assert set(plot.files) == {"png", "svg"}
         assert plot.files["png"].read_bytes().startswith(PNG_SIGNATURE)
@@ -60,8 +66,11 @@ def test_png_and_svg_written_for_every_figure(scenario, tmp_path: Path) -> None:
     assert "org_model-a (fixed)" not in legend  # the series use the names given, not folder names
     assert "org/model-a (fixed)" in legend and "org/model-a (dynamic)" in legend
     assert "vendor/model-b (fixed)" in legend
-    turns = next(p for p in written if p.name.startswith("cumulative_recall_memory_agent_fixed_org_model-a"))
-    assert "<!-- L0 -->" in turns.files["svg"].read_text() and "<!-- L2 -->" in turns.files["svg"].read_text()
+    for prefix in ("cumulative_recall", "testcase_by_turn"):
+        turns = next(p for p in written if p.name.startswith(f"{prefix}_memory_agent_fixed_org_model-a"))
+        assert "<!-- L0 -->" in turns.files["svg"].read_text() and "<!-- L2 -->" in turns.files["svg"].read_text()
+    cost = written[2].files["svg"].read_text()
+    assert "dollars per task" in cost and "org/model-a (fixed)" in cost
 
 
 def test_svg_is_reproducible_and_names_are_shown_literally(tmp_path: Path) -> None:

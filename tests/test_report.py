@@ -1,6 +1,9 @@
 """The HTML report and the one-command analysis: tables, figures, trajectories, diffs, hostile text, bad input."""
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -48,7 +51,7 @@ def test_command_prints_every_table_and_says_where_the_files_are(cli_run) -> Non
         assert f"## [{section}] Cost and effort" in done.stdout
     assert "| org_model-a | 0.0 | 100.0 |" in done.stdout        # Recall@10, fixed L0 and L2
     assert f"report: {out / 'index.html'}" in done.stderr
-    assert "figures: 5 figures (PNG and SVG)" in done.stderr or "figures left out" in done.stderr
+    assert "figures: 9 figures (PNG and SVG)" in done.stderr   # 3 by level, 2 by turn for each of 3 series
     assert f"task_{CORRUPT_TASK}_result.pkl" in done.stderr         # the corrupt file is named
     assert (out / "tables.md").read_text() == done.stdout
     assert (out / "index.html").is_file() and (out / "tables.json").is_file()
@@ -65,10 +68,23 @@ def test_index_holds_tables_accounting_figures_and_a_map_of_outcomes(cli_run) ->
     assert "missing in memory_agent_org_model-a_feedback_fixed_guidance_2: tasks 2" in text
     assert "✓ turn 2" in text and "✗ 3 turns, best 50%" in text      # fixed L2 task 1; L0 task 1
     assert "20260101-000000_1.json" in text and '"command": ["python", "agent/research_code_generation.py"]' in text
-    if (out / "plots").is_dir():
-        images = index.attrs("img", "src")
-        assert len(images) == 5 and all(src.startswith("data:image/svg+xml;base64,") for src in images)
-        assert {"plots/recall_vs_level.png", "plots/testcase_vs_level.svg"} <= set(index.attrs("a", "href"))
+    images = index.attrs("img", "src")
+    assert len(images) == 9 and all(src.startswith("data:image/png;base64,") for src in images)
+    assert {"plots/recall_vs_level.png", "plots/testcase_vs_level.svg", "plots/cost_vs_level.svg",
+            "plots/testcase_by_turn_memory_agent_fixed_org_model-a.png"} <= set(index.attrs("a", "href"))
+    # what the tables cover: the run record here has no config, so the defaults say where they come from
+    assert "max-turn 10 (the release's default; no run record says): Recall@10" in text
+    assert "3 tasks (every runnable task of the meta file): 1, 2, 3" in text
+    assert "levels L0, L2 (the run folders found)" in text
+    assert "tokens and cost: every stored result in the folder" in text
+    # the list of every trajectory (data the page script draws from), with the filters' choices
+    block = re.search(r'<script type="application/json" id="trajectory-data">(.*?)</script>', read(out, "index.html"))
+    rows = json.loads(block.group(1))
+    assert len(rows) == 12 and {row["status"] for row in rows} == {"solved", "not solved"}
+    assert {row["model"] for row in rows} == {"org_model-a", "vendor_model-b"}   # models as found on disk
+    solved = next(row for row in rows if row["href"] == page_name("org_model-a", "fixed", 2, 1))
+    assert solved["cells"][5] == ["✓ turn 2", 2] and solved["cells"][7] == ["100%", 1.0]
+    assert {"org_model-a", "L2", "solved", "memory_agent · dynamic"} <= set(index.attrs("option", "value"))
 
 
 def test_pages_are_self_contained_and_every_link_opens(cli_run) -> None:
@@ -76,11 +92,20 @@ def test_pages_are_self_contained_and_every_link_opens(cli_run) -> None:
     pages = sorted(out.rglob("*.html"))
     assert len(pages) == 1 + 2 + 2 + 2 + 3 + 3    # index + loaded (run, task) pairs
     for path in pages:
-        scan = PageScan(path.read_text(encoding="utf-8"))
-        assert not [tag for tag, _ in scan.elements if tag in ("script", "iframe", "object", "embed", "link")]
+        html = path.read_text(encoding="utf-8")
+        scan = PageScan(html)
+        assert not [tag for tag, _ in scan.elements if tag in ("iframe", "object", "embed", "link")]
         assert not [name for _, attrs in scan.elements for name in attrs if name.startswith("on")]
         policies = [a["content"] for tag, a in scan.elements if tag == "meta" and a.get("http-equiv")]
         assert policies and "default-src 'none'" in policies[0]
+        # one inline script, the report's own, and the policy lets run only a script with exactly its hash
+        # (the index also holds a JSON data block, which is never run)
+        scripts = re.findall(r"<script>(.*?)</script>", html, re.S)
+        data = len(re.findall(r'<script type="application/json" id="trajectory-data">', html))
+        assert len(scripts) == 1 and html.count("<script") == 1 + data and data == (path.name == "index.html")
+        digest = base64.b64encode(hashlib.sha256(scripts[0].encode()).digest()).decode()
+        assert f"script-src 'sha256-{digest}'" in policies[0]
+        assert scripts[0] == (REPO / "metrics" / "report_viewer.js").read_text(encoding="utf-8")
         for href in scan.attrs("a", "href"):
             if href.startswith("#"):
                 continue
@@ -109,7 +134,7 @@ def test_hostile_model_output_is_shown_as_text(cli_run) -> None:
     html = read(out, page_name("org_model-a", "fixed", 0, 1))
     scan = PageScan(html)
     assert HOSTILE in scan.text                       # visible, character for character
-    assert "<script" not in html and "<img src=x" not in html
+    assert html.count("<script") == 1 and "<img src=x" not in html   # the one script is the report's own
     assert "&lt;script&gt;document.title=&quot;pwned&quot;&lt;/script&gt;" in html
 
 
