@@ -107,7 +107,9 @@ def parse_answer(text: str, actions: tuple[str, ...] = ACTIONS) -> Action:
 
     The command may follow ``action:`` on the same line or, as the release's
     prompt shows it, on the next line. ``actions`` are the ones this agent may use.
+    Windows line endings are read as newlines (the code is written with ``\n``).
     """
+    text = text.replace("\r\n", "\n")
     if not text.strip():
         raise ActionFormatError("the answer is empty")
     lines = _outside_code(text, list(_ACTION_LINE.finditer(text)))

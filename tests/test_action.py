@@ -178,3 +178,9 @@ def test_replace_keeps_a_file_whose_docstring_shows_a_fenced_example():
     action = parse_answer(f"reflect: whole file\naction: REPLACE\n```python\n{code}```")
     assert action.code == code
     assert python_blocks(f"```python\n{code}```\nand\n```python\nx = 2\n```") == code + "\nx = 2\n"
+
+
+def test_an_answer_with_windows_line_endings_is_read_like_its_unix_twin() -> None:
+    answer = "reflect: write it\r\naction: REPLACE\r\n```python\r\nx = 1\r\n```\r\n"
+    action = parse_answer(answer)
+    assert (action.name, action.code) == ("REPLACE", "x = 1\n")
