@@ -43,7 +43,7 @@ from agent.dataset import DOWNLOAD_HINT, dataset_in
 PROVIDERS = (*REMOTE_PROVIDERS, *OFFLINE_PROVIDERS)
 SETTINGS = ("baseline", "agent", "memory_agent", "snippet")
 GUIDANCE_TYPES = ("fixed", "dynamic")
-FEEDBACK_SOURCES = ("llm", "file", "interactive")
+FEEDBACK_SOURCES = ("llm", "file", "interactive", "web")
 
 # Keys describing one code model: allowed at the top level (shared by a sweep) and in `models` entries.
 MODEL_KEYS = (
@@ -87,6 +87,7 @@ DEFAULTS: dict[str, Any] = {
     "early-tests": True,
     "ray-num-cpus": 1,
     "ray-num-gpus": 0,
+    "web-port": 0,
 }
 RUN_KEYS = (
     "guidance-level", "guidance-type", "max-guidance-level", "evaluation-setting", "max-turn", "max-steps",
@@ -94,7 +95,7 @@ RUN_KEYS = (
     "replay-feedback-level", "replay-run-feedback-level", "feedback-source", "feedback-file", "prices", "cache-path", "sandbox",
     "test-timeout-sec", "memory-mb", "max-processes", "env-backend", "reindent-snippet", "edit-action", "max-workers",
     "parallel-mode", "ray-address", "ray-num-cpus", "ray-num-gpus", "max-cost-usd", "max-task-cost-usd",
-    "test-slots", "gpu-slots", "gpus", "jobs-per-gpu", "early-tests",
+    "test-slots", "gpu-slots", "gpus", "jobs-per-gpu", "early-tests", "web-port",
 )
 # Keys where an explicit null means "no limit" rather than "use the default".
 NULLABLE_KEYS = frozenset({"memory-mb", "max-processes"})
@@ -146,6 +147,7 @@ class RunConfig:
     slots: SlotConfig = field(default_factory=SlotConfig)
     max_cost_usd: float | None = None
     max_task_cost_usd: float | None = None
+    web_port: int = 0  # feedback-source web: the page's port on 127.0.0.1 (0: any free port)
 
     def public_dict(self) -> dict:
         """The configuration as builtins with every secret removed (for run metadata and logs)."""
@@ -461,7 +463,11 @@ def _runner_options(reader: _Reader) -> RunnerOptions:
 
 
 def _parallel_mode(reader: _Reader, feedback_source: str) -> str:
-    """Interactive feedback reads the terminal, so it defaults to (and requires) in-process jobs."""
+    """Interactive feedback reads the terminal, so it defaults to (and requires) in-process jobs; web
+    feedback serves its page from the run's process, where every local mode runs the jobs (not Ray)."""
+    if feedback_source == "web" and reader.get("parallel-mode") == "ray":
+        raise reader.fail("'feedback-source: web' serves its form from this process; set 'parallel-mode' to "
+                          "processes, threads or none")
     if feedback_source != "interactive":
         return reader.choice("parallel-mode", PARALLEL_MODES)
     mode = reader.choice("parallel-mode", PARALLEL_MODES, reader.raw.get("parallel-mode", "none"))
@@ -564,4 +570,5 @@ def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
         slots=_slots(reader),
         max_cost_usd=_cap(reader, "max-cost-usd"),
         max_task_cost_usd=_cap(reader, "max-task-cost-usd"),
+        web_port=reader.integer("web-port", 0, 65535),
     )

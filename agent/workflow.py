@@ -49,6 +49,7 @@ from agent.results import (
 from agent.session import Attempt, Session, request_feedback
 from metrics.run_status import BUDGET, FEEDBACK_MISSING, STOP_KEY
 from agent.tempdirs import private_dir
+from agent.web import WebFeedback
 from agent.dataset import DatasetManager
 
 if TYPE_CHECKING:
@@ -170,7 +171,9 @@ def _llm_source(cfg: RunConfig) -> LLMFeedback | None:
 
 
 def _source(cfg: RunConfig, job: Job) -> FeedbackSource | None:
-    """The run's feedback source: llm (optionally replaying level K's records), file or interactive."""
+    """The run's feedback source: llm (optionally replaying level K's records), file, interactive or web."""
+    if cfg.feedback_source == "web":
+        return WebFeedback(result_folder(cfg, job.model, job.level).name, job.model.model, cfg.output_dir, cfg.web_port)
     if cfg.feedback_source == "file":
         return FileFeedback(cfg.feedback_file)
     if cfg.feedback_source == "interactive":
