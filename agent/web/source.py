@@ -9,6 +9,7 @@ jobs. Drafts live under ``<output-dir>/web_feedback/`` (agent/web/board.py).
 """
 from __future__ import annotations
 
+import difflib
 import json
 import sys
 import threading
@@ -57,11 +58,25 @@ def shared_server(port: int = 0) -> FeedbackServer:
         return server
 
 
+def differing_lines(code: str, reference: str) -> tuple[list[int], list[int]]:
+    """1-based numbers of the lines of ``code`` and of ``reference`` that the other does not match."""
+    ours, theirs = code.split("\n"), reference.split("\n")
+    mine: list[int] = []
+    other: list[int] = []
+    for tag, a1, a2, b1, b2 in difflib.SequenceMatcher(None, ours, theirs, autojunk=False).get_opcodes():
+        if tag != "equal":
+            mine += range(a1 + 1, a2 + 1)
+            other += range(b1 + 1, b2 + 1)
+    return mine, other
+
+
 def request_view(request: FeedbackRequest) -> dict:
     """What the form page shows for ``request`` (builtins; the code is text, never markup)."""
+    code_differs, canonical_differs = differing_lines(request.code, request.canonical)
     return {"task_index": request.task_index, "turn": request.turn, "level": request.level,
             "digest": request.digest, "diff": unified_diff(request.previous_code, request.code),
             "code": request.code, "canonical": request.canonical, "instruction": request.instruction,
+            "code_differs": code_differs, "canonical_differs": canonical_differs,
             "latex": request.latex, "code_sha256": code_digest(request.code), "fields": list(FIELDS),
             "shown_fields": list(shown_fields(request.level)), "categories": CATEGORY_HINTS}
 

@@ -31,15 +31,21 @@ function text(tag, content, className) {
   return node;
 }
 
-function numbered(pre, source) {
+function numbered(pre, source, differs) {
+  const marked = new Set(differs);
   pre.replaceChildren();
   source.split("\n").forEach((line, i) => {
     const row = document.createElement("span");
-    row.className = "line";
+    row.className = marked.has(i + 1) ? "line differs" : "line";
     row.appendChild(text("span", String(i + 1), "ln"));
     row.appendChild(document.createTextNode(line + "\n"));
     pre.appendChild(row);
   });
+}
+
+function scrollToDifference(pre) {
+  const first = pre.querySelector(".differs");
+  if (first) pre.scrollTop = Math.max(0, first.offsetTop - 48);
 }
 
 function showDiff(pre, diff) {
@@ -190,11 +196,12 @@ async function load() {
   for (const note of data.notes) $("notes").appendChild(text("p", note, "note"));
   $("digest").textContent = view.digest;
   showDiff($("diff"), view.diff);
-  numbered($("code"), view.code);
-  numbered($("canonical"), view.canonical);
+  numbered($("code"), view.code, view.code_differs);
+  numbered($("canonical"), view.canonical, view.canonical_differs);
   $("instruction").textContent = view.instruction;
   $("latex").textContent = view.latex;
-  const shown = view.shown_fields.map((name) => LABELS[name].toLowerCase()).join(", ");
+  const names = view.shown_fields.map((name) => LABELS[name].toLowerCase());
+  const shown = names.length > 1 ? names.slice(0, -1).join(", ") + " and " + names[names.length - 1] : names[0];
   $("level-note").textContent = `At L${view.level} the agent is shown the ${shown} of each record; the other fields `
     + "are recorded for the study. Fields marked \"shown\" must not be empty.";
   const stored = data.draft.records.length ? data.draft.records : [{}];
@@ -203,6 +210,8 @@ async function load() {
   $("add").addEventListener("click", () => { addRecord({}); scheduleSave(); });
   $("form").addEventListener("submit", submit);
   $("main").hidden = false;
+  scrollToDifference($("code"));
+  scrollToDifference($("canonical"));
 }
 
 load();
