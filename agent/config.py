@@ -508,11 +508,28 @@ def _cap(reader: _Reader, key: str) -> float | None:
     return None if value is None else float(value)
 
 
+def _with_overrides(raw: dict[str, Any], overrides: dict, source: str) -> dict[str, Any]:
+    """``raw`` with the set ``overrides`` on top; a ``model`` override of a file that lists ``models`` entries
+    picks the entries of those names (each keeps its own provider keys)."""
+    given = {key: value for key, value in overrides.items() if value is not None}
+    if "model" not in given or "models" not in raw:
+        return {**raw, **given}
+    names = given.pop("model")
+    names = names if isinstance(names, list) else [names]
+    entries = [entry for entry in raw["models"] if isinstance(entry, dict)] if isinstance(raw["models"], list) else []
+    listed = [entry.get("model") for entry in entries]
+    missing = [name for name in names if name not in listed]
+    if missing:
+        raise ConfigError(f"{source}: model '{missing[0]}' is not among its 'models' entries "
+                          f"({', '.join(map(str, listed))}); name one of them")
+    return {**raw, **given, "models": [entry for entry in entries if entry.get("model") in names]}
+
+
 def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
     """Read and validate a YAML config; ``overrides`` (same hyphenated keys) win over the file."""
     path = Path(path)
-    raw = {**_read_yaml(path), **{k: v for k, v in (overrides or {}).items() if v is not None}}
     source = str(path)
+    raw = _with_overrides(_read_yaml(path), overrides or {}, source)
     _check_keys(raw, KNOWN_KEYS, "", source)
     reader = _Reader(source, _unset_empty({key: _expand_env(value, key, source) for key, value in raw.items()}))
 

@@ -70,8 +70,8 @@ def _percent(value: float | None) -> str:
 
 def format_table(rows: list[SummaryRow], max_turn: int) -> str:
     """A fixed-width text table; costs with unknown parts are marked '*' and explained below."""
-    header = ("model", "level", "solved", "incomplete", f"Recall@{max_turn}", "test-case pass", "tokens in",
-              "tokens out", "cost $ (this run)")
+    header = ("model", "level", "solved (all)", "incomplete", f"Recall@{max_turn} (all)", "test-case pass (all)",
+              "tokens in (this run)", "tokens out (this run)", "cost $ (this run)")
     body = [
         (
             row.model,
@@ -87,6 +87,8 @@ def format_table(rows: list[SummaryRow], max_turn: int) -> str:
         for row in rows
     ]
     lines = fixed_width(header, body)
+    lines.append("(all): every stored result of these jobs, earlier runs included; (this run): the calls this "
+                 "command made (resumed or skipped work costs nothing now)")
     if any(row.incomplete for row in rows):
         lines.append("solved, Recall and pass rates cover complete jobs only; incomplete jobs are listed below")
     if any(row.unpriced for row in rows):

@@ -49,10 +49,12 @@ def test_table_text() -> None:
     table = format_table(summarize([outcome("gpt-5", 4, 1, solved=True, best_rate=1.0),
                                     outcome("gpt-5", 4, 2, state="error", cost_usd=None)]), max_turn=10)
     lines = table.splitlines()
-    assert lines[0].split() == ["model", "level", "solved", "incomplete", "Recall@10", "test-case", "pass",
-                                "tokens", "in", "tokens", "out", "cost", "$", "(this", "run)"]
+    assert lines[0].split() == ["model", "level", "solved", "(all)", "incomplete", "Recall@10", "(all)", "test-case",
+                                "pass", "(all)", "tokens", "in", "(this", "run)", "tokens", "out", "(this", "run)",
+                                "cost", "$", "(this", "run)"]
     assert lines[2].split() == ["gpt-5", "L4", "1/1", "1", "100.0%", "100.0%", "2,000", "400", "0.0100*"]
-    assert lines[3].startswith("solved, Recall and pass rates cover complete jobs only")
+    assert lines[3].startswith("(all): every stored result of these jobs, earlier runs included; (this run):")
+    assert lines[4].startswith("solved, Recall and pass rates cover complete jobs only")
     assert lines[-1].startswith("* lower bound")
     assert len({len(line) for line in lines[:3]}) == 1
 

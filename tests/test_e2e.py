@@ -93,7 +93,7 @@ def test_sweep_of_two_models_and_five_levels(tmp_path: Path) -> None:
     table = [line.split() for line in done.stdout.splitlines()]
     rows = [line for line in table if line and line[0] in ("coder-a", "coder-b")]
     assert [(r[0], r[1], r[2]) for r in rows] == [(f"coder-{m}", f"L{level}", "1/1") for m in "ab" for level in range(5)]
-    assert table[0][:5] == ["model", "level", "solved", "incomplete", "Recall@2"]
+    assert table[0][:6] == ["model", "level", "solved", "(all)", "incomplete", "Recall@2"]
 
 
 def test_failing_jobs_are_reported_and_the_others_finish(tmp_path: Path) -> None:
