@@ -24,12 +24,12 @@ from agent.runner.core import (  # noqa: E402,F401  (re-exported: the release's 
     REPO_ROOT, Layout, RunnerOptions, prepare, resolve_interpreter, run_candidate, sandbox_prefix,
 )
 from agent.runner.sandbox import SANDBOX_MODES  # noqa: E402
-from metrics.cli_flags import add_dataset_dirs, dataset_dir  # noqa: E402
+from metrics.cli_flags import Parser, add_dataset_dirs, dataset_dir  # noqa: E402
 from metrics.run_status import INFRA_ERROR  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         description="Run one task's tests, as the release's test runner does: on the target file as it is on "
                     "disk in the dataset (or --candidate FILE / --canonical). Exit 0 passed, 1 not passed, "
                     "2 the tests could not run or a usage error. --work-dir defaults to work_dir; a relative "

@@ -38,7 +38,7 @@ from agent.run_summary import format_table, stop_notes, summarize  # noqa: E402
 from agent.scheduler import plan_run, run_plan  # noqa: E402
 from agent.workflow import start_ledger  # noqa: E402
 from agent.dataset import DatasetError, DatasetManager  # noqa: E402
-from metrics.cli_flags import Flatten, add_dataset_dirs, add_task_ids, dataset_dir, int_list  # noqa: E402
+from metrics.cli_flags import Flatten, Parser, add_dataset_dirs, add_task_ids, dataset_dir, int_list  # noqa: E402
 
 USER_ERRORS = (BudgetError, ConfigError, DatasetError, InferenceError, EnvError, ExecutorError)
 EXIT_USER_ERROR = 2
@@ -49,7 +49,7 @@ EXIT_INTERRUPTED = 130
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict]:
     """The arguments and the YAML keys they override (hyphenated, as load_config takes them)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--yaml-location", default="config/default.yaml",
                         help="the run's YAML config (default: config/default.yaml, as in the release)")
     parser.add_argument("--max-workers", type=int, help="jobs at once (overrides max-workers)")

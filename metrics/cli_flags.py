@@ -23,12 +23,19 @@ DATASET_DIR_HELP = f"the dataset folder, holding {META_FILE}"
 WORK_DIR_HELP = "the folder that contains dataset/, as in the release"
 
 
+class Parser(argparse.ArgumentParser):
+    """Usage mistakes end like every other user error: one line on stderr, exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
 def int_list(text: str) -> list[int]:
     """One word of a ``nargs="+"`` integer flag: ``1,2`` -> [1, 2] (with :class:`Flatten`, ``1 2`` works too)."""
     try:
         return [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected integers like 1,2 or 1 2, got '{text}'") from None
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'") from None
 
 
 class Flatten(argparse.Action):
@@ -55,13 +62,20 @@ class _Deprecated(argparse.Action):
             setattr(namespace, self.dest, values)
 
 
+def _task_ids(text: str) -> list[int]:
+    try:
+        return int_list(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected task ids like 1,2 or 1 2, got '{text}'") from None
+
+
 def add_task_ids(parser: argparse.ArgumentParser, default_help: str = "every runnable task",
                  old: tuple[str, ...] = ()) -> None:
     """``--task-ids`` (``args.task_ids``: a list of ints, or None); ``old`` spellings are deprecated aliases."""
-    parser.add_argument("--task-ids", nargs="+", type=int_list, action=Flatten, metavar="ID",
+    parser.add_argument("--task-ids", nargs="+", type=_task_ids, action=Flatten, metavar="ID",
                         help=f"{TASK_IDS_HELP} (default: {default_help})")
     for flag in old:
-        add_renamed(parser, flag, "--task-ids", then=Flatten, nargs="+", type=int_list)
+        add_renamed(parser, flag, "--task-ids", then=Flatten, nargs="+", type=_task_ids)
 
 
 def add_renamed(parser: argparse.ArgumentParser, old: str, new: str, then: type[argparse.Action] | None = None,
@@ -100,19 +114,20 @@ def dataset_in(work_dir: Path) -> Path | None:
 
 def dataset_dir(parser: argparse.ArgumentParser, args: argparse.Namespace,
                 default: Path | str = DEFAULT_DATASET_DIR) -> Path:
-    """The dataset folder ``--dataset-dir`` or ``--work-dir`` names (else ``default``); a flag given the
-    other's folder is a usage error naming the right one."""
+    """The dataset folder ``--dataset-dir`` or ``--work-dir`` names (else ``default``), as the user wrote it
+    (relative stays relative, so messages show their path); a flag given the other's folder is a usage error
+    naming the right one."""
     if args.dataset_dir:
         folder = Path(args.dataset_dir).expanduser()
         if not (folder / META_FILE).is_file() and (folder / "dataset" / META_FILE).is_file():
             parser.error(f"--dataset-dir {args.dataset_dir} holds dataset/, not {META_FILE}: pass it as "
                          f"--work-dir, or pass --dataset-dir {folder / 'dataset'}")
-        return folder.resolve()
+        return folder
     if args.work_dir:
         work = Path(args.work_dir).expanduser()
         found = dataset_in(work)
         if found is None:
             parser.error(f"--work-dir {args.work_dir} holds neither dataset/{META_FILE} nor {META_FILE}; "
                          "pass the folder that contains dataset/")
-        return found.resolve()
-    return Path(default).expanduser().resolve()
+        return found
+    return Path(default).expanduser()

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cli_flags import add_dataset_dirs, add_idle, add_task_ids, dataset_dir
+from cli_flags import Parser, add_dataset_dirs, add_idle, add_task_ids, dataset_dir, int_list
 from metric_aggregate import LevelSummary, TaskScore, coverage_notes, summarize
 from metric_tables import FORMATS, Table, emit
 from optional_extras import ExtraUnavailable
@@ -31,14 +31,7 @@ class UsageError(Exception):
 USER_ERRORS = (UsageError, MetaError, ExtraUnavailable)
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'") from None
-
-
-class _Parser(argparse.ArgumentParser):
+class _Parser(Parser):
     """Resolves ``--dataset-dir`` / ``--work-dir`` into ``args.dataset_dir`` (a Path) as it parses."""
 
     def parse_args(self, args=None, namespace=None):  # type: ignore[override]
@@ -61,7 +54,7 @@ def base_parser(description: str, turn_options: tuple[str, ...] = TURN_OPTIONS) 
     parser.add_argument("--models", help="comma-separated model names (default: every model found)")
     parser.add_argument("--setting", default=DEFAULT_SETTING, help="evaluation setting in the folder names")
     parser.add_argument("--guidance-type", default=DEFAULT_GUIDANCE_TYPE, help="guidance type in the folder names")
-    parser.add_argument("--levels", type=_int_list, default=list(range(5)), help="guidance levels, e.g. 0,2,4")
+    parser.add_argument("--levels", type=int_list, default=list(range(5)), help="guidance levels, e.g. 0,2,4")
     add_task_ids(parser, "the runnable tasks of the meta file", old=("--tasks",))
     add_dataset_dirs(parser)
     parser.add_argument("--meta", help="annotation_meta.jsonl (default: DATASET_DIR/annotation_meta.jsonl)")

@@ -54,7 +54,7 @@ from agent.runner.phases import recording
 from agent.runner.sandbox import SANDBOX_MODES
 from agent.text_table import fixed_width
 from agent.dataset import DatasetError, DatasetManager, TaskMeta
-from metrics.cli_flags import add_dataset_dirs, dataset_dir
+from metrics.cli_flags import Parser, add_dataset_dirs, dataset_dir
 
 DEFAULT_DATASET = REPO_ROOT / "work_dir" / "dataset"
 CLI = REPO_ROOT / "agent" / "clean_test_runner.py"
@@ -239,7 +239,7 @@ def table_row(name: str, task: str, row: dict[str, float]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     add_dataset_dirs(parser)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--papers", help="comma-separated paper names (default: every paper of the dataset)")

@@ -39,7 +39,7 @@ from agent.envs.spec import (  # noqa: E402
     task_env_names,
 )
 from agent.dataset import DatasetError, DatasetManager  # noqa: E402
-from metrics.cli_flags import add_dataset_dirs, dataset_dir  # noqa: E402
+from metrics.cli_flags import Parser, add_dataset_dirs, dataset_dir  # noqa: E402
 
 def shown(path: Path | None, relative_to: Path, dataset_root: Path) -> str | None:
     """Files inside the dataset relative to where the map will live (so the pair can move); others absolute."""
@@ -93,7 +93,7 @@ def requirements_map_yaml(dataset: DatasetManager, requirements_map: Path | None
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_dataset_dirs(parser, release_aliases=("--ref-dataset-dir",))
     parser.add_argument("--meta-jsonl", metavar="FILE", help="the meta file listing the tasks (default: <dataset>/annotation_meta.jsonl)")
     parser.add_argument("--out", "--output", dest="out", metavar="FILE", help="write here (default: print it)")

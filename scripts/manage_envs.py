@@ -51,11 +51,11 @@ from agent.envs.cache import (  # noqa: E402
     plan_envs,
 )
 from agent.dataset import DatasetError, DatasetManager  # noqa: E402
-from metrics.cli_flags import add_dataset_dirs, add_task_ids, dataset_dir  # noqa: E402
+from metrics.cli_flags import Parser, add_dataset_dirs, add_task_ids, dataset_dir  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_dataset_dirs(parser)
     add_backend_argument(parser)
     add_task_ids(parser)

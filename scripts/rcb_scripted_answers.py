@@ -21,7 +21,6 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
     sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
-import argparse
 
 import yaml
 
@@ -29,11 +28,11 @@ from agent.atomic_file import atomic_write_text
 from agent.rcb.answers import ANSWERS, PROTOCOLS, answer_rules
 from agent.rcb.snippet import SnippetError, load_snippet_task
 from agent.dataset import DatasetError, DatasetManager
-from metrics.cli_flags import add_dataset_dirs, dataset_dir
+from metrics.cli_flags import Parser, add_dataset_dirs, dataset_dir
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     add_dataset_dirs(parser, required=True)  # the dataset scripts/import_researchcodebench.py wrote
     parser.add_argument("--answer", choices=ANSWERS, required=True)
     parser.add_argument("--out", required=True, help="rule file to write (YAML)")

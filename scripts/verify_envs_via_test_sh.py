@@ -39,7 +39,7 @@ from agent.rcb.gold import BROKEN, EXPECTED, KINDS, UNRUNNABLE, WEAK, TaskCheck,
 from agent.runner.sandbox import SANDBOX_MODES
 from agent.text_table import fixed_width
 from agent.dataset import DatasetError, DatasetManager
-from metrics.cli_flags import add_dataset_dirs, add_task_ids, dataset_dir
+from metrics.cli_flags import Parser, add_dataset_dirs, add_task_ids, dataset_dir
 
 ROW_COLUMNS = ("task", "paper", "canonical", "init_content", "seconds", "stubs", "verdict")
 
@@ -96,7 +96,7 @@ def run_checks(dataset: DatasetManager, task_ids: list[int], options: RunnerOpti
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_dataset_dirs(parser)
     add_task_ids(parser)
     parser.add_argument("--max-workers", type=int, default=1, help="tasks checked at once (default: 1)")

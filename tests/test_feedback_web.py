@@ -2,6 +2,7 @@
 their drafts, the token, and the config keys. The form driven in Chromium is tests/test_feedback_web_browser.py."""
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import urllib.error
@@ -174,3 +175,17 @@ def test_web_port_is_read_and_checked(tmp_path: Path) -> None:
         make_config(tmp_path, feedback_source="web", web_port=70000)
     with pytest.raises(ConfigError, match="serves its form from this process"):
         make_config(tmp_path, feedback_source="web", parallel_mode="ray")
+
+
+def test_a_malformed_post_gets_an_answer_not_a_traceback(server: FeedbackServer, capfd) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    connection.putrequest("POST", f"/{server.token}/api/r/{key().rid}/draft", skip_host=True)
+    connection.putheader("Host", f"127.0.0.1:{server.port}")
+    connection.putheader("Content-Type", "application/json")
+    connection.putheader("Content-Length", "many")
+    connection.endheaders()
+    answer = connection.getresponse()
+    assert answer.status == 422 and b"bytes is expected" in answer.read()
+    status, _ = fetch(server.url + f"api/r/{key().rid}/draft", {"records": "not a list", "revision": 0})
+    assert status == 422
+    assert "Traceback" not in capfd.readouterr().err

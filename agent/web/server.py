@@ -95,7 +95,8 @@ class _Handler(BaseHTTPRequestHandler):
         match = re.fullmatch(r"api/r/([0-9a-f]{16})/(draft|submit)", rest)
         if match is None:
             return self._json(GONE, {"error": "no such endpoint"})
-        length = int(self.headers.get("Content-Length") or 0)
+        length = self.headers.get("Content-Length", "")
+        length = int(length) if length.isdigit() else 0
         if not 0 < length <= MAX_BODY:
             return self._json(INVALID, {"error": f"a body of 1 to {MAX_BODY} bytes is expected"})
         try:
@@ -125,6 +126,9 @@ class FeedbackServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         return f"http://{HOST}:{self.port}/{self.token}/"
+
+    def handle_error(self, request, client_address) -> None:
+        """A browser that went away mid-answer is not the run's business: no traceback on its stderr."""
 
     def start(self) -> FeedbackServer:
         self.thread.start()
