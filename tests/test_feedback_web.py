@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 import urllib.error
 import urllib.request
@@ -13,6 +14,7 @@ import pytest
 
 from agent.config import ConfigError
 from agent.feedback import FeedbackRequest, validate_records
+from agent.web import WebFeedbackError, shared_server
 from agent.web.board import Board, RequestKey, draft_path
 from agent.web.records import EMPTY, NO_RECORDS, check_records
 from agent.web.server import FeedbackServer
@@ -189,3 +191,13 @@ def test_a_malformed_post_gets_an_answer_not_a_traceback(server: FeedbackServer,
     status, _ = fetch(server.url + f"api/r/{key().rid}/draft", {"records": "not a list", "revision": 0})
     assert status == 422
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_taken_web_port_is_one_line_naming_the_fix() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(WebFeedbackError, match=f"web-port {port}: cannot listen on 127.0.0.1 .*choose another "
+                                                   "web-port, or 0 for any free port"):
+            shared_server(port)
