@@ -49,6 +49,7 @@ from agent.tempdirs import private_dir
 from agent.text_table import fixed_width
 from agent.dataset import DatasetError, DatasetManager
 from metrics.result_format import folder_model_name
+from metrics.cli_flags import Parser
 from metrics.run_status import UNTRUSTED_STATUSES
 
 EXIT_USER_ERROR = 2
@@ -71,16 +72,9 @@ USER_ERRORS = (AblationError, ConfigError, DatasetError, ResultError, InferenceE
 
 # ---------------------------------------------------------------------- command line
 
-class _Parser(argparse.ArgumentParser):
-    """Usage mistakes end like every other user error: one line, exit 2."""
-
-    def error(self, message: str) -> None:
-        self.exit(EXIT_USER_ERROR, f"error: {message} (see {self.prog} --help)\n")
-
-
 def base_parser(doc: str) -> argparse.ArgumentParser:
     """The options every ablation takes; ``doc`` is the script's docstring (first paragraph = help)."""
-    parser = _Parser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--yaml-location", required=True,
                         help="a run config: models, dataset (work-dir) and output-dir (see config/default.yaml)")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (same seed, same samples)")

@@ -39,7 +39,7 @@ from agent.feedback import load_feedback_file  # noqa: E402
 from agent.record import turn_solved  # noqa: E402
 
 # Feedback sources where a person wrote the records; every other source (llm, seed, replay) is a model's.
-HUMAN_SOURCES = ("file", "interactive")
+HUMAN_SOURCES = ("file", "interactive", "web")
 
 
 def parse_args() -> argparse.ArgumentParser:

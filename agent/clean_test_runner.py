@@ -24,19 +24,19 @@ from agent.runner.core import (  # noqa: E402,F401  (re-exported: the release's 
     REPO_ROOT, Layout, RunnerOptions, prepare, resolve_interpreter, run_candidate, sandbox_prefix,
 )
 from agent.runner.sandbox import SANDBOX_MODES  # noqa: E402
+from metrics.cli_flags import Parser, add_dataset_dirs, dataset_dir  # noqa: E402
 from metrics.run_status import INFRA_ERROR  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         description="Run one task's tests, as the release's test runner does: on the target file as it is on "
                     "disk in the dataset (or --candidate FILE / --canonical). Exit 0 passed, 1 not passed, "
-                    "2 the tests could not run or a usage error.")
-    parser.add_argument("--work-dir", "--dataset-dir", dest="work_dir", default="work_dir",
-                        help="folder that contains dataset/ (the release's meaning; a folder holding "
-                             "annotation_meta.jsonl itself is accepted too; relative: to the current folder, "
-                             "else to the repository root); default work_dir")
-    parser.add_argument("--task-id", type=int, required=True)
+                    "2 the tests could not run or a usage error. --work-dir defaults to work_dir; a relative "
+                    "--work-dir is looked up in the current folder, then in the repository root.")
+    add_dataset_dirs(parser, default_help="that of --work-dir")
+    parser.set_defaults(work_dir="work_dir")
+    parser.add_argument("--task-id", type=int, required=True, help="the task to test (one id, as in the release)")
     parser.add_argument("--timeout-sec", type=float, default=RunnerOptions.timeout_sec,
                         help="wall-clock limit of the whole test run (default %(default)g)")
     which = parser.add_mutually_exclusive_group()
@@ -56,7 +56,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-processes", type=int, default=RunnerOptions.max_processes)
     parser.add_argument("--visible", action="append", default=[], metavar="PATH",
                         help="host folder the tests may read inside the sandbox (repeatable)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.dataset = dataset_dir(parser, args) if args.dataset_dir else None
+    return args
 
 
 def dataset_folder(work_dir: str) -> Path:
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     env_mode = args.env_mode or bool(args.env_map_path) or args.env_backend not in (None, "current")
     try:
-        dataset = DatasetManager(dataset_folder(args.work_dir))
+        dataset = DatasetManager(args.dataset or dataset_folder(args.work_dir))
         dataset.check_task(args.task_id)
         candidate = candidate_text(args, dataset)
         env_name = env_name_from_map(args.env_map_path, args.task_id) if args.env_map_path else None

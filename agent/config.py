@@ -35,6 +35,7 @@ from agent.guidance import LEVELS, MAX_LEVEL, FeedbackPolicy
 from agent.models.build import DEFAULT_PRICES_PATH, InferenceError, ModelSpec, load_prices
 from agent.models.providers import OFFLINE_PROVIDERS, resolve_key
 from agent.models.providers import PROVIDERS as REMOTE_PROVIDERS
+from agent.parts import SOURCES
 from agent.protocols import DEFAULT_PROTOCOL, PROTOCOLS, make_protocol
 from agent.protocols.base import RunProtocol
 from agent.protocols.release_texts import ReleaseTextsError, release_prompts_path
@@ -47,7 +48,7 @@ PROVIDERS = (*REMOTE_PROVIDERS, *OFFLINE_PROVIDERS)
 PROVIDER_ALIASES = {"google": "gemini"}  # the release's name for Gemini
 SETTINGS = ("baseline", "agent", "memory_agent", "snippet")
 GUIDANCE_TYPES = ("fixed", "dynamic")
-FEEDBACK_SOURCES = ("llm", "file", "interactive")
+FEEDBACK_SOURCES = tuple(SOURCES)
 
 # What a model is sent besides the messages: key -> ModelSpec field. Unset, the protocol's default applies
 # (the release sends temperature 0 to most providers, for instance); an explicit null sends nothing.
@@ -100,6 +101,7 @@ DEFAULTS: dict[str, Any] = {
     "protocol": DEFAULT_PROTOCOL,
     "ray-num-cpus": 1,
     "ray-num-gpus": 0,
+    "web-port": 0,
 }
 RUN_KEYS = (
     "guidance-level", "guidance-type", "max-guidance-level", "evaluation-setting", "max-turn", "max-steps",
@@ -107,7 +109,7 @@ RUN_KEYS = (
     "replay-feedback-level", "replay-run-feedback-level", "feedback-source", "feedback-file", "prices", "cache-path", "sandbox",
     "test-timeout-sec", "memory-mb", "max-processes", "env-backend", "reindent-snippet", "edit-action", "max-workers",
     "parallel-mode", "ray-address", "ray-num-cpus", "ray-num-gpus", "max-cost-usd", "max-task-cost-usd",
-    "test-slots", "gpu-slots", "gpus", "jobs-per-gpu", "early-tests", "protocol", "release-prompts",
+    "test-slots", "gpu-slots", "gpus", "jobs-per-gpu", "early-tests", "protocol", "release-prompts", "web-port",
 )
 # Keys where an explicit null means "no limit" (or "send nothing") rather than "use the default".
 NULLABLE_KEYS = frozenset({"memory-mb", "max-processes", *SAMPLING_KEYS})
@@ -161,6 +163,7 @@ class RunConfig:
     max_task_cost_usd: float | None = None
     protocol: str = DEFAULT_PROTOCOL
     release_prompts: Path | None = None
+    web_port: int = 0  # feedback-source web: the page's port on 127.0.0.1 (0: any free port)
 
     def public_dict(self) -> dict:
         """The configuration as builtins with every secret removed (for run metadata and logs)."""
@@ -493,7 +496,11 @@ def _runner_options(reader: _Reader) -> RunnerOptions:
 
 
 def _parallel_mode(reader: _Reader, feedback_source: str) -> str:
-    """Interactive feedback reads the terminal, so it defaults to (and requires) in-process jobs."""
+    """Interactive feedback reads the terminal, so it defaults to (and requires) in-process jobs; web
+    feedback serves its page from the run's process, where every local mode runs the jobs (not Ray)."""
+    if feedback_source == "web" and reader.get("parallel-mode") == "ray":
+        raise reader.fail("'feedback-source: web' serves its form from this process; set 'parallel-mode' to "
+                          "processes, threads or none")
     if feedback_source != "interactive":
         return reader.choice("parallel-mode", PARALLEL_MODES)
     mode = reader.choice("parallel-mode", PARALLEL_MODES, reader.raw.get("parallel-mode", "none"))
@@ -534,11 +541,28 @@ def _cap(reader: _Reader, key: str) -> float | None:
     return None if value is None else float(value)
 
 
+def _with_overrides(raw: dict[str, Any], overrides: dict, source: str) -> dict[str, Any]:
+    """``raw`` with the set ``overrides`` on top; a ``model`` override of a file that lists ``models`` entries
+    picks the entries of those names (each keeps its own provider keys)."""
+    given = {key: value for key, value in overrides.items() if value is not None}
+    if "model" not in given or "models" not in raw:
+        return {**raw, **given}
+    names = given.pop("model")
+    names = names if isinstance(names, list) else [names]
+    entries = [entry for entry in raw["models"] if isinstance(entry, dict)] if isinstance(raw["models"], list) else []
+    listed = [entry.get("model") for entry in entries]
+    missing = [name for name in names if name not in listed]
+    if missing:
+        raise ConfigError(f"{source}: model '{missing[0]}' is not among its 'models' entries "
+                          f"({', '.join(map(str, listed))}); name one of them")
+    return {**raw, **given, "models": [entry for entry in entries if entry.get("model") in names]}
+
+
 def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
     """Read and validate a YAML config; ``overrides`` (same hyphenated keys) win over the file."""
     path = Path(path)
-    raw = {**_read_yaml(path), **{k: v for k, v in (overrides or {}).items() if v is not None}}
     source = str(path)
+    raw = _with_overrides(_read_yaml(path), overrides or {}, source)
     _check_keys(raw, KNOWN_KEYS, "", source)
     reader = _Reader(source, _unset_empty({key: _expand_env(value, key, source) for key, value in raw.items()}))
 
@@ -608,4 +632,5 @@ def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
         max_task_cost_usd=_cap(reader, "max-task-cost-usd"),
         protocol=protocol_name,
         release_prompts=release_prompts,
+        web_port=reader.integer("web-port", 0, 65535),
     )

@@ -15,6 +15,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from metrics.cli_flags import META_FILE, dataset_in  # noqa: F401  (one lookup of a work dir's dataset, for all)
+
 DOWNLOAD_HINT = (
     "unpack the published dataset into work_dir/dataset as the README's 'The full dataset' section shows, "
     "or point work-dir at a folder holding annotation_meta.jsonl"
@@ -28,21 +30,11 @@ REQUIRED_KEYS = {
     "test_cases": list,
 }
 TASK_FILES = ("instruction.txt", "latex.txt", "canonical.py", "test.py", "test.sh")
-META_FILE = "annotation_meta.jsonl"
 UNHASHED = {"pytest_report", "__pycache__"}  # debugging and interpreter leftovers, not dataset content
 
 
 class DatasetError(Exception):
     """A problem with the dataset on disk that the user can fix; its message is one line."""
-
-
-def dataset_in(work_dir: Path) -> Path | None:
-    """The dataset a release ``work-dir`` holds: ``<work-dir>/dataset``, or work-dir itself when it holds the
-    meta file (what our own tools used to take); None when neither does. Callers word their own error."""
-    for folder in (work_dir / "dataset", work_dir):
-        if (folder / META_FILE).is_file():
-            return folder
-    return None
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from agent.record import Upgrade
 from agent.results import ResultStore
 from agent.session import Session
 from agent.slots import run_tests
+from agent.web import WebFeedback
 
 if TYPE_CHECKING:
     from agent.config import RunConfig
@@ -76,9 +77,9 @@ class RunParts:
         return LLMFeedback(self.model(self.cfg.feedback_model), self.protocol.feedback_style())
 
     def source(self, job: Job) -> FeedbackSource | None:
-        """The job's feedback source: ``feedback-source`` (llm, file, interactive), or with
+        """The job's feedback source: ``feedback-source`` (llm, file, interactive, web), or with
         ``replay-run-feedback-level: K`` the records level K's run received, turn by turn."""
-        source = SOURCES[self.cfg.feedback_source](self)
+        source = SOURCES[self.cfg.feedback_source](self, job)
         level = self.cfg.replay_run_feedback_level
         if level is None:
             return source
@@ -101,8 +102,10 @@ def _missing_feedback_model(request: FeedbackRequest) -> FeedbackReply:
                                            "and human-agent-model")
 
 
-SOURCES: dict[str, Callable[[RunParts], FeedbackSource | None]] = {
-    "llm": RunParts.llm_source,
-    "file": lambda parts: FileFeedback(parts.cfg.feedback_file),
-    "interactive": lambda parts: InteractiveFeedback(),
+SOURCES: dict[str, Callable[[RunParts, Job], FeedbackSource | None]] = {
+    "llm": lambda parts, job: parts.llm_source(),
+    "file": lambda parts, job: FileFeedback(parts.cfg.feedback_file),
+    "interactive": lambda parts, job: InteractiveFeedback(),
+    "web": lambda parts, job: WebFeedback(result_folder(parts.cfg, job.model, job.level).name, job.model.model,
+                                          parts.cfg.output_dir, parts.cfg.web_port),
 }

@@ -15,8 +15,8 @@ feedback is shown at), ``feedback_items`` (the raw records), ``feedback_text``
 information as the model is shown it), ``wall_time_sec``, ``code_usage`` /
 ``feedback_usage`` (every billed call; code ones carry ``purpose``: step,
 summary or failed), ``code_cost_usd`` / ``feedback_cost_usd`` (None when a price
-is unknown), ``actions``, ``feedback_source`` (llm, seed, file, interactive,
-replay:L<K>, release, or none), ``feedback_error``, ``token_totals``,
+is unknown), ``actions``, ``feedback_source`` (llm, seed, file, interactive, web,
+replay:L<K>, release, none, or pending while the feedback is asked), ``feedback_error``, ``token_totals``,
 ``feedback_conversation`` (the feedback model's whole exchange),
 ``code_calls`` (every call of the turn: messages, answer, usage, parameters;
 its strings are the same objects as the history's, so a pickle stores them
@@ -38,6 +38,7 @@ from metrics.result_format import RECORD_KEYS, STOP_KEY, TOKEN_KEYS
 from metrics.run_status import FEEDBACK_MISSING
 
 RELEASE_TEST_FILE = "test.py"
+PENDING = "pending"  # feedback_source of a turn kept while its feedback is asked (or still to be computed)
 _BUILTIN_SCALARS = (str, int, float, bool, type(None), bytes)
 
 

@@ -1,7 +1,10 @@
 """Run RECODE-H: every (model, guidance level, task) job of a config, in parallel, resumably.
 
     python agent/research_code_generation.py [--yaml-location config/default.yaml]
-        [--max-workers N] [--parallel-mode processes|threads|none|ray]
+        [--max-workers N] [--parallel-mode processes|threads|none|ray] [--output-dir DIR]
+        [--task-ids 1,2] [--guidance-level 0 2 4] [--model NAME ...] [--work-dir DIR | --dataset-dir DIR]
+
+Each flag overrides the YAML key of its name, so a sweep needs no edits of the file.
 
 Shows progress (jobs done, turns, tests running, dollars so far: a bar on a
 terminal, a line per finished job otherwise) and, at the end, a table per
@@ -34,22 +37,38 @@ from agent.run_metadata import build_metadata, metadata_path, write_metadata  # 
 from agent.run_summary import format_table, stop_notes, summarize  # noqa: E402
 from agent.scheduler import plan_run, run_plan  # noqa: E402
 from agent.workflow import start_ledger  # noqa: E402
+from agent.web import WebFeedbackError, shared_server  # noqa: E402
 from agent.dataset import DatasetError, DatasetManager  # noqa: E402
+from metrics.cli_flags import Flatten, Parser, add_dataset_dirs, add_task_ids, dataset_dir, int_list  # noqa: E402
 
-USER_ERRORS = (BudgetError, ConfigError, DatasetError, InferenceError, EnvError, ExecutorError)
+USER_ERRORS = (BudgetError, ConfigError, DatasetError, InferenceError, EnvError, ExecutorError, WebFeedbackError)
 EXIT_USER_ERROR = 2
 EXIT_JOBS_FAILED = 1
 EXIT_BUDGET = 3
 EXIT_INTERRUPTED = 130
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict]:
+    """The arguments and the YAML keys they override (hyphenated, as load_config takes them)."""
+    parser = Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--yaml-location", default="config/default.yaml",
                         help="the run's YAML config (default: config/default.yaml, as in the release)")
     parser.add_argument("--max-workers", type=int, help="jobs at once (overrides max-workers)")
     parser.add_argument("--parallel-mode", choices=PARALLEL_MODES, help="overrides parallel-mode")
-    return parser.parse_args(argv)
+    parser.add_argument("--output-dir", metavar="DIR", help="where results go (overrides output-dir)")
+    add_task_ids(parser, "the config's task-ids, else every runnable task")
+    add_dataset_dirs(parser, default_help="the config's work-dir")
+    parser.add_argument("--guidance-level", nargs="+", type=int_list, action=Flatten, metavar="L",
+                        help="guidance level(s) 0-4: 2, or 0,2,4 or 0 2 4 (overrides guidance-level)")
+    parser.add_argument("--model", nargs="+", metavar="NAME",
+                        help="code model(s) to run (overrides model; with a 'models' list in the config, picks "
+                             "its entries of these names)")
+    args = parser.parse_args(argv)
+    folder = dataset_dir(parser, args) if args.dataset_dir or args.work_dir else None
+    overrides = {"max-workers": args.max_workers, "parallel-mode": args.parallel_mode,
+                 "output-dir": args.output_dir, "task-ids": args.task_ids, "guidance-level": args.guidance_level,
+                 "work-dir": None if folder is None else str(folder), "model": args.model}
+    return args, overrides
 
 
 def select_tasks(cfg: RunConfig) -> list[int]:
@@ -73,6 +92,8 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
     """Everything after validation: metadata, the jobs, the table. Returns the exit code."""
     tasks = select_tasks(cfg)
     check_models(cfg)
+    if cfg.feedback_source == "web":
+        shared_server(cfg.web_port)  # a port that is taken stops the run here, not in every job
     check_prices(cfg)
     meta_file = metadata_path(cfg)
     record = build_metadata(cfg, argv)
@@ -135,9 +156,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = parse_args(argv)
+    args, overrides = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
-    overrides = {"max-workers": args.max_workers, "parallel-mode": args.parallel_mode}
     try:
         cfg = load_config(args.yaml_location, overrides)
         return run(cfg, [sys.argv[0], *argv])

@@ -31,7 +31,7 @@ from agent.feedback.records import NO_FEEDBACK
 from agent.layout import Job, job_store
 from agent.models.types import ModelSpec
 from agent.atomic_file import atomic_write_bytes
-from agent.record import Upgrade, check_builtins, turn_record, turn_solved, with_feedback
+from agent.record import PENDING, Upgrade, check_builtins, turn_record, turn_solved, with_feedback
 from agent.results import ResultError, ResultStore, load_pickle
 from agent.session import request_feedback
 from agent.tempdirs import private_dir
@@ -209,7 +209,7 @@ class Seeds:
                              self.parts.protocol.record_code(attempt.result.code))
         return {"setting": self.cfg.evaluation_setting, "protocol": self.parts.protocol.name, "feedback_model": None,
                 "unclaimed_usage": attempt.result.usage,
-                "record": {**record, "feedback_items": None, "feedback_source": "pending"}}
+                "record": {**record, "feedback_items": None, "feedback_source": PENDING}}
 
     def _feedback(self, model: ModelSpec, task_index: int, seed: dict) -> tuple[dict, list[dict]]:
         """The seed with its raw turn-0 feedback (none when turn 0 already solved the task), and the usage of
@@ -227,7 +227,7 @@ class Seeds:
         failed = record["feedback_usage"] if record["feedback_items"] is None else []
         updated = with_feedback(record, replace(reply, usage=failed + reply.usage), None, "")
         if reply.error:
-            updated = {**updated, "feedback_items": None, "feedback_source": "pending"}
+            updated = {**updated, "feedback_items": None, "feedback_source": PENDING}
         feedback_model = self.cfg.feedback_model.model if self.cfg.feedback_model else None
         return {**seed, "feedback_model": feedback_model, "record": updated}, reply.usage
 

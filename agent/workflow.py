@@ -27,7 +27,7 @@ from agent.layout import Job, job_key, job_store, skip_reason
 from agent.models.types import InferenceError
 from agent.parts import RunParts
 from agent.protocols.base import FeedbackShown, TurnInput
-from agent.record import pass_rate, turn_record, turn_solved, usage_totals, with_feedback
+from agent.record import PENDING, pass_rate, turn_record, turn_solved, usage_totals, with_feedback
 from agent.seeds import Seeds, seed_key
 from agent.tempdirs import private_dir
 from metrics.result_format import STOP_KEY
@@ -135,7 +135,7 @@ class JobRun:
         self.session = self.parts.session(self.job.model, self.job.task_index, tmp, self.parts.source(self.job))
         if self.turns:
             self.session.restore(self.turns[-1])
-        if self.turns and self.turns[-1][STOP_KEY] is not None:
+        if self.turns and (self.turns[-1][STOP_KEY] is not None or self.turns[-1]["feedback_source"] == PENDING):
             self.turns[-1] = self.unstop(self.turns[-1])
             self._save_turns()
             if self.turns[-1][STOP_KEY] == FEEDBACK_MISSING:
@@ -185,6 +185,7 @@ class JobRun:
             return reply if gives or not reply.error else NO_FEEDBACK
         if not gives:
             return NO_FEEDBACK
+        self._save_turns(state.turns + [{**turn, "feedback_source": PENDING, "guidance_level": level}])
         previous = state.turns[-1]["final_code"] if state.turns else ""
         reply = self.session.feedback(turn=number, level=level, code=turn["final_code"], previous_code=previous,
                                       execution=turn["execution_result"])
@@ -208,7 +209,7 @@ class JobRun:
         """What the turn after ``turns`` starts from, from their data (never from their texts)."""
         last = turns[-1] if turns else None
         shown = None
-        if last is not None and last["feedback_source"] not in ("none", "pending") and not last["feedback_error"]:
+        if last is not None and last["feedback_source"] not in ("none", PENDING) and not last["feedback_error"]:
             shown = FeedbackShown(last["feedback_items"] or [], last["guidance_level"])
         level = last["guidance_level"] if last is not None and last["guidance_level"] is not None else self.job.level
         execution = last["execution_result"] if last is not None else None
@@ -230,9 +231,10 @@ class JobRun:
 
     def unstop(self, last: dict) -> dict:
         """The last stored turn of a job that stopped early, made ready to continue: a budget stop only needs
-        its mark cleared; missing feedback is asked for again (the calls that failed before stay counted).
-        A seeded turn 0 is taken from the seed again: its feedback may exist by now."""
-        if last[STOP_KEY] != FEEDBACK_MISSING:
+        its mark cleared; missing feedback (or feedback still pending when the run was killed) is asked for
+        again (the calls that failed before stay counted). A seeded turn 0 is taken from the seed again: its
+        feedback may exist by now."""
+        if last[STOP_KEY] != FEEDBACK_MISSING and last["feedback_source"] != PENDING:
             return {**last, STOP_KEY: None}
         earlier = self.state_of(self.turns[:-1])
         turn = self.attempt(earlier) if last["turn_number"] == 0 and self.parts.setting.shares_seed else last

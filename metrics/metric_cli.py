@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cli_flags import Parser, add_dataset_dirs, add_idle, add_task_ids, dataset_dir, int_list
 from metric_aggregate import LevelSummary, TaskScore, coverage_notes, summarize
 from metric_tables import FORMATS, Table, emit
 from optional_extras import ExtraUnavailable
@@ -20,6 +21,7 @@ from result_files import (DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SET
 from task_meta import DEFAULT_DATASET_DIR, MetaError, load_task_ids_from_jsonl, meta_path_for
 
 DEFAULT_MAX_TURNS = 10
+TURN_OPTIONS = ("--max-turns", "--per-turn")  # what a metric's tables may depend on besides the selection
 
 
 class UsageError(Exception):
@@ -29,11 +31,13 @@ class UsageError(Exception):
 USER_ERRORS = (UsageError, MetaError, ExtraUnavailable)
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'") from None
+class _Parser(Parser):
+    """Resolves ``--dataset-dir`` / ``--work-dir`` into ``args.dataset_dir`` (a Path) as it parses."""
+
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        parsed = super().parse_args(args, namespace)
+        parsed.dataset_dir = dataset_dir(self, parsed, DEFAULT_DATASET_DIR)
+        return parsed
 
 
 def _positive_int(text: str) -> int:
@@ -42,18 +46,27 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
-def base_parser(description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+def base_parser(description: str, turn_options: tuple[str, ...] = TURN_OPTIONS) -> argparse.ArgumentParser:
+    """The options every metric takes; of ``TURN_OPTIONS`` only those in ``turn_options`` (the ones its tables
+    use) are offered, the others are accepted with a note that they are ignored."""
+    parser = _Parser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--result-dir", default=DEFAULT_RESULT_DIR, help="folder holding the run folders")
     parser.add_argument("--models", help="comma-separated model names (default: every model found)")
     parser.add_argument("--setting", default=DEFAULT_SETTING, help="evaluation setting in the folder names")
     parser.add_argument("--guidance-type", default=DEFAULT_GUIDANCE_TYPE, help="guidance type in the folder names")
-    parser.add_argument("--levels", type=_int_list, default=list(range(5)), help="guidance levels, e.g. 0,2,4")
-    parser.add_argument("--tasks", type=_int_list, help="task ids (default: runnable tasks of the meta file)")
-    parser.add_argument("--dataset-dir", default=DEFAULT_DATASET_DIR, help="dataset folder (canonical files)")
+    parser.add_argument("--levels", type=int_list, default=list(range(5)), help="guidance levels, e.g. 0,2,4")
+    add_task_ids(parser, "the runnable tasks of the meta file", old=("--tasks",))
+    add_dataset_dirs(parser)
     parser.add_argument("--meta", help="annotation_meta.jsonl (default: DATASET_DIR/annotation_meta.jsonl)")
-    parser.add_argument("--max-turns", type=_positive_int, default=DEFAULT_MAX_TURNS, help="n of Recall@n and curve length")
-    parser.add_argument("--per-turn", action="store_true", help="also print per-turn curves")
+    if "--max-turns" in turn_options:
+        parser.add_argument("--max-turns", type=_positive_int, default=DEFAULT_MAX_TURNS,
+                            help="n of Recall@n and curve length")
+    else:
+        add_idle(parser, "--max-turns", "this script's tables do not depend on it")
+    if "--per-turn" in turn_options:
+        parser.add_argument("--per-turn", action="store_true", help="also print per-turn curves")
+    else:
+        add_idle(parser, "--per-turn", "this script has no per-turn table", nargs=0)
     parser.add_argument("--format", choices=FORMATS, default="markdown")
     return parser
 
@@ -95,7 +108,7 @@ def build_context(args: argparse.Namespace) -> Context:
             "pass --models, --setting or --guidance-type"
         )
     meta_path = meta_path_for(args.dataset_dir, args.meta)
-    task_ids = args.tasks if args.tasks else load_task_ids_from_jsonl(meta_path)
+    task_ids = args.task_ids if args.task_ids else load_task_ids_from_jsonl(meta_path)
     return Context(args, selection, models, task_ids, Path(args.dataset_dir), meta_path)
 
 
@@ -126,9 +139,10 @@ AddArgumentsFn = Callable[[argparse.ArgumentParser], None]
 
 def run_cli(
     description: str, tables: TablesFn, add_arguments: AddArgumentsFn | None = None, argv: Iterable[str] | None = None,
+    turn_options: tuple[str, ...] = TURN_OPTIONS,
 ) -> int:
     """Parse, build the tables, print them; a user error prints one line and returns 2."""
-    parser = base_parser(description)
+    parser = base_parser(description, turn_options)
     if add_arguments is not None:
         add_arguments(parser)
     args = parser.parse_args(None if argv is None else list(argv))

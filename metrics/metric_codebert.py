@@ -223,7 +223,7 @@ def tables(ctx: Context) -> list[Table]:
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    return run_cli(__doc__, tables, add_arguments, argv)
+    return run_cli(__doc__, tables, add_arguments, argv, turn_options=())
 
 
 if __name__ == "__main__":

@@ -151,7 +151,7 @@ def tables(ctx: Context) -> list[Table]:
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    return run_cli(__doc__, tables, argv=argv)
+    return run_cli(__doc__, tables, argv=argv, turn_options=())
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from cli_flags import int_list
 from metric_passrate_unitest import turn_success
 from metric_tables import FORMATS, Table, emit
 from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, LEVELS, LevelRun, RunSelection, discover_models, load_run
@@ -151,13 +152,6 @@ def tables(rows: list[SnippetRow], runs: list[LevelRun]) -> list[Table]:
     return [overall, papers]
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'") from None
-
-
 def parse_args(argv: Iterable[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--result-dir", default=DEFAULT_RESULT_DIR, help="folder holding the run folders")
@@ -165,7 +159,7 @@ def parse_args(argv: Iterable[str] | None) -> argparse.Namespace:
     parser.add_argument("--models", help="comma-separated model names (default: every model found)")
     parser.add_argument("--setting", default=DEFAULT_SETTING, help="evaluation setting in the folder names")
     parser.add_argument("--guidance-type", default=DEFAULT_GUIDANCE_TYPE, help="guidance type in the folder names")
-    parser.add_argument("--levels", type=_int_list, help="guidance levels (default: every level with a folder)")
+    parser.add_argument("--levels", type=int_list, help="guidance levels (default: every level with a folder)")
     parser.add_argument("--format", choices=FORMATS, default="markdown")
     return parser.parse_args(None if argv is None else list(argv))
 

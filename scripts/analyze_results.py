@@ -5,7 +5,7 @@ Usage (from the repo root):
 Tables go to stdout (--format markdown|csv|json); where the files went goes to stderr. The output folder
 (default RESULT_DIR/report) holds index.html, tables.md, tables.json and plots/*.png|svg. --setting and
 --guidance-type take comma lists; without --guidance-type every type found (fixed, dynamic) is analysed.
-Other options are those of metrics/all_metrics.py (--dataset-dir, --levels, --tasks, --skip codebert, ...).
+Other options are those of metrics/all_metrics.py (--dataset-dir, --levels, --task-ids, --skip codebert, ...).
 """
 import sys
 from collections.abc import Iterable

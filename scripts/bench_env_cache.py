@@ -22,6 +22,7 @@ if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin o
 import agent.envs.cache as env_cache  # noqa: E402
 from agent.envs.cache import EnvError, resolve_python  # noqa: E402
 from agent.dataset import DatasetError, DatasetManager  # noqa: E402
+from metrics.cli_flags import Parser, add_dataset_dirs, dataset_dir  # noqa: E402
 
 TARGET_SEC = 0.050
 
@@ -35,12 +36,12 @@ def time_call(dataset: DatasetManager, index: int, backend: str | None, cold: bo
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dataset-dir", default=str(Path(__file__).resolve().parents[1] / "work_dir" / "dataset"))
+    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_dataset_dirs(parser)
     parser.add_argument("--backend")
     parser.add_argument("--repeat", type=int, default=200)
     args = parser.parse_args()
-    dataset = DatasetManager(args.dataset_dir)
+    dataset = DatasetManager(dataset_dir(parser, args, _CHECKOUT / "work_dir" / "dataset"))
     try:
         tasks = [meta.index for meta in dataset.runnable()]
         samples = {

@@ -51,6 +51,7 @@ from agent.slots import Span, cpu_count  # noqa: E402
 from agent.text_table import fixed_width  # noqa: E402
 from agent.dataset import DatasetManager  # noqa: E402
 from agent.layout import result_folder  # noqa: E402
+from metrics.cli_flags import add_renamed  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 WRONG_CODE = "def not_the_answer():\n    return None\n"
@@ -326,11 +327,13 @@ def main() -> None:
     parser.add_argument("--max-turn", type=int, default=3, help="turns per job in (a)")
     parser.add_argument("--mode", default="processes", choices=("processes", "threads"))
     parser.add_argument("--no-early-tests", action="store_true", help="run (a) with early-tests: false")
-    parser.add_argument("--tasks", type=int, default=4, help="sample tasks used (jobs = models x tasks x 2 levels)")
+    parser.add_argument("--task-count", type=int, default=4, metavar="N",
+                        help="how many sample tasks (jobs = models x tasks x 2 levels)")
+    add_renamed(parser, "--tasks", "--task-count", type=int)
     parser.add_argument("--turns", type=int, default=10, help="turns of the prompt-growth run")
     args = parser.parse_args()
     parts = args.part or PARTS
-    tasks = numpy_tasks(args.tasks)
+    tasks = numpy_tasks(args.task_count)
     with tempfile.TemporaryDirectory(prefix="bench_scripts_") as tmp:
         slow = write_scripts(Path(tmp) / "slow", args.latency)
         fast = write_scripts(Path(tmp) / "fast", 0.0)

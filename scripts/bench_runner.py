@@ -54,6 +54,7 @@ from agent.runner.phases import recording
 from agent.runner.sandbox import SANDBOX_MODES
 from agent.text_table import fixed_width
 from agent.dataset import DatasetError, DatasetManager, TaskMeta
+from metrics.cli_flags import Parser, add_dataset_dirs, dataset_dir
 
 DEFAULT_DATASET = REPO_ROOT / "work_dir" / "dataset"
 CLI = REPO_ROOT / "agent" / "clean_test_runner.py"
@@ -238,8 +239,8 @@ def table_row(name: str, task: str, row: dict[str, float]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset-dir", default=str(DEFAULT_DATASET))
+    parser = Parser(description=__doc__.splitlines()[0])
+    add_dataset_dirs(parser)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--papers", help="comma-separated paper names (default: every paper of the dataset)")
     parser.add_argument("--env-backend", default=None, help="conda, uv, venv or current (default: auto)")
@@ -247,10 +248,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    root = dataset_dir(parser, args, DEFAULT_DATASET)
     print(f"start: {load_line()}", flush=True)
     rows, hits = [], []
     try:
-        dataset = DatasetManager(args.dataset_dir)
+        dataset = DatasetManager(root)
         chosen = groups(dataset, args.papers.split(",") if args.papers else None)
         if not chosen:
             raise DatasetError(f"no runnable task in {dataset.meta_path}")

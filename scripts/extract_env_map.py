@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Write the env each task's test.sh activates, as the release does: JSON ``{task id: env name}``.
 
-    python scripts/extract_env_map.py --ref-dataset-dir work_dir/dataset [--meta-jsonl FILE] [--out env_map.json]
+    python scripts/extract_env_map.py --dataset-dir work_dir/dataset [--meta-jsonl FILE] [--out env_map.json]
+
+(the release's spelling ``--ref-dataset-dir`` works too).
 
 Tasks come from ``--meta-jsonl`` (default: the dataset's annotation_meta.jsonl;
 every runnable row); a task whose test.sh activates no env maps to null. The
@@ -29,7 +31,6 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
     sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
-from agent.envs.cli import add_dataset_arguments, dataset_dir  # noqa: E402
 from agent.envs.spec import (  # noqa: E402
     EnvError,
     find_requirements_map,
@@ -38,6 +39,7 @@ from agent.envs.spec import (  # noqa: E402
     task_env_names,
 )
 from agent.dataset import DatasetError, DatasetManager  # noqa: E402
+from metrics.cli_flags import Parser, add_dataset_dirs, dataset_dir  # noqa: E402
 
 def shown(path: Path | None, relative_to: Path, dataset_root: Path) -> str | None:
     """Files inside the dataset relative to where the map will live (so the pair can move); others absolute."""
@@ -91,8 +93,8 @@ def requirements_map_yaml(dataset: DatasetManager, requirements_map: Path | None
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_dataset_arguments(parser, ("--ref-dataset-dir", "--dataset-dir"))
+    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_dataset_dirs(parser, release_aliases=("--ref-dataset-dir",))
     parser.add_argument("--meta-jsonl", metavar="FILE", help="the meta file listing the tasks (default: <dataset>/annotation_meta.jsonl)")
     parser.add_argument("--out", "--output", dest="out", metavar="FILE", help="write here (default: print it)")
     parser.add_argument("--format", choices=("json", "yaml"),
@@ -101,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out).resolve() if args.out else None
     fmt = args.format or ("yaml" if out and out.suffix in (".yaml", ".yml") else "json")
+    root = dataset_dir(parser, args, _CHECKOUT / "work_dir" / "dataset")
     try:
-        root = dataset_dir(args)
         meta = Path(args.meta_jsonl).expanduser().resolve() if args.meta_jsonl else None
         dataset = DatasetManager(root, str(meta)) if meta else DatasetManager(root)
         if fmt == "json":

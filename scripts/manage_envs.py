@@ -36,13 +36,7 @@ if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin o
     sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
 from agent.envs.backends import require_tool  # noqa: E402
-from agent.envs.cli import (  # noqa: E402
-    add_backend_argument,
-    add_dataset_arguments,
-    add_task_ids_argument,
-    dataset_dir,
-    parse_task_ids,
-)
+from agent.envs.cli import add_backend_argument  # noqa: E402
 from agent.envs.cache import (  # noqa: E402
     BuildResult,
     EnvError,
@@ -57,13 +51,14 @@ from agent.envs.cache import (  # noqa: E402
     plan_envs,
 )
 from agent.dataset import DatasetError, DatasetManager  # noqa: E402
+from metrics.cli_flags import Parser, add_dataset_dirs, add_task_ids, dataset_dir  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_dataset_arguments(parser)
+    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_dataset_dirs(parser)
     add_backend_argument(parser)
-    add_task_ids_argument(parser)
+    add_task_ids(parser)
     parser.add_argument("--source", nargs="?", metavar="DIR",
                         help="folder holding the release's requirements_*.txt (default: the dataset folder; "
                              "RECODE_REQUIREMENTS_DIR)")
@@ -80,6 +75,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.max_workers < 1:
         parser.error(f"--max-workers must be at least 1, got {args.max_workers}")
+    args.dataset_dir = dataset_dir(parser, args, _CHECKOUT / "work_dir" / "dataset")
     return args
 
 
@@ -142,8 +138,8 @@ def build_envs(planned: list[PlannedEnv], settings: EnvSettings, rebuild: bool, 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        task_ids = parse_task_ids(args.task_ids)
-        dataset = DatasetManager(dataset_dir(args))
+        task_ids = args.task_ids
+        dataset = DatasetManager(args.dataset_dir)
         settings = env_settings(args.backend, args.env_dir, args.requirements_map, args.python_version,
                                 cpu=args.cpu, release_dir=args.source)
         if settings.backend == "current":

@@ -21,7 +21,6 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
     sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
-import argparse
 
 import yaml
 
@@ -29,19 +28,21 @@ from agent.atomic_file import atomic_write_text
 from agent.rcb.answers import ANSWERS, PROTOCOLS, answer_rules
 from agent.rcb.snippet import SnippetError, load_snippet_task
 from agent.dataset import DatasetError, DatasetManager
+from metrics.cli_flags import Parser, add_dataset_dirs, dataset_dir
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset-dir", required=True, help="dataset written by scripts/import_researchcodebench.py")
+    parser = Parser(description=__doc__.splitlines()[0])
+    add_dataset_dirs(parser, required=True)  # the dataset scripts/import_researchcodebench.py wrote
     parser.add_argument("--answer", choices=ANSWERS, required=True)
     parser.add_argument("--out", required=True, help="rule file to write (YAML)")
     parser.add_argument("--protocol", choices=PROTOCOLS, default="snippet",
                         help="snippet: answer the block (evaluation-setting snippet); agent: REPLACE the whole file "
                              "and SUBMIT (baseline, agent, memory_agent)")
     args = parser.parse_args(argv)
+    root = dataset_dir(parser, args)
     try:
-        dataset = DatasetManager(args.dataset_dir)
+        dataset = DatasetManager(root)
         tasks = [(load_snippet_task(dataset, meta.index), dataset.canonical(meta.index))
                  for meta in dataset.select(None) if meta.extra.get("snippet")]
         if not tasks:

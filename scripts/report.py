@@ -4,7 +4,7 @@
 Usage (from the repo root):
     python scripts/report.py --result-dir experiment_results [--out DIR] [--models m1,m2] [--setting S]
 Writes DIR/index.html (default RESULT_DIR/report/index.html). Options of metrics/all_metrics.py apply
-(--dataset-dir, --levels, --tasks, --skip codebert, ...); --setting and --guidance-type take comma lists.
+(--dataset-dir, --levels, --task-ids, --skip codebert, ...); --setting and --guidance-type take comma lists.
 """
 import sys
 from collections.abc import Iterable

@@ -34,11 +34,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from tqdm import tqdm
 
 from agent.runner.core import RunnerOptions, prepare
-from agent.envs.cli import add_backend_argument, add_dataset_arguments, add_task_ids_argument, dataset_dir, parse_task_ids
+from agent.envs.cli import add_backend_argument
 from agent.rcb.gold import BROKEN, EXPECTED, KINDS, UNRUNNABLE, WEAK, TaskCheck, check_task
 from agent.runner.sandbox import SANDBOX_MODES
 from agent.text_table import fixed_width
 from agent.dataset import DatasetError, DatasetManager
+from metrics.cli_flags import Parser, add_dataset_dirs, add_task_ids, dataset_dir
 
 ROW_COLUMNS = ("task", "paper", "canonical", "init_content", "seconds", "stubs", "verdict")
 
@@ -95,9 +96,9 @@ def run_checks(dataset: DatasetManager, task_ids: list[int], options: RunnerOpti
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_dataset_arguments(parser)
-    add_task_ids_argument(parser)
+    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_dataset_dirs(parser)
+    add_task_ids(parser)
     parser.add_argument("--max-workers", type=int, default=1, help="tasks checked at once (default: 1)")
     parser.add_argument("--timeout-sec", type=float, default=600, help="per test run (default: 600)")
     parser.add_argument("--keep-modified", action="store_true",
@@ -108,10 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.max_workers < 1:
         parser.error(f"--max-workers must be at least 1, got {args.max_workers}")
+    root = dataset_dir(parser, args, _CHECKOUT / "work_dir" / "dataset")
     started = time.monotonic()
     try:
-        dataset = DatasetManager(dataset_dir(args))
-        tasks = dataset.select(parse_task_ids(args.task_ids))
+        dataset = DatasetManager(root)
+        tasks = dataset.select(args.task_ids)
         if not tasks:
             raise DatasetError(f"no runnable task in {dataset.meta_path}")
         for meta in tasks:

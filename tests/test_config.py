@@ -78,7 +78,7 @@ def test_defaults_are_the_release_files_values(tmp_path: Path, base: dict, monke
     ({"api-provider": "openia"}, "'api-provider' must be one of openai, azure-openai"),
     ({"evaluation-setting": "memory"}, "'evaluation-setting' must be one of baseline, agent, memory_agent, snippet"),
     ({"parallel-mode": "gpu"}, "'parallel-mode' must be one of processes, threads, none, ray, got 'gpu'"),
-    ({"feedback-source": "human"}, "'feedback-source' must be one of llm, file, interactive, got 'human'"),
+    ({"feedback-source": "human"}, "'feedback-source' must be one of llm, file, interactive, web, got 'human'"),
     ({"sandbox": "maybe"}, "'sandbox' must be one of auto, off, required"),
     ({"env-backend": "docker"}, "'env-backend' must be one of conda, uv, venv, current"),
     ({"task-ids": ["3"]}, "'task-ids' must be a task id or a list of task ids, got '3'"),

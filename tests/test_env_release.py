@@ -214,8 +214,10 @@ def test_release_flags_of_manage_envs(replica: tuple, tmp_path: Path, capsys: py
     assert manage_main(["--work-dir", str(dataset.root.parent), "--source", str(elsewhere), *common]) == 0
     assert f"requirements: {elsewhere / 'requirements_28.txt'}" in capsys.readouterr().out
     assert manage_main(["--work-dir", str(dataset.root), "--source", *common]) == 0, "a folder holding the meta file works too"
-    assert manage_main(["--work-dir", str(tmp_path / "nothing"), *common]) == 2
-    assert "holds neither dataset/annotation_meta.jsonl" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:
+        manage_main(["--work-dir", str(tmp_path / "nothing"), *common])
+    err = capsys.readouterr().err
+    assert usage.value.code == 2 and "holds neither dataset/annotation_meta.jsonl" in err and err.count("\n") == 1
 
 
 def test_install_all_benchmark_envs_script_on_the_replica(replica: tuple, tmp_path: Path) -> None:

@@ -1,0 +1,163 @@
+"""One spelling of every shared flag: every command's --help, and what the flags and their old spellings do."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agent.config import ConfigError, load_config
+from agent.research_code_generation import parse_args as main_args
+from metrics.cli_flags import DATASET_DIR_HELP, TASK_IDS_HELP, WORK_DIR_HELP
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = {"--task-ids": TASK_IDS_HELP, "--dataset-dir": DATASET_DIR_HELP, "--work-dir": WORK_DIR_HELP}
+OLD = {"--tasks", "--task-id", "--ref-dataset-dir", "--task_ids", "--dataset_dir", "--work_dir", "--taskids"}
+RELEASE_SINGLE_TASK = "agent/clean_test_runner.py"  # --task-id N is the release's own flag (SPEC 8.2)
+HELP_DRIVER = """
+import contextlib, io, json, runpy, sys
+helps = {}
+for path in sys.argv[1:]:
+    sys.path.insert(0, path.rsplit("/", 1)[0])
+    sys.argv = [path, "--help"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            runpy.run_path(path, run_name="__main__")
+        except SystemExit:
+            pass
+    sys.path.pop(0)
+    helps[path] = out.getvalue()
+print(json.dumps(helps))
+"""
+
+
+def commands() -> list[str]:
+    """Every file of scripts/, ablation/ and metrics/ that runs as a command, the main command and the runner."""
+    files = [path for folder in ("scripts", "ablation", "metrics") for path in sorted((REPO / folder).glob("*.py"))
+             if '__name__ == "__main__"' in path.read_text(encoding="utf-8")]
+    return [str(path.relative_to(REPO)) for path in files] + ["agent/research_code_generation.py", RELEASE_SINGLE_TASK]
+
+
+@pytest.fixture(scope="module")
+def helps() -> dict[str, str]:
+    """Each command's --help, as printed (one interpreter runs them all, at a width that never wraps)."""
+    done = subprocess.run([sys.executable, "-c", HELP_DRIVER, *commands()], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "1000"}, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def options(help_text: str) -> list[tuple[list[str], str]]:
+    """(flags, description) of each option of an argparse --help."""
+    entries: list[tuple[list[str], str]] = []
+    for line in help_text.splitlines():
+        if re.match(r"^  -", line):
+            invocation, _, description = line.strip().partition("  ")
+            flags = [part.split(" ")[0] for part in invocation.split(", ")]
+            entries.append((flags, description.strip()))
+        elif entries and line.startswith("    "):
+            entries[-1] = (entries[-1][0], f"{entries[-1][1]} {line.strip()}".strip())
+    return entries
+
+
+def test_every_command_prints_its_help(helps: dict[str, str]) -> None:
+    assert len(helps) == len(commands()) >= 26
+    empty = [path for path, text in helps.items() if "usage:" not in text]
+    assert empty == []
+
+
+def test_shared_flags_are_spelled_and_described_one_way(helps: dict[str, str]) -> None:
+    problems = []
+    for path, text in helps.items():
+        entries = options(text)
+        shown = {flag for flags, _ in entries for flag in flags}
+        for flags, description in entries:
+            for flag in set(flags) & set(SHARED):
+                if flags != [flag]:
+                    problems.append(f"{path}: {flag} shares its entry with {flags}")
+                if not description.startswith(SHARED[flag]):
+                    problems.append(f"{path}: {flag} is described as {description!r}")
+        old = shown & OLD - ({"--task-id"} if path == RELEASE_SINGLE_TASK else set())
+        if old:
+            problems.append(f"{path}: shows the old spelling(s) {sorted(old)}")
+        if ("--dataset-dir" in shown) != ("--work-dir" in shown):
+            problems.append(f"{path}: takes only one of --dataset-dir and --work-dir")
+    assert problems == []
+
+
+def test_the_shared_flags_are_where_tasks_and_datasets_are_chosen(helps: dict[str, str]) -> None:
+    def flags(path: str) -> set[str]:
+        return {flag for names, _ in options(helps[path]) for flag in names}
+
+    main = flags("agent/research_code_generation.py")
+    assert {"--output-dir", "--task-ids", "--guidance-level", "--model", "--dataset-dir", "--work-dir"} <= main
+    for path in ("scripts/manage_envs.py", "scripts/verify_envs_via_test_sh.py", "metrics/metric_cost.py",
+                 "metrics/all_metrics.py", "scripts/analyze_results.py", "scripts/report.py"):
+        assert {"--task-ids", "--dataset-dir", "--work-dir"} <= flags(path), path
+    assert "--per-turn" not in flags("scripts/cost_report.py") and "--max-turns" not in flags("scripts/cost_report.py")
+    assert {"--per-turn", "--max-turns"} <= flags("metrics/metric_passrate_unitest.py")
+
+
+def run(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *argv], cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("command", [
+    ["scripts/verify_envs_via_test_sh.py"], ["scripts/manage_envs.py", "--list"], ["scripts/extract_env_map.py"],
+    ["metrics/metric_cost.py"], [RELEASE_SINGLE_TASK, "--task-id", "1"],
+    ["agent/research_code_generation.py", "--yaml-location", "config/offline.yaml"],
+])
+def test_a_work_dir_given_as_dataset_dir_is_refused_naming_the_right_flag(command: list[str]) -> None:
+    done = run(*command, "--dataset-dir", "work_dir")
+    assert done.returncode == 2
+    assert "--dataset-dir work_dir holds dataset/, not annotation_meta.jsonl: pass it as --work-dir" in done.stderr
+
+
+def test_old_and_idle_spellings_still_work_and_say_so(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    done = run("scripts/cost_report.py", "--result-dir", str(results), "--tasks", "1,2", "--per-turn",
+               "--max-turns", "3")
+    assert "note: --tasks is deprecated; use --task-ids" in done.stderr
+    assert "note: --per-turn is ignored (this script has no per-turn table) and will be removed" in done.stderr
+    assert "note: --max-turns is ignored" in done.stderr
+    assert done.returncode == 2 and "no 'memory_agent_*" in done.stderr  # the run goes on to its own check
+    done = run("scripts/extract_env_map.py", "--ref-dataset-dir", "work_dir/dataset")  # the release's spelling
+    assert done.returncode == 0 and json.loads(done.stdout)["1"] and "note:" not in done.stderr
+
+
+def test_task_ids_take_commas_and_spaces_the_same_way() -> None:
+    both = [main_args(["--task-ids", *words])[1]["task-ids"] for words in (["1,2", "3"], ["1", "2", "3"], ["1,2,3,2"])]
+    assert both == [[1, 2, 3]] * 3
+    with pytest.raises(SystemExit):
+        main_args(["--task-ids", "one"])
+
+
+def test_the_main_command_overrides_the_yaml(tmp_path: Path) -> None:
+    _, overrides = main_args(["--yaml-location", "config/offline.yaml", "--task-ids", "2", "5",
+                              "--guidance-level", "0,3", "--output-dir", str(tmp_path / "out dir"),
+                              "--model", "scripted-coder", "--work-dir", str(REPO / "work_dir")])
+    cfg = load_config(REPO / "config/offline.yaml", overrides)
+    assert cfg.task_ids == (2, 5) and cfg.guidance_levels == (0, 3)
+    assert cfg.output_dir == tmp_path / "out dir" and [m.model for m in cfg.models] == ["scripted-coder"]
+    assert cfg.work_dir == REPO / "work_dir" / "dataset"
+    assert load_config(REPO / "config/offline.yaml", main_args([])[1]).guidance_levels == (0, 1, 2, 3, 4)
+
+
+def test_model_picks_entries_of_a_models_list(tmp_path: Path) -> None:
+    script = str(REPO / "config/scripted/code_model.yaml")
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({
+        "models": [{"model": "coder-a", "api-provider": "scripted", "script": script},
+                   {"model": "coder-b", "api-provider": "scripted", "script": script, "temperature": 0.5}],
+        "guidance-level": 0, "work-dir": str(REPO / "work_dir"), "output-dir": str(tmp_path / "out")}))
+    cfg = load_config(path, main_args(["--model", "coder-b"])[1])
+    assert [(m.model, m.temperature) for m in cfg.models] == [("coder-b", 0.5)]
+    with pytest.raises(ConfigError, match="model 'coder-c' is not among its 'models' entries"):
+        load_config(path, main_args(["--model", "coder-c"])[1])
