@@ -16,7 +16,7 @@ from cli_flags import Parser, add_dataset_dirs, add_idle, add_task_ids, dataset_
 from metric_aggregate import LevelSummary, TaskScore, coverage_notes, summarize
 from metric_tables import FORMATS, Table, emit
 from optional_extras import ExtraUnavailable
-from result_files import (DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LevelRun, RunSelection,
+from result_files import (DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SETTING, LEVELS, LevelRun, RunSelection,
                           discover_models, load_runs)
 from task_meta import DEFAULT_DATASET_DIR, MetaError, load_task_ids_from_jsonl, meta_path_for
 
@@ -54,7 +54,7 @@ def base_parser(description: str, turn_options: tuple[str, ...] = TURN_OPTIONS) 
     parser.add_argument("--models", help="comma-separated model names (default: every model found)")
     parser.add_argument("--setting", default=DEFAULT_SETTING, help="evaluation setting in the folder names")
     parser.add_argument("--guidance-type", default=DEFAULT_GUIDANCE_TYPE, help="guidance type in the folder names")
-    parser.add_argument("--levels", type=int_list, default=list(range(5)), help="guidance levels, e.g. 0,2,4")
+    parser.add_argument("--levels", type=int_list, default=list(LEVELS), help="guidance levels, e.g. 0,2,4")
     add_task_ids(parser, "the runnable tasks of the meta file", old=("--tasks",))
     add_dataset_dirs(parser)
     parser.add_argument("--meta", help="annotation_meta.jsonl (default: DATASET_DIR/annotation_meta.jsonl)")

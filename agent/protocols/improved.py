@@ -242,4 +242,5 @@ class ImprovedProtocol:
         request = SUMMARY_REQUEST.format(max_words=SUMMARY_WORDS, history=history)
         summary = ask([{"role": "system", "content": SUMMARY_SYSTEM}, {"role": "user", "content": request}],
                       "summary")
-        return [{"role": "user", "content": SUMMARY_MEMORY.format(summary=bounded_summary(summary))}] + memory[len(old):]
+        condensed = {"role": "user", "content": SUMMARY_MEMORY.format(summary=bounded_summary(summary))}
+        return [condensed] + memory[len(old):]

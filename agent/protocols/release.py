@@ -159,9 +159,9 @@ class ReleaseProtocol:
                                                                                    or [])), summary=verdicts)
 
     def feedback_text(self, records: list[dict], level: int) -> str:
-        fill, fields = self.texts.fill, shown_fields(level)
+        fill, fields = self.texts.fill, [name for name in shown_fields(level) if name in _FIELD_SLOTS]
         text = "".join(fill("fb_head", i=i, interface=record["interface"])
-                       + "".join(fill(_FIELD_SLOTS[name], value=record[name]) for name in fields if name in _FIELD_SLOTS)
+                       + "".join(fill(_FIELD_SLOTS[name], value=record[name]) for name in fields)
                        for i, record in enumerate(records) if fields)
         return text or fill("fb_none")
 
