@@ -24,6 +24,7 @@ import os
 import queue
 import signal
 import threading
+import time
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
@@ -36,6 +37,7 @@ from agent.dataset import DatasetManager
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TERMINATE_GRACE_SEC = 3.0  # for a worker to kill its test run and clean up after SIGTERM
+DRIVER_CHECK_SEC = 0.2  # how often a test worker checks that its driver is still there
 RAY_HINT = "pip install -r requirements-extras.txt (or pip install ray)"
 PARALLEL_MODES = ("processes", "threads", "none", "ray")
 Drain = Callable[[], list]
@@ -203,9 +205,44 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
-def _init_worker() -> None:
+def _start_time(pid: int) -> str | None:
+    """A running process's start time in clock ticks since boot; None once it has exited (a zombie
+    included). With the pid it names one process for good: a reused pid has a later start time."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()
+    return None if fields[0] in "ZXx" else fields[19]
+
+
+def driver_identity() -> tuple[int, str | None]:
+    """This process as a pool worker's driver: (pid, start time)."""
+    pid = os.getpid()
+    return pid, _start_time(pid)
+
+
+def _end_with_driver(pid: int, start: str | None) -> None:
+    """Watch thread of a test worker: once the driver is gone (even SIGKILLed), end this worker.
+
+    A SIGTERM unwinds the worker like the driver's own terminate() (its test
+    run killed, its folder removed); if that hangs, the worker is killed
+    outright. The forkserver and the resource tracker end by themselves once
+    no worker holds their pipes any more.
+    """
+    while _start_time(pid) == start:
+        time.sleep(DRIVER_CHECK_SEC)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(TERMINATE_GRACE_SEC)
+    os._exit(128 + signal.SIGKILL)
+
+
+def _init_worker(driver: tuple[int, str | None]) -> None:
+    """Pool workers are the forkserver's children, so no parent-death signal reaches them when the
+    driver dies (and the forkserver waits for them): each watches the driver itself."""
     _ignore_sigint()
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    threading.Thread(target=_end_with_driver, args=driver, name="recode-driver-watch", daemon=True).start()
 
 
 def _in_worker(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -236,7 +273,8 @@ class ProcessExecutor:
         self.slots = self.jobs.slots
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=self.workers, mp_context=self.context, initializer=_init_worker)
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=self.context, initializer=_init_worker,
+                                   initargs=(driver_identity(),))
 
     def _run_in_pool(self, *args: Any, **kwargs: Any) -> dict:
         """The test run on a worker; a pool broken by a lost worker is replaced for the runs after this one."""

@@ -72,9 +72,10 @@ def cli_env() -> dict[str, str]:
     return {**env, "RECODE_ENV_BACKEND": "current"}
 
 
-def start_cli(config: Path, *flags: str) -> subprocess.Popen:
+def start_cli(config: Path, *flags: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """The main command in its own session; ``env`` adds variables to :func:`cli_env`."""
     return subprocess.Popen([sys.executable, str(CLI), "--yaml-location", str(config), *flags], cwd=REPO,
-                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**cli_env(), **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 
 
