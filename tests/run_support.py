@@ -28,8 +28,9 @@ TMP_PATH = re.compile(r"/tmp/[^\s'\"]+")
 ADDRESS = re.compile(r"\b0x[0-9a-f]{6,}\b")
 
 
-def write_scripts(folder: Path, solve_at: dict[int, int | None], latency: float = 0.0) -> tuple[Path, Path]:
-    """Code model: per task, wrong code before turn ``solve_at[task]`` and the reference from then on
+def write_scripts(folder: Path, solve_at: dict[int, int | None], latency: float = 0.0,
+                  wrong_code: str = WRONG_CODE) -> tuple[Path, Path]:
+    """Code model: per task, ``wrong_code`` before turn ``solve_at[task]`` and the reference from then on
     (None: never); every answer is REPLACE then SUBMIT. Feedback model: one fixed record."""
     dataset = DatasetManager(DATASET)
     rules: list[dict[str, Any]] = [
@@ -38,7 +39,7 @@ def write_scripts(folder: Path, solve_at: dict[int, int | None], latency: float 
     ]
     for task, turn in solve_at.items():
         fix = dataset.canonical(task)
-        wrong = [WRONG_CODE] * (turn if turn is not None else 1)
+        wrong = [wrong_code] * (turn if turn is not None else 1)
         rules.append({
             "when": re.escape(f"`{dataset.get(task).target_file_path}`"),
             "index-from": r"## Turn (\d+), step",
