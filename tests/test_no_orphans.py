@@ -13,7 +13,7 @@ import pytest
 
 from agent.runner.sandbox import bwrap_problem
 from tests.run_support import (
-    SOLVE_AT, STANDARD_RUN, WRONG_CODE, results, run_cli, start_cli, write_config, write_scripts,
+    SOLVE_AT, STANDARD_RUN, WRONG_CODE, results, run_cli, start_cli, wait_for, write_config, write_scripts,
 )
 from tests.test_resume import descendants
 
@@ -26,11 +26,13 @@ RUNS = [("processes", "off"), pytest.param("processes", "required", marks=NO_BWR
 @pytest.fixture(scope="module")
 def holding(tmp_path_factory) -> tuple[tuple[Path, Path], Path, dict]:
     """Scripts whose wrong answers block in the tests while a hold file exists (so a test run is surely
-    in flight, and one that outlived the kill would still be there), the hold file, and the results of
-    these scripts run in order without it."""
+    in flight, and one that outlived the kill would still be there; ``hold.in`` tells it is blocked),
+    the hold file, and the results of these scripts run in order without it (a sandbox hides it)."""
     root = tmp_path_factory.mktemp("holding")
     hold = root / "hold"
-    wait = f"import os, time\nwhile os.path.exists({str(hold)!r}):\n    time.sleep(0.05)\n"
+    wait = (f"import os, time\nif os.path.exists({str(hold)!r}):\n    try:\n"
+            f"        open({str(hold) + '.in'!r}, 'w').close()\n    except OSError:\n        pass\n"
+            f"    while os.path.exists({str(hold)!r}):\n        time.sleep(0.05)\n")
     scripts = write_scripts(root / "scripts", SOLVE_AT, latency=0.3, wrong_code=wait + WRONG_CODE)
     done = run_cli(write_config(root / "run.yaml", scripts, root / "out", **STANDARD_RUN), "--parallel-mode", "none")
     assert done.returncode == 0, done.stderr
@@ -103,6 +105,8 @@ def test_sigkill_leaves_no_process_and_the_rerun_resumes(tmp_path: Path, mode: s
         main = start_cli(config, env={MARKER: marker, "TMPDIR": str(tmpdir)})
         try:
             tree = tree_with_test_run(main.pid)
+            if sandbox == "off":  # blocked in the candidate: past pytest's first output, which a dead reader ends
+                wait_for(hold.name + ".in", hold.parent)
             if mode == "processes":
                 assert any("forkserver import main" in line for _, line in tree.values()), tree
                 assert any("resource_tracker import main" in line for _, line in tree.values()), tree
@@ -119,6 +123,7 @@ def test_sigkill_leaves_no_process_and_the_rerun_resumes(tmp_path: Path, mode: s
         assert not marked(marker, tmpdir)
     finally:
         hold.unlink()
+        Path(f"{hold}.in").unlink(missing_ok=True)
     assert len(results(tmp_path / "out")) < len(reference)
 
     done = run_cli(config)
