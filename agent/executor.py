@@ -23,8 +23,11 @@ import multiprocessing
 import os
 import queue
 import signal
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import replace
@@ -38,6 +41,7 @@ from agent.dataset import DatasetManager
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TERMINATE_GRACE_SEC = 3.0  # for a worker to kill its test run and clean up after SIGTERM
 DRIVER_CHECK_SEC = 0.2  # how often a test worker checks that its driver is still there
+RAY_AUTH_MODE = "RAY_AUTH_MODE"  # Ray's switch: token | disabled
 RAY_HINT = "pip install -r requirements-extras.txt (or pip install ray)"
 PARALLEL_MODES = ("processes", "threads", "none", "ray")
 Drain = Callable[[], list]
@@ -356,27 +360,67 @@ class RayExecutor:
         }
         if address is None:
             settings["num_cpus"] = max(1, int(max_workers * max(num_cpus, 1)))
+        else:
+            self._check_cluster(address)
         try:
             self.ray.init(address=address, **settings)
         except Exception as exc:  # Ray raises several types for an unreachable or refused cluster
             where = f"the Ray cluster at {address}" if address else "a local Ray"
-            first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise ExecutorError(f"could not start {where}: {first_line}; check ray-address") from None
+            raise ExecutorError(f"could not start {where}: {_first_line(exc)}; check ray-address") from None
+
+    def _check_cluster(self, address: str) -> None:
+        """Join with a token when one is at hand, and tell a refused token from an unreachable cluster.
+
+        Clusters started by ``ray start`` use token authentication when their
+        node found a token (``RAY_AUTH_TOKEN``, the file at
+        ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``) or ``RAY_AUTH_MODE=token``
+        is set. Ray's driver sends its token only in token mode, which it turns
+        on by itself for a local cluster but not for an explicit address; so,
+        like Ray for a local one, we turn it on when a token is at hand and
+        ``RAY_AUTH_MODE`` is unset (a cluster without authentication accepts
+        such a driver too). Ray's own connection error does not say why it was
+        refused: a GCS client asked first does.
+        """
+        from ray._private.services import canonicalize_bootstrap_address
+        from ray._raylet import AuthenticationTokenLoader, Config, GcsClient
+        from ray.exceptions import AuthenticationError
+
+        if address.startswith("ray://"):
+            return  # a Ray Client server: it does its own checks
+        if RAY_AUTH_MODE not in os.environ and AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):
+            os.environ[RAY_AUTH_MODE] = "token"
+            Config.initialize("")  # Ray reads its mode from this configuration, built at import
+        try:
+            bootstrap = canonicalize_bootstrap_address(address)
+            if bootstrap is not None:  # None: "local", a new Ray started by ray.init
+                with _native_stderr_silenced():  # its C++ client logs each refusal there, our line says it
+                    GcsClient(address=bootstrap)
+        except AuthenticationError:
+            raise ExecutorError(
+                f"the Ray cluster at {address} refused this driver's authentication token: set RAY_AUTH_TOKEN to "
+                "the cluster's token (`ray get-auth-token` on its head node prints it) or RAY_AUTH_TOKEN_PATH to a "
+                "file holding it") from None
+        except Exception as exc:
+            raise ExecutorError(f"could not reach the Ray cluster at {address}: {_first_line(exc)}; check "
+                                "ray-address (`ray status` on its head node prints it)") from None
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         remote = self.remotes.get(fn)
         if remote is None:
-            remote = self.remotes[fn] = self.ray.remote(**self.options)(fn)
-        ref = remote.remote(*args)
+            remote = self.remotes[fn] = self.ray.remote(**self.options)(_on_node).options(name=fn.__name__)
+        ref = remote.remote(fn, *args)
         future = ref.future()
         self.refs[future] = ref
         future.add_done_callback(lambda done: self.refs.pop(done, None))
         return future
 
     def channel(self) -> tuple[_Sender, Drain]:
+        """Progress through a queue actor on the driver's node: a lost worker node does not take it along."""
         from ray.util.queue import Queue
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        box = Queue()
+        here = NodeAffinitySchedulingStrategy(self.ray.get_runtime_context().get_node_id(), soft=False)
+        box = Queue(actor_options={"num_cpus": 0, "scheduling_strategy": here})
         return _Sender(box), lambda: box.get_nowait_batch(box.qsize())
 
     def shutdown(self, *, cancel: bool = False) -> bool:
@@ -386,6 +430,47 @@ class RayExecutor:
         if self.owns_runtime:
             self.ray.shutdown()
         return True
+
+
+@contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """File descriptor 2 to /dev/null for a while: native libraries write there directly."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _word(arg: Any) -> str | None:
+    """A job argument in a log line: plain values as they are, a model by name, a job by task, level and model;
+    None for the rest (the run's config, callbacks)."""
+    if isinstance(arg, (bool, int, float, str)):
+        return repr(arg)
+    model = getattr(arg, "model", None)
+    if isinstance(model, str):
+        return model
+    if hasattr(arg, "task_index") and hasattr(arg, "level"):
+        return f"task {arg.task_index} L{arg.level} {_word(model)}"
+    return None
+
+
+def _on_node(fn: Callable[..., Any], *args: Any) -> Any:
+    """A job as a Ray task: first one line naming the job and its node (in that node's Ray worker log:
+    ``<temp-dir>/session_latest/logs/worker-*.out``), then the job."""
+    import ray
+
+    words = ", ".join(word for word in map(_word, args) if word is not None)
+    print(f"recode: {fn.__name__}({words}) on Ray node {ray.get_runtime_context().get_node_id()}", flush=True)
+    return fn(*args)
 
 
 def unwrap_error(exc: BaseException) -> BaseException:
