@@ -22,11 +22,14 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue
+import re
+import shutil
 import signal
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -479,10 +482,47 @@ def unwrap_error(exc: BaseException) -> BaseException:
     return cause if isinstance(cause, BaseException) else exc
 
 
+def visible_gpus() -> set[str] | None:
+    """The ids ``nvidia-smi -L`` lists (indexes, GPU and MIG UUIDs); None without ``nvidia-smi``."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        listing = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    return set(re.findall(r"^GPU (\d+):", listing, re.M)) | set(re.findall(r"UUID: ([^)\s]+)", listing))
+
+
+def gpu_problem(gpus: tuple[str, ...], environ: Mapping[str, str], visible: set[str] | None) -> str | None:
+    """Why the configured ``gpus`` cannot be used here, in one line naming the fix; None when they can.
+
+    Test runs are given their device with ``CUDA_VISIBLE_DEVICES``, replacing
+    ours, so a device outside the one we were given (a cluster scheduler's
+    allocation) would be someone else's.
+    """
+    if not gpus:
+        return None
+    fix = "remove 'gpus' from the config to test on CPUs, or list GPUs this machine has"
+    missing = [gpu for gpu in gpus if visible is None or gpu not in visible]
+    if missing:
+        seen = "no nvidia-smi, so no NVIDIA GPU" if visible is None else f"nvidia-smi lists {sorted(visible) or 'none'}"
+        return f"gpus {list(gpus)} configured but GPU {', '.join(missing)} is not visible here ({seen}); {fix}"
+    given = environ.get("CUDA_VISIBLE_DEVICES")
+    outside = [gpu for gpu in gpus if given is not None and gpu not in given.split(",")]
+    if outside:
+        return (f"gpus {list(gpus)} configured but CUDA_VISIBLE_DEVICES={given!r} (the GPUs this process was given) "
+                f"excludes {', '.join(outside)}; list only those GPUs in 'gpus', or unset CUDA_VISIBLE_DEVICES")
+    return None
+
+
 def make_executor(mode: str, max_workers: int, slots: SlotConfig | None = None, *,
                   ray_address: str | None = None, ray_num_cpus: float = 1.0, ray_num_gpus: float = 0.0) -> Executor:
     """The backend for ``mode`` (processes | threads | none | ray); ``slots`` default: one per CPU, no GPU."""
     slots = slots or SlotConfig()
+    problem = gpu_problem(slots.gpus, os.environ, visible_gpus())
+    if problem:
+        raise ExecutorError(problem)
     if mode == "none":
         return InlineExecutor(slots)
     if mode == "threads":
