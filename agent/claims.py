@@ -61,7 +61,8 @@ class Lease:
 
 
 def process_start(pid: int) -> str | None:
-    """Start time of a running process; None once it has exited (zombies included)."""
+    """Start time of a running process (clock ticks since boot); None once it has exited, zombies included.
+    With the pid it names one process for good: a reused pid has a later start time."""
     fields = _read(Path(f"/proc/{pid}/stat")).rpartition(")")[2].split()
     return fields[19] if len(fields) > 19 and fields[0] not in "ZXx" else None
 

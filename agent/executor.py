@@ -37,6 +37,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from agent.claims import process_start
 from agent.runner.options import RunnerOptions
 from agent.slots import SlotConfig, TestSlots, Withdrawn, active_slots
 from agent.dataset import DatasetManager
@@ -212,21 +213,10 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
-def _start_time(pid: int) -> str | None:
-    """A running process's start time in clock ticks since boot; None once it has exited (a zombie
-    included). With the pid it names one process for good: a reused pid has a later start time."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(")") + 2:].split()
-    return None if fields[0] in "ZXx" else fields[19]
-
-
 def driver_identity() -> tuple[int, str | None]:
     """This process as a pool worker's driver: (pid, start time)."""
     pid = os.getpid()
-    return pid, _start_time(pid)
+    return pid, process_start(pid)
 
 
 def _end_with_driver(pid: int, start: str | None) -> None:
@@ -237,7 +227,7 @@ def _end_with_driver(pid: int, start: str | None) -> None:
     outright. The forkserver and the resource tracker end by themselves once
     no worker holds their pipes any more.
     """
-    while _start_time(pid) == start:
+    while process_start(pid) == start:
         time.sleep(DRIVER_CHECK_SEC)
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(TERMINATE_GRACE_SEC)
@@ -520,7 +510,7 @@ def make_executor(mode: str, max_workers: int, slots: SlotConfig | None = None, 
                   ray_address: str | None = None, ray_num_cpus: float = 1.0, ray_num_gpus: float = 0.0) -> Executor:
     """The backend for ``mode`` (processes | threads | none | ray); ``slots`` default: one per CPU, no GPU."""
     slots = slots or SlotConfig()
-    problem = gpu_problem(slots.gpus, os.environ, visible_gpus())
+    problem = slots.gpus and gpu_problem(slots.gpus, os.environ, visible_gpus())
     if problem:
         raise ExecutorError(problem)
     if mode == "none":
