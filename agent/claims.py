@@ -94,7 +94,10 @@ class Claims:
         where.mkdir(parents=True, exist_ok=True)
         while True:
             current = _generations(where)
-            if current and self._held(current[-1]):
+            held = self._held(current[-1]) if current else False
+            if held is None:
+                continue  # removed by a newer claim meanwhile: look again
+            if held:
                 return None
             lease = self._create(key, where / f"{(int(current[-1].name) if current else 0) + 1:012d}")
             if lease is not None:
@@ -120,7 +123,7 @@ class Claims:
     def holder_of(self, key: str) -> dict[str, Any] | None:
         """The live holder's record of ``key`` (host, pid, ...), None when nobody holds it."""
         current = _generations(self.folder / key_folder(key))
-        return _record(current[-1]) if current and self._held(current[-1]) else None
+        return _record(current[-1]) if current and self._held(current[-1]) is True else None
 
     @contextmanager
     def holding(self, lease: Lease) -> Iterator[Lease]:
@@ -141,11 +144,12 @@ class Claims:
             thread.join()
             self.release(lease)
 
-    def _held(self, path: Path) -> bool:
-        """Whether generation file ``path`` is a live claim."""
+    def _held(self, path: Path) -> bool | None:
+        """Whether generation file ``path`` is a live claim; None when it vanished (a newer claim removed it).
+        An unreadable one (a damaged file) holds until its heartbeat expires."""
         record = _record(path)
-        if not record:  # vanished (cleaned up by a newer claim), so not the highest any more
-            return True
+        if not record and not path.exists():
+            return None
         if record.get("released"):
             return False
         holder = record.get("holder", {})
@@ -155,7 +159,7 @@ class Claims:
         try:
             age = time.time() - path.stat().st_mtime
         except FileNotFoundError:
-            return True
+            return None
         return age <= float(record.get("ttl_sec", self.ttl_sec))
 
     def _create(self, key: str, path: Path) -> Lease | None:

@@ -88,3 +88,13 @@ def test_a_release_lets_the_next_claim_in_and_a_stale_renewal_is_refused(tmp_pat
     assert second is not None and second.path.name == "000000000002"
     assert claims.renew(first) is False and first.lost.is_set()
     assert claims.renew(second) is True
+
+
+def test_a_damaged_generation_file_holds_until_it_expires(tmp_path: Path) -> None:
+    claims = Claims(tmp_path, ttl_sec=0.5)
+    lease = claims.claim("job")
+    lease.path.write_text("")  # a holder whose record was lost: only its heartbeat tells
+    assert claims.claim("job") is None
+    time.sleep(0.7)
+    taken = claims.claim("job")
+    assert taken is not None and taken.path.name == "000000000002"
