@@ -375,9 +375,13 @@ class RayExecutor:
         refused: a GCS client asked first does.
         """
         from ray._private.services import canonicalize_bootstrap_address
-        from ray._raylet import AuthenticationTokenLoader, Config, GcsClient
-        from ray.exceptions import AuthenticationError
+        from ray._raylet import Config, GcsClient
 
+        try:
+            from ray._raylet import AuthenticationTokenLoader
+            from ray.exceptions import AuthenticationError
+        except ImportError:
+            return  # a Ray from before token authentication
         if address.startswith("ray://"):
             return  # a Ray Client server: it does its own checks
         if RAY_AUTH_MODE not in os.environ and AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):
