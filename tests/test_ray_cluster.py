@@ -113,6 +113,20 @@ def test_a_wrong_token_is_named_in_one_line(cluster: Cluster, tmp_path: Path) ->
 
 
 @pytest.mark.slow
+def test_an_unreachable_cluster_is_named_as_such(tmp_path: Path) -> None:
+    address = f"{HEAD_IP}:{free_port(HEAD_IP)}"  # nothing listens there
+    scripts = write_scripts(tmp_path / "scripts", SOLVE_AT)
+    config = write_config(tmp_path / "run.yaml", scripts, tmp_path / "out",
+                          **{**STANDARD_RUN, "parallel-mode": "ray", "ray-address": address})
+    main = start_cli(config, env=driver_env())
+    _, stderr = main.communicate(timeout=300)
+    assert main.returncode == 2, stderr
+    [line] = stderr.strip().splitlines()
+    assert line.startswith(f"error: could not reach the Ray cluster at {address}: ") and line.endswith(
+        "; check ray-address (`ray status` on its head node prints it)"), line
+
+
+@pytest.mark.slow
 def test_jobs_run_on_both_nodes_and_a_lost_node_loses_no_job(cluster: Cluster, tmp_path: Path,
                                                              tmp_path_factory) -> None:
     reference = reference_results(tmp_path_factory.getbasetemp())
