@@ -94,6 +94,21 @@ def wait_for(path_glob: str, root: Path, timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (children of each of its threads, recursively)."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        current = todo.pop()
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            children = (task / "children").read_text().split() if (task / "children").exists() else []
+            for child in map(int, children):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+    return found
+
+
 def _normalize(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _normalize(v) for k, v in value.items() if k not in VOLATILE_KEYS}

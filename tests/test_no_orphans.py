@@ -13,9 +13,9 @@ import pytest
 
 from agent.runner.sandbox import bwrap_problem
 from tests.run_support import (
-    SOLVE_AT, STANDARD_RUN, WRONG_CODE, results, run_cli, start_cli, wait_for, write_config, write_scripts,
+    SOLVE_AT, STANDARD_RUN, WRONG_CODE, descendants, results, run_cli, start_cli, wait_for, write_config,
+    write_scripts,
 )
-from tests.test_resume import descendants
 
 GONE_WITHIN_SEC = 5.0
 MARKER = "RECODE_TEST_RUN_MARKER"
