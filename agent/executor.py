@@ -46,6 +46,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 TERMINATE_GRACE_SEC = 3.0  # for a worker to kill its test run and clean up after SIGTERM
 DRIVER_CHECK_SEC = 0.2  # how often a test worker checks that its driver is still there
 RAY_AUTH_MODE = "RAY_AUTH_MODE"  # Ray's switch: token | disabled
+TOKEN_FIX = ("set RAY_AUTH_TOKEN to the cluster's token (`ray get-auth-token` on its head node prints it) or "
+             "RAY_AUTH_TOKEN_PATH to a file holding it")
 RAY_HINT = "pip install -r requirements-extras.txt (or pip install ray)"
 PARALLEL_MODES = ("processes", "threads", "none", "ray")
 Drain = Callable[[], list]
@@ -384,19 +386,21 @@ class RayExecutor:
             return  # a Ray from before token authentication
         if address.startswith("ray://"):
             return  # a Ray Client server: it does its own checks
-        if RAY_AUTH_MODE not in os.environ and AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True):
+        has_token = AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True)
+        mode = os.environ.get(RAY_AUTH_MODE)
+        if mode is None and has_token:
             os.environ[RAY_AUTH_MODE] = "token"
             Config.initialize("")  # Ray reads its mode from this configuration, built at import
+        elif (mode or "").lower() == "token" and not has_token:  # Ray's client would end the process
+            raise ExecutorError(f"{RAY_AUTH_MODE}=token but no Ray authentication token is at hand: {TOKEN_FIX}")
         try:
             bootstrap = canonicalize_bootstrap_address(address)
             if bootstrap is not None:  # None: "local", a new Ray started by ray.init
                 with _native_stderr_silenced():  # its C++ client logs each refusal there, our line says it
                     GcsClient(address=bootstrap)
         except AuthenticationError:
-            raise ExecutorError(
-                f"the Ray cluster at {address} refused this driver's authentication token: set RAY_AUTH_TOKEN to "
-                "the cluster's token (`ray get-auth-token` on its head node prints it) or RAY_AUTH_TOKEN_PATH to a "
-                "file holding it") from None
+            raise ExecutorError(f"the Ray cluster at {address} refused this driver's authentication token: "
+                                f"{TOKEN_FIX}") from None
         except Exception as exc:
             raise ExecutorError(f"could not reach the Ray cluster at {address}: {_first_line(exc)}; check "
                                 "ray-address (`ray status` on its head node prints it)") from None

@@ -98,18 +98,26 @@ def driver_env(**keys: str) -> dict[str, str]:
     return {"HOME": tempfile.mkdtemp(prefix="rayhome-"), **keys}
 
 
-def test_a_wrong_token_is_named_in_one_line(cluster: Cluster, tmp_path: Path) -> None:
+@pytest.fixture(autouse=True)
+def no_auth_mode_of_ours(monkeypatch) -> None:
+    """A local ray.init() in this process (other tests) sets RAY_AUTH_MODE here: the drivers must not inherit it."""
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+
+
+def test_a_wrong_or_missing_token_is_named_in_one_line(cluster: Cluster, tmp_path: Path) -> None:
     scripts = write_scripts(tmp_path / "scripts", SOLVE_AT)
     config = write_config(tmp_path / "run.yaml", scripts, tmp_path / "out",
                           **{**STANDARD_RUN, "parallel-mode": "ray", "ray-address": cluster.address})
-    for keys in ({"RAY_AUTH_TOKEN": secrets.token_hex(32)}, {}):
+    fix = ("set RAY_AUTH_TOKEN to the cluster's token (`ray get-auth-token` on its head node prints it) or "
+           "RAY_AUTH_TOKEN_PATH to a file holding it")
+    refused = f"error: the Ray cluster at {cluster.address} refused this driver's authentication token: {fix}"
+    for keys, expected in (({"RAY_AUTH_TOKEN": secrets.token_hex(32)}, refused), ({}, refused),
+                           ({"RAY_AUTH_MODE": "token"},
+                            f"error: RAY_AUTH_MODE=token but no Ray authentication token is at hand: {fix}")):
         main = start_cli(config, env=driver_env(**keys))
-        _, stderr = main.communicate(timeout=180)
-        assert main.returncode == 2, stderr
-        assert stderr.strip() == (f"error: the Ray cluster at {cluster.address} refused this driver's "
-                                  "authentication token: set RAY_AUTH_TOKEN to the cluster's token (`ray "
-                                  "get-auth-token` on its head node prints it) or RAY_AUTH_TOKEN_PATH to a file "
-                                  "holding it")
+        stdout, stderr = main.communicate(timeout=180)
+        assert main.returncode == 2, stdout + stderr
+        assert stderr.strip() == expected
 
 
 @pytest.mark.slow
