@@ -11,8 +11,8 @@ import secrets
 import shutil
 import signal
 import socket
-import subprocess
 import tempfile
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,9 +93,10 @@ def cluster():
         shutil.rmtree(root, ignore_errors=True)
 
 
-def driver_env(**keys: str) -> dict[str, str]:
-    """The main command's environment: no Ray settings of ours but ``keys``, and a home without a token."""
-    return {"HOME": tempfile.mkdtemp(prefix="rayhome-"), **keys}
+def driver_env(home: Path, **keys: str) -> dict[str, str]:
+    """The main command's environment: no Ray settings of ours but ``keys``, and a home (``home``) without a token."""
+    home.mkdir(exist_ok=True)
+    return {"HOME": str(home), **keys}
 
 
 @pytest.fixture(autouse=True)
@@ -114,7 +115,7 @@ def test_a_wrong_or_missing_token_is_named_in_one_line(cluster: Cluster, tmp_pat
     for keys, expected in (({"RAY_AUTH_TOKEN": secrets.token_hex(32)}, refused), ({}, refused),
                            ({"RAY_AUTH_MODE": "token"},
                             f"error: RAY_AUTH_MODE=token but no Ray authentication token is at hand: {fix}")):
-        main = start_cli(config, env=driver_env(**keys))
+        main = start_cli(config, env=driver_env(tmp_path / "home", **keys))
         stdout, stderr = main.communicate(timeout=180)
         assert main.returncode == 2, stdout + stderr
         assert stderr.strip() == expected
@@ -126,7 +127,7 @@ def test_an_unreachable_cluster_is_named_as_such(tmp_path: Path) -> None:
     scripts = write_scripts(tmp_path / "scripts", SOLVE_AT)
     config = write_config(tmp_path / "run.yaml", scripts, tmp_path / "out",
                           **{**STANDARD_RUN, "parallel-mode": "ray", "ray-address": address})
-    main = start_cli(config, env=driver_env())
+    main = start_cli(config, env=driver_env(tmp_path / "home"))
     _, stderr = main.communicate(timeout=300)
     assert main.returncode == 2, stderr
     [line] = stderr.strip().splitlines()
@@ -143,7 +144,7 @@ def test_jobs_run_on_both_nodes_and_a_lost_node_loses_no_job(cluster: Cluster, t
                           **{**STANDARD_RUN, "parallel-mode": "ray", "ray-address": cluster.address})
     token_file = tmp_path / "ray token"
     token_file.write_text(cluster.token)
-    main = start_cli(config, env=driver_env(RAY_AUTH_TOKEN_PATH=str(token_file)))
+    main = start_cli(config, env=driver_env(tmp_path / "home", RAY_AUTH_TOKEN_PATH=str(token_file)))
     try:
         deadline = time.monotonic() + 240
         while not any(node == "worker" and fn == "_run_job" for node, fn, _, _ in cluster.placements()):
