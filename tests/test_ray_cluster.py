@@ -11,8 +11,8 @@ import secrets
 import shutil
 import signal
 import socket
-import tempfile
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
