@@ -22,17 +22,29 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue
+import re
+import shutil
 import signal
+import subprocess
+import sys
 import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from agent.claims import process_start
 from agent.slots import SlotConfig, TestSlots, runner_call
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TERMINATE_GRACE_SEC = 3.0  # for a worker to kill its test run and clean up after SIGTERM
+DRIVER_CHECK_SEC = 0.2  # how often a test worker checks that its driver is still there
+RAY_AUTH_MODE = "RAY_AUTH_MODE"  # Ray's switch: token | disabled
+TOKEN_FIX = ("set RAY_AUTH_TOKEN to the cluster's token (`ray get-auth-token` on its head node prints it) or "
+             "RAY_AUTH_TOKEN_PATH to a file holding it")
 RAY_HINT = "pip install -r requirements-extras.txt (or pip install ray)"
 PARALLEL_MODES = ("processes", "threads", "none", "ray")
 Drain = Callable[[], list]
@@ -150,9 +162,33 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
-def _init_worker() -> None:
+def driver_identity() -> tuple[int, str | None]:
+    """This process as a pool worker's driver: (pid, start time)."""
+    pid = os.getpid()
+    return pid, process_start(pid)
+
+
+def _end_with_driver(pid: int, start: str | None) -> None:
+    """Watch thread of a test worker: once the driver is gone (even SIGKILLed), end this worker.
+
+    A SIGTERM unwinds the worker like the driver's own terminate() (its test
+    run killed, its folder removed); if that hangs, the worker is killed
+    outright. The forkserver and the resource tracker end by themselves once
+    no worker holds their pipes any more.
+    """
+    while process_start(pid) == start:
+        time.sleep(DRIVER_CHECK_SEC)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(TERMINATE_GRACE_SEC)
+    os._exit(128 + signal.SIGKILL)
+
+
+def _init_worker(driver: tuple[int, str | None]) -> None:
+    """Pool workers are the forkserver's children, so no parent-death signal reaches them when the
+    driver dies (and the forkserver waits for them): each watches the driver itself."""
     _ignore_sigint()
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    threading.Thread(target=_end_with_driver, args=driver, name="recode-driver-watch", daemon=True).start()
 
 
 def _in_worker(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -183,7 +219,8 @@ class ProcessExecutor:
         self.slots = self.jobs.slots
 
     def _new_pool(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=self.workers, mp_context=self.context, initializer=_init_worker)
+        return ProcessPoolExecutor(max_workers=self.workers, mp_context=self.context, initializer=_init_worker,
+                                   initargs=(driver_identity(),))
 
     def _run_in_pool(self, *args: Any, **kwargs: Any) -> dict:
         """The test run on a worker; a pool broken by a lost worker is replaced for the runs after this one."""
@@ -265,27 +302,73 @@ class RayExecutor:
         }
         if address is None:
             settings["num_cpus"] = max(1, int(max_workers * max(num_cpus, 1)))
+        else:
+            self._check_cluster(address)
         try:
             self.ray.init(address=address, **settings)
         except Exception as exc:  # Ray raises several types for an unreachable or refused cluster
             where = f"the Ray cluster at {address}" if address else "a local Ray"
-            first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise ExecutorError(f"could not start {where}: {first_line}; check ray-address") from None
+            raise ExecutorError(f"could not start {where}: {_first_line(exc)}; check ray-address") from None
+
+    def _check_cluster(self, address: str) -> None:
+        """Join with a token when one is at hand, and tell a refused token from an unreachable cluster.
+
+        Clusters started by ``ray start`` use token authentication when their
+        node found a token (``RAY_AUTH_TOKEN``, the file at
+        ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``) or ``RAY_AUTH_MODE=token``
+        is set. Ray's driver sends its token only in token mode, which it turns
+        on by itself for a local cluster but not for an explicit address; so,
+        like Ray for a local one, we turn it on when a token is at hand and
+        ``RAY_AUTH_MODE`` is unset (a cluster without authentication accepts
+        such a driver too). Ray's own connection error does not say why it was
+        refused: a GCS client asked first does.
+        """
+        from ray._private.services import canonicalize_bootstrap_address
+        from ray._raylet import Config, GcsClient
+
+        try:
+            from ray._raylet import AuthenticationTokenLoader
+            from ray.exceptions import AuthenticationError
+        except ImportError:
+            return  # a Ray from before token authentication
+        if address.startswith("ray://"):
+            return  # a Ray Client server: it does its own checks
+        has_token = AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True)
+        mode = os.environ.get(RAY_AUTH_MODE)
+        if mode is None and has_token:
+            os.environ[RAY_AUTH_MODE] = "token"
+            Config.initialize("")  # Ray reads its mode from this configuration, built at import
+        elif (mode or "").lower() == "token" and not has_token:  # Ray's client would end the process
+            raise ExecutorError(f"{RAY_AUTH_MODE}=token but no Ray authentication token is at hand: {TOKEN_FIX}")
+        try:
+            bootstrap = canonicalize_bootstrap_address(address)
+            if bootstrap is not None:  # None: "local", a new Ray started by ray.init
+                with _native_stderr_silenced():  # its C++ client logs each refusal there, our line says it
+                    GcsClient(address=bootstrap)
+        except AuthenticationError:
+            raise ExecutorError(f"the Ray cluster at {address} refused this driver's authentication token: "
+                                f"{TOKEN_FIX}") from None
+        except Exception as exc:
+            raise ExecutorError(f"could not reach the Ray cluster at {address}: {_first_line(exc)}; check "
+                                "ray-address (`ray status` on its head node prints it)") from None
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         remote = self.remotes.get(fn)
         if remote is None:
-            remote = self.remotes[fn] = self.ray.remote(**self.options)(fn)
-        ref = remote.remote(*args)
+            remote = self.remotes[fn] = self.ray.remote(**self.options)(_on_node).options(name=fn.__name__)
+        ref = remote.remote(fn, *args)
         future = ref.future()
         self.refs[future] = ref
         future.add_done_callback(lambda done: self.refs.pop(done, None))
         return future
 
     def channel(self) -> tuple[_Sender, Drain]:
+        """Progress through a queue actor on the driver's node: a lost worker node does not take it along."""
         from ray.util.queue import Queue
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        box = Queue()
+        here = NodeAffinitySchedulingStrategy(self.ray.get_runtime_context().get_node_id(), soft=False)
+        box = Queue(actor_options={"num_cpus": 0, "scheduling_strategy": here})
         return _Sender(box), lambda: box.get_nowait_batch(box.qsize())
 
     def shutdown(self, *, cancel: bool = False) -> bool:
@@ -297,16 +380,94 @@ class RayExecutor:
         return True
 
 
+@contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """File descriptor 2 to /dev/null for a while: native libraries write there directly."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _word(arg: Any) -> str | None:
+    """A job argument in a log line: plain values as they are, a model by name, a job by task, level and model;
+    None for the rest (the run's config, callbacks)."""
+    if isinstance(arg, (bool, int, float, str)):
+        return repr(arg)
+    model = getattr(arg, "model", None)
+    if isinstance(model, str):
+        return model
+    if hasattr(arg, "task_index") and hasattr(arg, "level"):
+        return f"task {arg.task_index} L{arg.level} {_word(model)}"
+    return None
+
+
+def _on_node(fn: Callable[..., Any], *args: Any) -> Any:
+    """A job as a Ray task: first one line naming the job and its node (in that node's Ray worker log:
+    ``<temp-dir>/session_latest/logs/worker-*.out``), then the job."""
+    import ray
+
+    words = ", ".join(word for word in map(_word, args) if word is not None)
+    print(f"recode: {fn.__name__}({words}) on Ray node {ray.get_runtime_context().get_node_id()}", flush=True)
+    return fn(*args)
+
+
 def unwrap_error(exc: BaseException) -> BaseException:
     """The job's own exception: Ray wraps it in a RayTaskError whose ``cause`` is the original."""
     cause = getattr(exc, "cause", None)
     return cause if isinstance(cause, BaseException) else exc
 
 
+def visible_gpus() -> set[str] | None:
+    """The ids ``nvidia-smi -L`` lists (indexes, GPU and MIG UUIDs); None without ``nvidia-smi``."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        listing = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    return set(re.findall(r"^GPU (\d+):", listing, re.M)) | set(re.findall(r"UUID: ([^)\s]+)", listing))
+
+
+def gpu_problem(gpus: tuple[str, ...], environ: Mapping[str, str], visible: set[str] | None) -> str | None:
+    """Why the configured ``gpus`` cannot be used here, in one line naming the fix; None when they can.
+
+    Test runs are given their device with ``CUDA_VISIBLE_DEVICES``, replacing
+    ours, so a device outside the one we were given (a cluster scheduler's
+    allocation) would be someone else's.
+    """
+    if not gpus:
+        return None
+    fix = "remove 'gpus' from the config to test on CPUs, or list GPUs this machine has"
+    missing = [gpu for gpu in gpus if visible is None or gpu not in visible]
+    if missing:
+        seen = "no nvidia-smi, so no NVIDIA GPU" if visible is None else f"nvidia-smi lists {sorted(visible) or 'none'}"
+        return f"gpus {list(gpus)} configured but GPU {', '.join(missing)} is not visible here ({seen}); {fix}"
+    given = environ.get("CUDA_VISIBLE_DEVICES")
+    outside = [gpu for gpu in gpus if given is not None and gpu not in given.split(",")]
+    if outside:
+        return (f"gpus {list(gpus)} configured but CUDA_VISIBLE_DEVICES={given!r} (the GPUs this process was given) "
+                f"excludes {', '.join(outside)}; list only those GPUs in 'gpus', or unset CUDA_VISIBLE_DEVICES")
+    return None
+
+
 def make_executor(mode: str, max_workers: int, slots: SlotConfig | None = None, *,
                   ray_address: str | None = None, ray_num_cpus: float = 1.0, ray_num_gpus: float = 0.0) -> Executor:
     """The backend for ``mode`` (processes | threads | none | ray); ``slots`` default: one per CPU, no GPU."""
     slots = slots or SlotConfig()
+    problem = slots.gpus and gpu_problem(slots.gpus, os.environ, visible_gpus())
+    if problem:
+        raise ExecutorError(problem)
     if mode == "none":
         return InlineExecutor(slots)
     if mode == "threads":

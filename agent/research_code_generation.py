@@ -27,12 +27,17 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
     sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
+from agent.setup_hint import name_missing_modules  # noqa: E402
+
+name_missing_modules()
+
 from agent.budget import BudgetError, check_prices  # noqa: E402
 from agent.config import ConfigError, RunConfig, load_config  # noqa: E402
 from agent.envs.cache import EnvError  # noqa: E402
 from agent.executor import PARALLEL_MODES, ExecutorError, make_executor  # noqa: E402
 from agent.models.build import InferenceError, build_model  # noqa: E402
 from agent.progress import Progress  # noqa: E402
+from agent.results import ResultError  # noqa: E402
 from agent.run_metadata import build_metadata, metadata_path, write_metadata  # noqa: E402
 from agent.run_summary import format_table, stop_notes, summarize  # noqa: E402
 from agent.scheduler import plan_run, run_plan  # noqa: E402
@@ -134,14 +139,24 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
     print("\n".join([format_table(rows, cfg.max_turn), *stop_notes(outcomes)]))
     print(f"results: {cfg.output_dir}  run record: {meta_file}")
     if failed:
-        print(f"{len(failed)} job(s) failed (listed in {meta_file}); {_again(cfg)} to retry them",
-              file=sys.stderr)
+        print(failed_footer(failed, meta_file, cfg), file=sys.stderr)
         return EXIT_JOBS_FAILED
     if any(o["state"] == "budget" for o in outcomes):
         print("the budget stopped the run: raise max-cost-usd / max-task-cost-usd and run the same command "
               "again to continue", file=sys.stderr)
         return EXIT_BUDGET
     return 0
+
+
+def failed_footer(failed: list[dict], meta_file: Path, cfg: RunConfig) -> str:
+    """The last line of a run with failed jobs; a file that cannot be used fails again on every run, so then
+    the line names what to do about it instead of running again."""
+    unusable = sum(f"{ResultError.__name__}: " in (outcome.get("error") or "") for outcome in failed)
+    head = f"{len(failed)} job(s) failed (listed in {meta_file})"
+    if not unusable:
+        return f"{head}; {_again(cfg)} to retry them"
+    return (f"{head}; {unusable} on a result, seed or state file that cannot be used (named above): move each such "
+            "file away (its job is recomputed) or set overwrite: true (every job is recomputed), then start the run")
 
 
 def _again(cfg: RunConfig) -> str:

@@ -28,8 +28,9 @@ TMP_PATH = re.compile(r"/tmp/[^\s'\"]+")
 ADDRESS = re.compile(r"\b0x[0-9a-f]{6,}\b")
 
 
-def write_scripts(folder: Path, solve_at: dict[int, int | None], latency: float = 0.0) -> tuple[Path, Path]:
-    """Code model: per task, wrong code before turn ``solve_at[task]`` and the reference from then on
+def write_scripts(folder: Path, solve_at: dict[int, int | None], latency: float = 0.0,
+                  wrong_code: str = WRONG_CODE) -> tuple[Path, Path]:
+    """Code model: per task, ``wrong_code`` before turn ``solve_at[task]`` and the reference from then on
     (None: never); every answer is REPLACE then SUBMIT. Feedback model: one fixed record (under both protocols'
     keys). The code model reads the turn from our improved protocol's step header: configs of
     ``write_config`` use that protocol (the run's mechanics are the same in both)."""
@@ -40,7 +41,7 @@ def write_scripts(folder: Path, solve_at: dict[int, int | None], latency: float 
     ]
     for task, turn in solve_at.items():
         fix = dataset.canonical(task)
-        wrong = [WRONG_CODE] * (turn if turn is not None else 1)
+        wrong = [wrong_code] * (turn if turn is not None else 1)
         rules.append({
             "when": re.escape(f"`{dataset.get(task).target_file_path}`"),
             "index-from": r"## Turn (\d+), step",
@@ -75,9 +76,10 @@ def cli_env() -> dict[str, str]:
     return {**env, "RECODE_ENV_BACKEND": "current"}
 
 
-def start_cli(config: Path, *flags: str) -> subprocess.Popen:
+def start_cli(config: Path, *flags: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """The main command in its own session; ``env`` adds variables to :func:`cli_env`."""
     return subprocess.Popen([sys.executable, str(CLI), "--yaml-location", str(config), *flags], cwd=REPO,
-                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**cli_env(), **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 
 
@@ -93,6 +95,21 @@ def wait_for(path_glob: str, root: Path, timeout: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"nothing matched {path_glob} under {root} within {timeout} s")
         time.sleep(0.05)
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (children of each of its threads, recursively)."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        current = todo.pop()
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            children = (task / "children").read_text().split() if (task / "children").exists() else []
+            for child in map(int, children):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+    return found
 
 
 def _normalize(value: Any) -> Any:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.run_support import (
-    SOLVE_AT, STANDARD_RUN, reference_results, results, run_cli, run_record, start_cli, wait_for, write_config,
-    write_scripts,
+    SOLVE_AT, STANDARD_RUN, descendants, reference_results, results, run_cli, run_record, start_cli, wait_for,
+    write_config, write_scripts,
 )
 
 RUN = {**STANDARD_RUN, "parallel-mode": "processes", "resume": True}
@@ -27,20 +27,6 @@ def slow_config(tmp_path: Path) -> Path:
     """The reference run with slow model calls, so a signal lands mid-run."""
     scripts = write_scripts(tmp_path / "scripts", SOLVE_AT, latency=0.3)
     return write_config(tmp_path / "run.yaml", scripts, tmp_path / "out", **RUN)
-
-
-def descendants(pid: int) -> set[int]:
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        current = todo.pop()
-        for task in Path(f"/proc/{current}/task").glob("*"):
-            children = (task / "children").read_text().split() if (task / "children").exists() else []
-            for child in map(int, children):
-                if child not in found:
-                    found.add(child)
-                    todo.append(child)
-    return found
 
 
 def alive(pid: int) -> bool:

@@ -112,6 +112,22 @@ def http_error_parts(error: BaseException) -> tuple[int, Mapping[str, str] | Non
     return error.status_code, error.response.headers, message or str(error)  # type: ignore[attr-defined]
 
 
+def _refused(error: BaseException) -> bool:
+    """The SDK's transport error was a refused connection (nothing listens there)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _origin(error: BaseException) -> str:
+    """Scheme, host and port the failed request went to (the provider's default URL when no base-url is set)."""
+    url = str(getattr(getattr(error, "request", None), "url", "") or "")
+    return "/".join(url.split("/")[:3]) or "the provider's default URL"
+
+
 def guarded_call(call: Callable[[], T], errors: SdkErrors, spec: ModelSpec, secret: str | None) -> T:
     """Run one SDK call, translating its failures; the key never reaches a message or a traceback."""
     label = f"{spec.provider} {spec.model}"
@@ -121,6 +137,10 @@ def guarded_call(call: Callable[[], T], errors: SdkErrors, spec: ModelSpec, secr
         status, headers, message = errors.status_of(error)
         raise status_failure(label, status, headers, message, key_hint(spec.provider), secret) from None
     except errors.transport_types as error:
+        if _refused(error):
+            where = spec.base_url or _origin(error)
+            raise TransientError(f"connection refused at {where}", hint=f"nothing answers at base-url {where}: "
+                                 "check base-url and that the server is running") from None
         raise TransientError(f"{type(error).__name__}: {redact(str(error), secret)}") from None
     except json.JSONDecodeError:
         raise BadAnswer(

@@ -34,10 +34,12 @@ class TransientError(Exception):
 
     hint = "check the provider's status page, lower concurrency or raise max-retries"
 
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+    def __init__(self, reason: str, retry_after: float | None = None, hint: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.retry_after = retry_after
+        if hint is not None:
+            self.hint = hint
 
 
 class BadAnswer(TransientError):

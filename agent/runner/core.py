@@ -268,6 +268,17 @@ def give_to(run_dir: str, uid: int) -> None:
             os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
 
 
+def die_with_parent() -> list[str]:
+    """Launcher that kills an unsandboxed test run when the process running it dies (even by SIGKILL),
+    as bubblewrap's ``--die-with-parent`` does for sandboxed ones; it exits at once if that process
+    died before the parent-death signal was set. [] without ``setpriv``."""
+    setpriv = shutil.which("setpriv")
+    if not setpriv:
+        return []
+    return [setpriv, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", 'test "$PPID" = "$0" && exec "$@"',
+            str(os.getpid())]
+
+
 def rlimit_hook(memory_mb: int | None, nproc: int | None):
     """Pre-exec fallback for machines without the ``prlimit`` tool."""
     def apply() -> None:
@@ -374,7 +385,8 @@ def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[s
                              cgroup_procs=cgroup.procs_file if cgroup else None, prlimit=prlimit)
     preexec = None if prlimit or not (options.memory_mb or nproc) else rlimit_hook(options.memory_mb, nproc)
     with phase("process"):
-        done = run_process(launcher + prefix + pytest_argv(python, layout), env=env,
+        bound = prefix or die_with_parent()  # bubblewrap's --die-with-parent, or setpriv's parent-death signal
+        done = run_process(launcher + bound + pytest_argv(python, layout), env=env,
                            cwd=layout.workdir, timeout_sec=options.timeout_sec, output_limit=options.output_limit_bytes,
                            channel_fd=channel_read, pass_fds=(key_read, channel_write), cgroup=cgroup,
                            pid_namespace=bool(prefix), preexec=preexec)

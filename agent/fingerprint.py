@@ -1,0 +1,81 @@
+"""A job's identity: everything that shapes its trajectory, as named values, so a resumed or skipped job can be
+checked against the configuration that made it, and a change named key by key.
+
+Pure functions on plain data; the caller builds the inputs from its RunConfig. ``max-turn`` is left out on
+purpose: raising it extends a trajectory whose prefix stays valid. API keys never enter (they do not shape
+a trajectory, and fingerprints are written next to results).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Any
+
+SHOWN_TEXT_CHARS = 64  # longer texts are kept as a hash
+MODEL_KEYS = ("provider", "model", "base_url", "endpoint", "api_version", "deployment", "temperature",
+              "max_output_tokens", "reasoning_effort", "script")
+SECRET_KEYS = {"api_key"}
+_MISSING: Any = object()
+
+
+def text_hash(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _value(value: Any) -> Any:
+    """A scalar as it is (short text included); long text and anything nested as a hash of its canonical JSON."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str) and len(value) <= SHOWN_TEXT_CHARS:
+        return value
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text_hash(text)
+
+
+def job_fingerprint(*, models: Mapping[str, Mapping[str, Any]], protocol: str, prompts: Mapping[str, Any],
+                    setting: str, level: int, max_steps: int, memory: Mapping[str, Any], feedback_source: str,
+                    dataset: str, harness: str) -> dict[str, Any]:
+    """The fingerprint of one (model, setting, level, task) job, as ``{"name": value}``.
+
+    ``models``: role (``code``, ``feedback``, ...) -> the model's settings (provider, model, base-url,
+    sampling; keys outside :data:`MODEL_KEYS` are ignored and secrets refused); ``prompts``: name -> the
+    text (or structure) the protocol sends; ``memory``: the memory parameters; ``dataset``: the dataset's
+    fingerprint (``DatasetManager.fingerprint``); ``harness``: the harness version.
+    """
+    found: dict[str, Any] = {"protocol": protocol, "setting": setting, "level": level, "max_steps": max_steps,
+                             "feedback_source": feedback_source, "dataset": dataset, "harness": harness}
+    for role, spec in models.items():
+        leaked = SECRET_KEYS & set(spec)
+        if leaked and any(spec[key] for key in leaked):
+            raise ValueError(f"model settings of '{role}' hold a secret ({', '.join(sorted(leaked))}); leave it out")
+        found.update({f"{role}.{key}": _value(spec.get(key)) for key in MODEL_KEYS})
+    found.update({f"memory.{key}": _value(value) for key, value in memory.items()})
+    found.update({f"prompt.{name}": _value(text) for name, text in prompts.items()})
+    return dict(sorted(found.items()))
+
+
+def prompt_texts(module: ModuleType) -> dict[str, Any]:
+    """A prompts module's texts: its upper-case constants that are strings or mappings of them."""
+    return {name: value for name, value in sorted(vars(module).items())
+            if name.isupper() and isinstance(value, (str, Mapping))}
+
+
+def diff_fingerprints(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Keys whose values differ, in order; a key present on one side only counts as changed."""
+    return sorted(key for key in set(old) | set(new) if old.get(key, _MISSING) != new.get(key, _MISSING))
+
+
+def _shown(value: Any) -> str:
+    return "(none)" if value is _MISSING else json.dumps(value) if isinstance(value, str) else str(value)
+
+
+def refusal(where: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """The one line refusing to resume or skip ``where`` (a result file) made under ``old``."""
+    changes = ", ".join(f"{key} {_shown(old.get(key, _MISSING))} -> {_shown(new.get(key, _MISSING))}"
+                        for key in diff_fingerprints(old, new))
+    return (f"{where} was made under another configuration ({changes}); set overwrite: true to recompute it, "
+            "or choose another output-dir to keep it")
+
+

@@ -1,0 +1,67 @@
+"""A job's fingerprint (agent/fingerprint.py): fed from a real RunConfig, each change named by key, the refusal
+line naming the changes and both ways out, no secret inside."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+import agent.prompts
+from agent.dataset import DatasetManager
+from agent.fingerprint import diff_fingerprints, job_fingerprint, prompt_texts, refusal, text_hash
+from tests.loop_config import make_config
+
+
+def fingerprint_of(cfg, level: int = 0, prompts: dict | None = None) -> dict:
+    """What the lead's wiring will do: plain data out of the RunConfig (keys left out)."""
+    def spec(model) -> dict:
+        return {k: v for k, v in dataclasses.asdict(model).items() if k != "api_key"}
+
+    return job_fingerprint(
+        models={"code": spec(cfg.models[0]), **({"feedback": spec(cfg.feedback_model)} if cfg.feedback_model else {})},
+        protocol="release-8.6", prompts=prompt_texts(agent.prompts) if prompts is None else prompts,
+        setting=cfg.evaluation_setting, level=level, max_steps=cfg.max_steps,
+        memory={"threshold": cfg.memory_threshold, "to_keep": cfg.memory_to_keep}, feedback_source="model",
+        dataset=DatasetManager(cfg.work_dir).fingerprint(), harness="0.9.0")
+
+
+def test_a_real_config_gives_named_readable_values(tmp_path: Path) -> None:
+    cfg = make_config(tmp_path, guidance_level=2)
+    found = fingerprint_of(cfg, level=2)
+    assert found["code.model"] == "scripted-coder" and found["feedback.model"] == "scripted-researcher"
+    assert found["level"] == 2 and found["setting"] == "memory_agent" and found["max_steps"] == cfg.max_steps
+    assert found["prompt.AGENT_SYSTEM"] == text_hash(agent.prompts.AGENT_SYSTEM)
+    assert found["prompt.ACTION_HELP"].startswith("sha256:")
+    assert len(found["dataset"]) == 64 and not any("api_key" in key for key in found)
+    assert fingerprint_of(make_config(tmp_path, guidance_level=2), level=2) == found  # same config, same identity
+
+
+def test_each_change_is_named_and_max_turn_is_not_one(tmp_path: Path) -> None:
+    base = fingerprint_of(make_config(tmp_path, guidance_level=1))
+    assert diff_fingerprints(base, fingerprint_of(make_config(tmp_path, guidance_level=1, max_turn=9))) == []
+    assert diff_fingerprints(base, fingerprint_of(make_config(tmp_path, guidance_level=1, human_agent_model="other-researcher"))) \
+        == ["feedback.model"]
+    assert diff_fingerprints(base, fingerprint_of(make_config(tmp_path, guidance_level=1, max_steps=7, memory_threshold=20))) \
+        == ["max_steps", "memory.threshold"]
+    edited = {**prompt_texts(agent.prompts), "AGENT_SYSTEM": agent.prompts.AGENT_SYSTEM + " "}
+    assert diff_fingerprints(base, fingerprint_of(make_config(tmp_path, guidance_level=1), prompts=edited)) == ["prompt.AGENT_SYSTEM"]
+    assert diff_fingerprints({"a": 1}, {"b": 1}) == ["a", "b"]
+
+
+def test_the_refusal_names_each_change_and_both_ways_out(tmp_path: Path) -> None:
+    old = fingerprint_of(make_config(tmp_path, guidance_level=1))
+    new = fingerprint_of(make_config(tmp_path, guidance_level=1, human_agent_model="other-researcher", max_steps=5))
+    line = refusal("out/task_1_result.pkl", old, new)
+    assert line == (f"out/task_1_result.pkl was made under another configuration (feedback.model "
+                    f"\"scripted-researcher\" -> \"other-researcher\", max_steps {old['max_steps']} -> 5); set "
+                    "overwrite: true to recompute it, or choose another output-dir to keep it")
+    assert "\n" not in line
+    assert "temperature (none) -> 0.5" in refusal("x", {}, {"temperature": 0.5})
+
+
+def test_a_secret_is_refused() -> None:
+    with pytest.raises(ValueError, match="hold a secret"):
+        job_fingerprint(models={"code": {"model": "m", "api_key": "sk-live"}}, protocol="p", prompts={},
+                        setting="agent", level=0, max_steps=3, memory={}, feedback_source="model", dataset="d",
+                        harness="h")
