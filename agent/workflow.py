@@ -244,8 +244,10 @@ class JobRun:
             reply = replace(reply, usage=last["feedback_usage"] + reply.usage)
         return self.record(turn, reply, level)
 
-    def _save_turns(self) -> None:
-        self.store.save(self.turns, finished=finished(self.turns, self.cfg.max_turn))
+    def _save_turns(self, turns: list[dict] | None = None) -> None:
+        """Save the job's turns (or ``turns``: them and a turn whose feedback is being asked)."""
+        turns = self.turns if turns is None else turns
+        self.store.save(turns, finished=finished(turns, self.cfg.max_turn))
 
     def outcome(self, state: str, error: str | None = None, stop_reason: str | None = None) -> dict:
         tokens_in, tokens_out, cost = usage_totals(self.meter.usage)

@@ -7,7 +7,7 @@ selected (setting, guidance type). Shared by scripts/analyze_results.py and scri
 loaded once and feeds the tables, the figures and the trajectory pages.
 
 Defaults come from what was run: ``--max-turns`` (the n of Recall@n) and
-``--tasks`` from the run records (metrics/run_settings.py), levels from the
+``--task-ids`` from the run records (metrics/run_settings.py), levels from the
 run folders present. A level, model or guidance type asked for that has no
 results is refused with one line before anything is written, so a typo never
 replaces a good report with an empty one.
@@ -97,7 +97,7 @@ def build_contexts(args: argparse.Namespace) -> list[Context]:
     asked level, model or type has no results.
 
     Without ``--guidance-type`` / ``--levels`` the types and levels are those that have run folders; without
-    ``--max-turns`` / ``--tasks``, those of the run records; ``ctx.args.covers`` says what was used and why.
+    ``--max-turns`` / ``--task-ids``, those of the run records; ``ctx.args.covers`` says what was used and why.
     """
     if not Path(args.result_dir).is_dir():
         raise UsageError(f"result dir {args.result_dir} not found; pass --result-dir DIR")
@@ -113,7 +113,7 @@ def build_contexts(args: argparse.Namespace) -> list[Context]:
             tasks, tasks_from = _tasks_source(args, settings)
             ctx = build_context(argparse.Namespace(**{
                 **vars(args), "setting": setting, "guidance_type": guidance_type, "levels": levels,
-                "max_turns": max_turns, "tasks": tasks}))
+                "max_turns": max_turns, "task_ids": tasks}))
             sources = {"turns": turns_from, "tasks": tasks_from,
                        "levels": "from --levels" if args.levels else "the run folders found"}
             ctx.args.covers = coverage(ctx, sources, settings)
@@ -133,8 +133,8 @@ def _turns_source(args: argparse.Namespace, settings: RunSettings) -> tuple[int,
 
 
 def _tasks_source(args: argparse.Namespace, settings: RunSettings) -> tuple[list[int] | None, str]:
-    if args.tasks:
-        return args.tasks, "from --tasks"
+    if args.task_ids:
+        return args.task_ids, "from --task-ids"
     if settings.task_ids is not None:
         return settings.task_ids, "from the run records"
     return None, "every runnable task of the meta file"
@@ -145,7 +145,7 @@ def coverage(ctx: Context, sources: dict[str, str], settings: RunSettings) -> li
     ids = ctx.task_ids
     asked = f"; the run records asked for {_listed(f'L{lv}' for lv in settings.levels)}" if settings.levels else ""
     records = f"{len(settings.records)} run record(s): {_listed(settings.records[-3:])}" if settings.records \
-        else "no run record (pass --max-turns and --tasks if they differ from the defaults)"
+        else "no run record (pass --max-turns and --task-ids if they differ from the defaults)"
     return [
         f"max-turn {ctx.args.max_turns} ({sources['turns']}): Recall@{ctx.args.max_turns}",
         f"{len(ids)} tasks ({sources['tasks']}): {_listed(ids[:40])}{' ...' if len(ids) > 40 else ''}",

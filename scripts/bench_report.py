@@ -74,7 +74,8 @@ def load_times(outs: dict[str, Path], names: list[str]) -> dict[str, dict]:
     opened once), the two reports alternating so a busy machine weighs on both alike; for the viewer also the
     time until its script is ready and one search in the list."""
     times: dict[str, dict] = {name: {"index": [], "pages": [], "ready": [], "search": None} for name in outs}
-    with Browser(1280, 900, timeout=300) as browser:
+    with Browser(width=1280, height=900, timeout=300) as driver:
+        browser = driver.page()
         for _ in range(3):
             for name, out in outs.items():
                 times[name]["index"].append(browser.open(out / "index.html"))

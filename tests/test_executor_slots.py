@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 import agent.executor as executor_module
+import agent.slots as slots_module
 from agent.runner.core import prepare, run_candidate, sandbox_prefix
 from agent.executor import InlineExecutor, ProcessExecutor, ThreadExecutor, make_executor
 from agent.runner.options import RunnerOptions
@@ -112,7 +113,7 @@ def test_no_slots_served_runs_the_test_directly(monkeypatch) -> None:
     seen = []
     monkeypatch.setattr("agent.runner.core.run_candidate",
                         lambda *args, report_to: seen.append(args) or {"ok": True})
-    assert executor_module.run_tests(FakeDataset(), 1, "0", RunnerOptions()) == {"ok": True}
+    assert slots_module.run_tests(FakeDataset(), 1, "0", RunnerOptions()) == {"ok": True}
     assert seen and seen[0][3].cuda_devices is None
 
 

@@ -94,7 +94,8 @@ print("RESULT " + json.dumps(outcome))
 
 
 def test_a_person_gives_the_feedback_of_a_real_run(tmp_path: Path) -> None:
-    make_config(tmp_path, evaluation_setting="agent", guidance_level=1, feedback_source="interactive")
+    make_config(tmp_path, evaluation_setting="agent", guidance_level=1, feedback_source="interactive",
+                protocol="improved")
     config = str(tmp_path / "config_0.yaml")
     child = pexpect.spawn(sys.executable, ["-c", RUN_DRIVER.format(repo=str(REPO), config=config)],
                           encoding="utf-8", timeout=60, cwd=str(REPO))

@@ -81,7 +81,7 @@ class Run:
 
 def shot(page: Page, name: str, tmp: Path) -> Path:
     path = Path(os.environ.get("RECODE_SCREENSHOTS") or tmp) / name
-    page.screenshot(path)
+    page.screenshot(path, full_page=True)
     assert path.read_bytes().startswith(b"\x89PNG")
     return path
 
@@ -117,7 +117,7 @@ def test_a_person_answers_in_the_browser_and_the_run_continues_with_web_records(
     url = run.wanted(1)[1]
     page = open_form(browser, url)
     assert page.text("#title") == "Task 1 · turn 0 · guidance level L1"
-    assert "FAILED test_dpo_loss_grad" in page.text("#digest")
+    assert "FAILURE in test_dpo_loss_grad" in page.text("#digest")  # the test information as shown
     assert "def dpo_loss" in page.text("#canonical") and page.evaluate("document.querySelectorAll('#code .differs').length") > 0
     page.type(field(page, "interface"), "dpo_loss_grad")
     page.choose(field(page, "category"), 3)  # choose..., T0, T1, T2

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cdp import CHROMIUM, Browser
+from tests.cdp import CHROMIUM, Browser, Page
 from tests.report_helpers import FEEDBACK_SYSTEM, HOSTILE, MODEL, SYSTEM_PROMPT, build_results
 from tests.synthetic_run import write_run
 from analysis import main_analysis
@@ -39,16 +39,16 @@ def report(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser():
-    with Browser(1280, 900) as driver:
-        yield driver
+    with Browser(width=1280, height=900) as driver:
+        yield driver.page()
 
 
-def rows(browser: Browser) -> list[list[str]]:
+def rows(browser: Page) -> list[list[str]]:
     """(task, model, runs, level, outcome) of each visible row of the list, in order."""
     return browser.evaluate(f"{VISIBLE_ROWS}.map(r => [0, 2, 3, 4, 5].map(i => r.cells[i].textContent))")
 
 
-def test_hostile_code_stays_text_in_the_rendered_dom(report: Path, browser: Browser) -> None:
+def test_hostile_code_stays_text_in_the_rendered_dom(report: Path, browser: Page) -> None:
     folder = run_folder_name("memory_agent", MODEL, "fixed", 0)
     browser.open(report / "trajectories" / f"{folder}__task_1.html")
     assert browser.evaluate("document.documentElement.dataset.ready") == "1"   # the report's script ran
@@ -58,7 +58,7 @@ def test_hostile_code_stays_text_in_the_rendered_dom(report: Path, browser: Brow
     assert HOSTILE in browser.evaluate("document.body.textContent")
 
 
-def test_search_filter_and_sort_the_trajectory_list(report: Path, browser: Browser) -> None:
+def test_search_filter_and_sort_the_trajectory_list(report: Path, browser: Page) -> None:
     browser.open(report / "index.html")
     assert browser.evaluate("document.getElementById('shown').textContent") == "6 trajectories"
     browser.type("#q", "task 3")
@@ -84,7 +84,7 @@ def test_search_filter_and_sort_the_trajectory_list(report: Path, browser: Brows
     browser.screenshot(screens(report) / "list_sorted.png")
 
 
-def test_open_a_trajectory_read_prompt_and_feedback_and_step_through(report: Path, browser: Browser) -> None:
+def test_open_a_trajectory_read_prompt_and_feedback_and_step_through(report: Path, browser: Page) -> None:
     browser.open(report / "index.html")
     browser.type("#q", "")
     browser.evaluate("(s => { s.value = 'L2'; s.dispatchEvent(new Event('change')); })"
@@ -116,7 +116,7 @@ def test_open_a_trajectory_read_prompt_and_feedback_and_step_through(report: Pat
     assert browser.evaluate("document.title").startswith("Task 1 · memory_agent · fixed · org/model-a · L2")
 
 
-def test_index_renders_tables_and_figures_from_disk(report: Path, browser: Browser) -> None:
+def test_index_renders_tables_and_figures_from_disk(report: Path, browser: Page) -> None:
     browser.open(report / "index.html")
     text = browser.evaluate("document.body.innerText")
     assert "Unit-test pass rate, Recall@10 (% of tasks)" in text and "Runs: memory_agent · dynamic" in text
@@ -130,7 +130,7 @@ def test_index_renders_tables_and_figures_from_disk(report: Path, browser: Brows
     assert blue > 200, "the figures (data URIs under the page's CSP) did not paint"
 
 
-def test_repeated_text_unfolds_to_exactly_what_the_model_saw(tmp_path: Path, browser: Browser) -> None:
+def test_repeated_text_unfolds_to_exactly_what_the_model_saw(tmp_path: Path, browser: Page) -> None:
     """A 10-turn run with the paper in every prompt: a folded prompt, unfolded in the page, equals the record."""
     write_run(tmp_path / "res", tmp_path / "ds", tasks=3, levels=[0, 2], turns=10, model="org/gpt-x",
               paper_chars=20_000)

@@ -49,8 +49,9 @@ def test_recall_at_the_turns_run_over_the_tasks_run(two_task_run) -> None:
     assert "max-turn 2 (from the run records): Recall@2" in index and "Recall@2 by guidance level" in \
         (analysis.out / "plots" / "recall_vs_level.svg").read_text()
     # flags win over the records, and say so
-    flagged = analyse(*two_task_run, "--max-turns", "1", "--tasks", "2", "--out", str(two_task_run[1] / "other"))
-    assert flagged.sections[0].covers[:2] == ["max-turn 1 (from --max-turns): Recall@1", "1 tasks (from --tasks): 2"]
+    flagged = analyse(*two_task_run, "--max-turns", "1", "--task-ids", "2", "--out", str(two_task_run[1] / "other"))
+    assert flagged.sections[0].covers[:2] == ["max-turn 1 (from --max-turns): Recall@1",
+                                               "1 tasks (from --task-ids): 2"]
 
 
 def test_records_are_merged_and_disagreements_named(tmp_path: Path) -> None:
