@@ -118,13 +118,15 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
         outcomes, stats = run_plan(cfg, plan, executor, on_outcome=progress.job_done, on_progress=progress.turn,
                                    on_poll=progress.tick)
     except KeyboardInterrupt:
-        progress.close()
         clean = executor.shutdown(cancel=True)
         write_metadata(meta_file, {**record, "status": "interrupted", "wall_time_sec": time.monotonic() - start})
-        print(f"interrupted: finished turns are saved; {_again(cfg)} to resume", file=sys.stderr)
-        if not clean:  # worker threads cannot be stopped; their turns in flight are dropped like a killed process's
+        try:  # the terminal may be gone (a closed pipe): the exit below must still happen
+            progress.close()
+            print(f"interrupted: finished turns are saved; {_again(cfg)} to resume", file=sys.stderr)
             sys.stderr.flush()
-            os._exit(EXIT_INTERRUPTED)
+        finally:
+            if not clean:  # worker threads cannot be stopped; their turns in flight are dropped like a killed process's
+                os._exit(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
     progress.close()
     executor.shutdown()

@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from agent.config import RunConfig, load_config
+from agent.protocols.release_texts import load_release_texts
 
 REPO = Path(__file__).resolve().parents[1]
 VOLATILE_KEYS = {"duration_sec", "wall_time_sec", "report_path", "output", "latency_sec"}
@@ -45,3 +46,28 @@ def comparable(turns: list[dict]) -> object:
     text = json.dumps(strip(turns), sort_keys=True)
     text = re.sub(r"\b0x[0-9a-fA-F]{6,}\b", "0x...", text)
     return json.loads(re.sub(re.escape(tempfile.gettempdir()) + r"/[^/\\\s'\"]+", "<tmp>", text))
+
+
+# What a scripted test server reads in a code request, under both protocols (the release's in our own words).
+_OURS = load_release_texts(None)
+_TEST_INFO_HEAD = _OURS.texts["test_info"].split("{status}")[0]
+_WROTE_FILE = re.compile(r"## Result of your last action \((?:REPLACE|EDIT)|" + re.escape(
+    _OURS.fill("result_wrap", result=_OURS.fill("replace_done"), guidance=_OURS.fill("guidance")) + "\n") + r"\Z")
+_SUMMARY = re.compile(r"Summarise the history below|" + re.escape(_OURS.fill("summary_request", conversation="")
+                                                                  .split("\n\n")[0].strip()))
+
+
+def turn_of(prompt: str) -> int:
+    """The turn a code request belongs to: its step header (improved protocol), else the number of test results
+    it shows (release protocol: turn t has seen t of them)."""
+    found = re.search(r"## Turn (\d+), step", prompt)
+    return int(found.group(1)) if found else prompt.count(_TEST_INFO_HEAD)
+
+
+def wrote_file(prompt: str) -> bool:
+    """Whether the request's last action result says the file was written (time to SUBMIT)."""
+    return _WROTE_FILE.search(prompt) is not None
+
+
+def asks_summary(prompt: str) -> bool:
+    return _SUMMARY.search(prompt) is not None

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import http.client
 import json
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -20,6 +23,8 @@ from agent.web.records import EMPTY, NO_RECORDS, check_records
 from agent.web.server import FeedbackServer
 from agent.web.source import request_view
 from tests.loop_config import make_config
+
+REPO = Path(__file__).resolve().parents[1]
 
 FULL = {"interface": "scale", "category": "t2", "description": "x is doubled", "analysis": "the paper adds one",
         "actionable_feedback": "add one", "direct_code_feedback": "x += 1"}
@@ -201,3 +206,27 @@ def test_a_taken_web_port_is_one_line_naming_the_fix() -> None:
         with pytest.raises(WebFeedbackError, match=f"web-port {port}: cannot listen on 127.0.0.1 .*choose another "
                                                    "web-port, or 0 for any free port"):
             shared_server(port)
+
+
+def test_a_run_waiting_for_a_person_ends_on_sigterm_after_its_terminal_is_gone(tmp_path: Path) -> None:
+    """A job thread blocked on the form cannot be stopped; the run must still exit (130), not wait for it
+    at interpreter shutdown, even when printing the goodbye fails on a closed pipe."""
+    config = tmp_path / "web config.yaml"
+    config.write_text(json.dumps({
+        "api-provider": "scripted", "model": "scripted-coder", "script": str(REPO / "config/scripted/code_model.yaml"),
+        "guidance-level": 1, "max-turn": 2, "task-ids": [1], "work-dir": str(REPO / "work_dir"),
+        "output-dir": str(tmp_path / "results dir"), "resume": True, "feedback-source": "web", "web-port": 0,
+        "env-backend": "current", "parallel-mode": "threads", "max-workers": 2}), encoding="utf-8")
+    run = subprocess.Popen([sys.executable, str(REPO / "agent/research_code_generation.py"), "--yaml-location",
+                            str(config)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert any(line.startswith("feedback wanted: task 1 turn 0") for line in run.stderr)
+        run.stdout.close()
+        run.stderr.close()
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(timeout=60) == 130
+    finally:
+        run.kill()
+        run.wait()
+    meta = json.loads(next((tmp_path / "results dir/run_metadata").glob("*.json")).read_text(encoding="utf-8"))
+    assert meta["status"] == "interrupted"

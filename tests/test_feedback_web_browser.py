@@ -32,6 +32,8 @@ FIRST = "#records .record"
 class Run:
     """The main command in a subprocess; its stderr lines are collected as they come."""
 
+    started: list[Run] = []
+
     def __init__(self, tmp: Path, tasks: list[int]) -> None:
         config = {
             "api-provider": "scripted", "model": "scripted-coder",
@@ -48,6 +50,7 @@ class Run:
                                         stderr=subprocess.PIPE, text=True)
         self.lines: queue.Queue[str] = queue.Queue()
         self.stderr: list[str] = []
+        Run.started.append(self)
         threading.Thread(target=self._collect, daemon=True).start()
 
     def _collect(self) -> None:
@@ -103,6 +106,17 @@ def open_form(browser: Browser, url: str) -> Page:
     page.goto(url)
     page.wait_for(f"document.querySelector('{FIRST}')")
     return page
+
+
+@pytest.fixture(autouse=True)
+def no_run_left() -> None:
+    """A test that fails while its run waits for feedback does not leave that run behind."""
+    yield
+    while Run.started:
+        process = Run.started.pop().process
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 @pytest.fixture()

@@ -21,14 +21,21 @@ from pathlib import Path
 
 import pytest
 
-from agent.action import ActionFormatError, parse_answer
+from agent.action import ACTIONS, RELEASE_ACTIONS, ActionFormatError, parse_answer
 from agent.agents import CodeAgent, TaskBrief
 from agent.config import ConfigError, load_config
 from agent.prompts import FEEDBACK_REQUEST, FEEDBACK_SYSTEM
 from agent.models.build import PROVIDER_ENV_VARS, Completion, Usage
 from agent.dataset import DatasetManager
+from agent.protocols.base import TurnInput
+from agent.protocols.improved import ImprovedProtocol
+from agent.protocols.release import ReleaseProtocol
+from agent.protocols.release_texts import load_release_texts
 from agent.workspace import RepoWorkspace
-from tests.fake_providers import FakeProvider, FakeUsage, ReceivedRequest, Reply, openai_completion
+from tests.fake_providers import FakeProvider, FakeUsage, ReceivedRequest, Reply, openai_completion, openai_response
+from tests.loop_config import asks_summary, turn_of, wrote_file
+
+OURS = load_release_texts(None)
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = REPO / "agent" / "research_code_generation.py"
@@ -40,6 +47,7 @@ FEEDBACK = [{"interface": "dpo_loss", "category": "T2", "description": "DESCRIPT
              "analysis": "ANALYSIS-paper-eq-7", "actionable_feedback": "ACTIONABLE-flip-it",
              "direct_code_feedback": "return -x"}]
 RUN_FOLDER = "memory_agent_gpt-4o_feedback_fixed_guidance_{level}"
+FAILING = DATASET.get(TASK).test_cases[0]  # a test every stored wrong turn fails (release_turn)
 
 # The release's config/default.yaml: every key with the value its shipped file sets.
 RELEASE_DEFAULT_YAML = """\
@@ -105,15 +113,16 @@ class ReleaseUserServer:
 
     def respond(self, request: ReceivedRequest) -> Reply:
         prompt = request.last_user_text
+        if request.route.endswith("/responses"):  # the release's feedback call
+            return Reply(body=openai_response({"feedbacks": FEEDBACK}, FakeUsage(input_tokens=100, output_tokens=20)))
         if request.body["model"] == "o4-mini":
             text = json.dumps({"feedback": FEEDBACK})
-        elif "Summarise the history" in prompt:
+        elif asks_summary(prompt):
             text = "Earlier turns replaced the file; tests failed."
-        elif "## Result of your last action (REPLACE" in prompt:
+        elif wrote_file(prompt):
             text = "reflect: test it\naction:\nSUBMIT"
         else:
-            turn = int(re.search(r"## Turn (\d+), step", prompt).group(1))
-            solved = self.solve_at is not None and turn >= self.solve_at
+            solved = self.solve_at is not None and turn_of(prompt) >= self.solve_at
             code = DATASET.canonical(TASK) if solved else WRONG
             text = f"reflect: write it\naction:\nREPLACE\n```python\n{code}```"
         return Reply(body=openai_completion(text, FakeUsage(input_tokens=100, output_tokens=20)))
@@ -243,8 +252,9 @@ class TestReleaseResultsResumeAndSeeds:
             assert {k: turns[0][k] for k in release[0]} == {**release[0], "execution_result": {
                 **release[0]["execution_result"], "status": "failed"}}
             first = server.code_prompts()[0]
-            assert "## Turn 1, step 1" in first and "DESCRIPTION-wrong-sign" in first and "ACTIONABLE-flip-it" in first
-            assert "FAILED test.py::" in first  # the digest rebuilt from the release's execution_result
+            assert turn_of(first) == 1 and "DESCRIPTION-wrong-sign" in first and "ACTIONABLE-flip-it" in first
+            failed = OURS.fill("test_line", path=f"test.py::{FAILING}", verdict=OURS.fill("test_fail"))
+            assert failed in first  # the test information rebuilt from the release's execution_result
 
         sys.path.insert(0, str(REPO / "metrics"))
         from metric_passrate_unitest import get_model_passrates
@@ -260,7 +270,8 @@ class TestReleaseResultsResumeAndSeeds:
         with ReleaseUserServer(solve_at=0) as server:
             done = run_release_command(checkout, server)
             assert done.returncode == 0, done.stderr
-        assert load_turns(folder / f"task_{TASK}_result.pkl")[0]["final_code"] == DATASET.canonical(TASK)
+        recomputed = load_turns(folder / f"task_{TASK}_result.pkl")[0]["final_code"]
+        assert recomputed == DATASET.canonical(TASK).strip()  # the release protocol stores it stripped
         kept = list(folder.glob(f"task_{TASK}_result.*.pkl.bak"))
         assert len(kept) == 1 and load_turns(kept[0])[0]["final_code"] == WRONG
 
@@ -272,7 +283,7 @@ class TestReleaseResultsResumeAndSeeds:
         with ReleaseUserServer(solve_at=1) as server:
             done = run_release_command(checkout, server)
             assert done.returncode == 0, done.stderr
-            assert all("## Turn 0," not in p for p in server.code_prompts())  # turn 0 came from the seed
+            assert all(turn_of(p) >= 1 for p in server.code_prompts())  # turn 0 came from the seed
             assert not any(r.body["model"] == "o4-mini" for r in server.server.requests)  # so did its feedback
         turns = load_turns(checkout / "experiment_results" / RUN_FOLDER.format(level=4) / f"task_{TASK}_result.pkl")
         assert turns[0]["final_code"] == seed_code and turns[0]["feedback_source"] == "seed"
@@ -281,23 +292,30 @@ class TestReleaseResultsResumeAndSeeds:
 
 class TestReleaseReplay:
     def test_replay_feedback_level_runs_one_new_turn_from_each_stored_turn(self, checkout: Path) -> None:
-        source = checkout / "experiment_results" / RUN_FOLDER.format(level=4) / f"task_{TASK}_result.pkl"
-        write_pickle(source, [release_turn(0, WRONG), release_turn(1, WRONG + "# turn 1\n")])
-        (checkout / "config" / "default.yaml").write_text(filled_in(guidance_level=1, replay_feedback_level=4))
+        """The configured level's run (1), each stored turn but the last continued once with its raw feedback
+        shown at level K (4); into the configured level's folder; only with resume: true, as in the release."""
+        source = checkout / "experiment_results" / RUN_FOLDER.format(level=1) / f"task_{TASK}_result.pkl"
+        write_pickle(source, [release_turn(0, WRONG), release_turn(1, WRONG + "# turn 1\n"),
+                              release_turn(2, WRONG + "# turn 2\n")])
+        replay = source.with_name(f"task_{TASK}_result_replay_level4.pkl")
         with ReleaseUserServer(solve_at=None) as server:
+            (checkout / "config" / "default.yaml").write_text(filled_in(guidance_level=1, replay_feedback_level=4))
+            idle = run_release_command(checkout, server)
+            assert idle.returncode == 0 and not server.code_prompts() and not replay.exists()
+            assert "resume: true" in idle.stdout
+            (checkout / "config" / "default.yaml").write_text(filled_in(guidance_level=1, replay_feedback_level=4,
+                                                                        resume=True))
             done = run_release_command(checkout, server)
             assert done.returncode == 0, done.stderr
-            prompts = [p for p in server.code_prompts() if "step 1 of" in p]
-            assert not any(r.body["model"] == "o4-mini" for r in server.server.requests)
-        replay = checkout / "experiment_results" / RUN_FOLDER.format(level=1) / f"task_{TASK}_result_replay_level4.pkl"
+            prompts = [p for p in server.code_prompts() if not wrote_file(p)]
+            assert not any(r.route.endswith("/responses") for r in server.server.requests)
         turns = load_turns(replay)
-        assert [t["turn_number"] for t in turns] == [1, 2] and [t["guidance_level"] for t in turns] == [1, 1]
-        assert ["## Turn 1, step 1" in prompts[0], "## Turn 2, step 1" in prompts[1]] == [True, True]
+        assert [t["turn_number"] for t in turns] == [1, 2] and [t["guidance_level"] for t in turns] == [4, 4]
         assert "# turn 1" in prompts[1] and "# turn 1" not in prompts[0]  # each from its stored file
-        for prompt in prompts:  # the stored raw feedback, formatted at the configured level 1
-            assert "DESCRIPTION-wrong-sign" in prompt and "ANALYSIS-paper-eq-7" not in prompt
-        assert not (replay.parent / f"task_{TASK}_result.pkl").exists()
-        assert load_turns(source)[1]["final_code"].endswith("# turn 1\n")  # the source run is only read
+        assert "memory of turn 0" in prompts[0] and "memory of turn 1" in prompts[1]  # and its memory
+        for prompt in prompts:  # the stored raw feedback, formatted at level 4
+            assert "DESCRIPTION-wrong-sign" in prompt and "ANALYSIS-paper-eq-7" in prompt
+        assert load_turns(source)[-1]["final_code"] == WRONG + "# turn 2\n"  # the stored run is only read
 
 
 class _OneAnswer:
@@ -325,24 +343,33 @@ class TestReleaseAgentProtocol:
         (tmp_path / "repo" / "t.py").write_text("a = 1\n")
         ws = RepoWorkspace(tmp_path / "repo", "t.py")
         brief = TaskBrief("latex", "task", "t.py")
+        improved = ImprovedProtocol(15, 10)
         model = _OneAnswer("reflect: fix\naction: EDIT 1 1\n```python\na = 2\n```")
-        agent = CodeAgent(model, brief, ws, setting="agent", max_steps=1, memory_threshold=15, memory_to_keep=10)
-        result = agent.run_turn(0)
+        agent = CodeAgent(model, improved, improved.settings["agent"], brief, ws, max_steps=1, actions=RELEASE_ACTIONS)
+        result = agent.run_turn(TurnInput(0))
         assert result.actions[0]["action"] == "INVALID" and ws.code == "a = 1\n"
         assert "unknown action 'EDIT'" in result.actions[0]["argument"]
         assert "REPLACE" in model.system and "EDIT" not in model.system
-        cfg_agent = CodeAgent(_OneAnswer("reflect: fix\naction: EDIT 1 1\n```python\na = 2\n```"), brief, ws,
-                              setting="agent", max_steps=1, memory_threshold=15, memory_to_keep=10,
-                              actions=("READ", "BROWSE", "RETRIEVE", "REPLACE", "EDIT", "SUBMIT"))
-        assert cfg_agent.run_turn(0).actions[0]["action"] == "EDIT" and ws.code == "a = 2\n"
+        cfg_agent = CodeAgent(_OneAnswer("reflect: fix\naction: EDIT 1 1\n```python\na = 2\n```"), improved,
+                              improved.settings["agent"], brief, ws, max_steps=1, actions=ACTIONS)
+        assert cfg_agent.run_turn(TurnInput(0)).actions[0]["action"] == "EDIT" and ws.code == "a = 2\n"
+        release = ReleaseProtocol(load_release_texts(None), 15)
+        ws.write_code("a = 1\n")
+        edit = CodeAgent(_OneAnswer("reflect: fix\naction: EDIT 1 1\n```python\na = 2\n```"), release,
+                         release.settings["agent"], brief, ws, max_steps=1, actions=RELEASE_ACTIONS)
+        first = edit.run_turn(TurnInput(0)).actions[0]
+        assert (first["action"], first["argument"], ws.code) == ("INVALID", "edit-disabled", "a = 1\n")
 
     def test_baseline_keeps_every_python_block(self, tmp_path: Path) -> None:
         (tmp_path / "repo").mkdir()
         ws = RepoWorkspace(tmp_path / "repo", "t.py")
         answer = "Imports:\n```python\nimport math\n```\nThen:\n```python\ndef f():\n    return math.pi\n```"
-        CodeAgent(_OneAnswer(answer), TaskBrief("l", "t", "t.py"), ws, setting="baseline", max_steps=1,
-                  memory_threshold=15, memory_to_keep=10).run_turn(0)
-        assert ws.code == "import math\n\ndef f():\n    return math.pi\n"
+        for protocol, written in ((ImprovedProtocol(15, 10), "import math\n\ndef f():\n    return math.pi\n"),
+                                  (ReleaseProtocol(load_release_texts(None), 15),
+                                   "\nimport math\n\n\ndef f():\n    return math.pi\n")):
+            CodeAgent(_OneAnswer(answer), protocol, protocol.settings["baseline"], TaskBrief("l", "t", "t.py"), ws,
+                      max_steps=1, actions=RELEASE_ACTIONS).run_turn(TurnInput(0))
+            assert ws.code == written
 
     def test_the_feedback_prompt_asks_for_every_difference(self) -> None:
         assert "not only the ones that cause errors" in FEEDBACK_REQUEST

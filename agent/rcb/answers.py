@@ -10,20 +10,28 @@ same file and block (papers often share file names).
 The ``agent`` protocol serves the feedback settings (baseline, agent,
 memory_agent) over the same tasks: the answer REPLACEs the whole target file
 (canonical.py, or the masked file unchanged), and a first rule SUBMITs after
-any REPLACE. A task is told from the others sharing its target file by a
-line only its masked file holds (its placeholder).
+any REPLACE. A task is told by its instruction's naming of its file, and from
+the others sharing that file by a line only its masked file holds (its
+placeholder). The rules read both of our protocols' prompts (the release's in
+our own words, and the improved one's).
 """
 from __future__ import annotations
 
 import re
 
+from agent.protocols.release_texts import load_release_texts
 from agent.rcb.annotations import split_lines
 from agent.rcb.snippet import SnippetTask, placeholder_at
 
 ANSWERS = ("reference", "placeholder")
 PROTOCOLS = ("snippet", "agent")
-SUBMIT_RULE = {"when": r"## Result of your last action \((?:REPLACE|EDIT)",
-               "responses": ["reflect: the target file is written; I submit it.\naction: SUBMIT"]}
+_OURS = load_release_texts(None)
+# The last action wrote the file: our improved protocol's result header, or the release protocol's last slot
+# (the user message ends with it) holding the REPLACE result, in our words.
+_WRITTEN = (r"## Result of your last action \((?:REPLACE|EDIT)|"
+            + re.escape(_OURS.fill("result_wrap", result=_OURS.fill("replace_done"), guidance=_OURS.fill("guidance"))
+                        + "\n") + r"\Z")
+SUBMIT_RULE = {"when": _WRITTEN, "responses": ["reflect: the target file is written; I submit it.\naction: SUBMIT"]}
 
 
 def reference_block(masked_file: str, canonical: str, block: str) -> str:
@@ -61,7 +69,7 @@ def _snippet_rule(task: SnippetTask, canonical: str, answer: str, same_block: li
 
 
 def _agent_rule(task: SnippetTask, canonical: str, answer: str, same_file: list[SnippetTask]) -> dict:
-    pattern = _distinguishing(task, same_file, re.escape(f"## Target file `{task.file_path}` ("))
+    pattern = _distinguishing(task, same_file, re.escape(f" in `{task.file_path}` of the repository"))
     code = canonical if answer == "reference" else task.masked_file
     return {"when": pattern, "responses": [
         f"reflect: I write the whole target file.\naction: REPLACE\n```python\n{code.rstrip(chr(10))}\n```"]}
