@@ -293,21 +293,28 @@ class DatasetManager:
             raise DatasetError(f"task {index} is missing its repository folder {self.repo_dir(index)}")
 
     def fingerprint(self) -> str:
-        """sha256 identifying the dataset a run used, for run metadata.
-
-        Covers the meta file, each runnable task's own files and its repository's
-        python sources byte for byte; other repository files (data, checkpoints:
-        gigabytes in the published set) by name and size, so that computing it at
-        the start of every run stays cheap.
-        """
+        """sha256 identifying the dataset a run used, for run metadata: the meta file and the
+        :meth:`task_fingerprint` of each runnable task."""
         digest = hashlib.sha256(self.meta_path.read_bytes())
         for meta in self.runnable():
-            task_dir = self.task_dir(meta.index)
-            for path in sorted(p for p in task_dir.rglob("*") if p.is_file() and not UNHASHED & set(p.parts)):
-                digest.update(str(path.relative_to(self.root)).encode())
-                if path.suffix == ".py" or path.parent == task_dir:
-                    digest.update(path.read_bytes())
-                else:
-                    digest.update(str(path.stat().st_size).encode())
+            digest.update(self.task_fingerprint(meta.index).encode())
+        return digest.hexdigest()
+
+    def task_fingerprint(self, index: int) -> str:
+        """sha256 identifying one task as its jobs see it (part of their identity, agent/fingerprint.py).
+
+        Covers its meta row, its own files and its repository's python sources
+        byte for byte; other repository files (data, checkpoints: gigabytes in
+        the published set) by name and size, so computing it for every job
+        stays cheap.
+        """
+        digest = hashlib.sha256(repr(self.get(index)).encode())
+        task_dir = self.task_dir(index)
+        for path in sorted(p for p in task_dir.rglob("*") if p.is_file() and not UNHASHED & set(p.parts)):
+            digest.update(str(path.relative_to(self.root)).encode())
+            if path.suffix == ".py" or path.parent == task_dir:
+                digest.update(path.read_bytes())
+            else:
+                digest.update(str(path.stat().st_size).encode())
         return digest.hexdigest()
 

@@ -14,8 +14,8 @@ from types import ModuleType
 from typing import Any
 
 SHOWN_TEXT_CHARS = 64  # longer texts are kept as a hash
-MODEL_KEYS = ("provider", "model", "base_url", "endpoint", "api_version", "deployment", "temperature",
-              "max_output_tokens", "reasoning_effort", "script")
+MODEL_KEYS = ("provider", "model", "base_url", "endpoint", "api_version", "deployment", "temperature", "top_p",
+              "max_output_tokens", "reasoning_effort", "thinking_budget", "fold_system", "openai_api", "script")
 SECRET_KEYS = {"api_key"}
 _MISSING: Any = object()
 
@@ -34,18 +34,17 @@ def _value(value: Any) -> Any:
     return text_hash(text)
 
 
-def job_fingerprint(*, models: Mapping[str, Mapping[str, Any]], protocol: str, prompts: Mapping[str, Any],
-                    setting: str, level: int, max_steps: int, memory: Mapping[str, Any], feedback_source: str,
-                    dataset: str, harness: str) -> dict[str, Any]:
+def job_fingerprint(*, models: Mapping[str, Mapping[str, Any]], prompts: Mapping[str, Any],
+                    memory: Mapping[str, Any], **settings: Any) -> dict[str, Any]:
     """The fingerprint of one (model, setting, level, task) job, as ``{"name": value}``.
 
     ``models``: role (``code``, ``feedback``, ...) -> the model's settings (provider, model, base-url,
     sampling; keys outside :data:`MODEL_KEYS` are ignored and secrets refused); ``prompts``: name -> the
-    text (or structure) the protocol sends; ``memory``: the memory parameters; ``dataset``: the dataset's
-    fingerprint (``DatasetManager.fingerprint``); ``harness``: the harness version.
+    text (or structure) the protocol sends; ``memory``: the memory parameters; ``settings``: the job's other
+    named values (protocol, setting, level, max_steps, feedback_source, dataset: the task's fingerprint,
+    harness: its version, ...).
     """
-    found: dict[str, Any] = {"protocol": protocol, "setting": setting, "level": level, "max_steps": max_steps,
-                             "feedback_source": feedback_source, "dataset": dataset, "harness": harness}
+    found: dict[str, Any] = {name: _value(value) for name, value in settings.items()}
     for role, spec in models.items():
         leaked = SECRET_KEYS & set(spec)
         if leaked and any(spec[key] for key in leaked):

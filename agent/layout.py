@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent.fingerprint import diff_fingerprints, refusal
 from agent.models.types import ModelSpec
 from agent.record import turn_solved
 from agent.results import ResultStore
@@ -29,11 +30,18 @@ if TYPE_CHECKING:
     from agent.config import RunConfig
 
 
+TAKEN_OVER = "taken over"  # its last holder died mid-job: continue its turns whatever ``resume`` says
+DONE_ELSEWHERE = "done elsewhere"  # another process ran it while this run was going: its result stands
+
+
 @dataclass(frozen=True)
 class Job:
+    """One (code model, guidance level, task); ``handoff`` says how its claim was won (agent/claims.py)."""
+
     model: ModelSpec
     level: int
     task_index: int
+    handoff: str | None = None
 
 
 def result_folder(cfg: RunConfig, model: ModelSpec, level: int) -> Path:
@@ -44,10 +52,10 @@ def result_folder(cfg: RunConfig, model: ModelSpec, level: int) -> Path:
                                                   suffix)
 
 
-def job_store(cfg: RunConfig, job: Job) -> ResultStore:
+def job_store(cfg: RunConfig, job: Job, fingerprint: dict | None = None) -> ResultStore:
     """Where the job's records go: the result file, or the release replay file of the folder."""
     return ResultStore(result_folder(cfg, job.model, job.level), job.task_index,
-                       replay_level=cfg.replay_feedback_level)
+                       replay_level=cfg.replay_feedback_level, fingerprint=fingerprint)
 
 
 def job_key(cfg: RunConfig, job: Job) -> str:
@@ -57,10 +65,14 @@ def job_key(cfg: RunConfig, job: Job) -> str:
 
 
 def _store_finished(store: ResultStore, max_turn: int) -> bool:
-    """Our state file decides; a release file (no state) is finished when solved or at the last turn."""
+    """Solved, or every turn of ``max_turn`` taken: a finished job extends when max-turn was raised since.
+    Our state file says whether the job ended; a release file (no state) ended when solved or at its last
+    turn."""
     state = store.state()
-    if state is not None:
-        return bool(state.get("finished"))
+    if state is not None and not state.get("finished"):
+        return False
+    if state is not None and isinstance(state.get("solved"), bool) and isinstance(state.get("turns"), int):
+        return state["solved"] or state["turns"] >= max_turn
     turns = store.load()
     return bool(turns) and (len(turns) >= max_turn or turn_solved(turns[-1].get("execution_result") or {}))
 
@@ -68,12 +80,27 @@ def _store_finished(store: ResultStore, max_turn: int) -> bool:
 def skip_reason(cfg: RunConfig, job: Job) -> str | None:
     """Why the job is not run now: stored work is kept unless ``overwrite`` asks to recompute it."""
     store = job_store(cfg, job)
+    if job.handoff == DONE_ELSEWHERE:
+        return "done by another process during this run"
     if cfg.overwrite or not store.result_path.exists():
         return None
     if _store_finished(store, cfg.max_turn):
         return "finished"
     stopped = (store.state() or {}).get(STOP_KEY) is not None  # not the user's choice: it continues
-    return None if cfg.resume or stopped else "partial (set resume: true to continue it)"
+    return None if cfg.resume or stopped or job.handoff == TAKEN_OVER else "partial (set resume: true to continue it)"
+
+
+def identity_conflict(cfg: RunConfig, job: Job, fingerprint: dict) -> str | None:
+    """The one line refusing to resume or skip the job's stored work, made under another fingerprint; None
+    when there is none to refuse (nothing stored, ``overwrite``, or a file that has no fingerprint: the
+    release's or an older one, adopted)."""
+    store = job_store(cfg, job)
+    if cfg.overwrite or not store.result_path.exists():
+        return None
+    stored = (store.state() or {}).get("fingerprint")
+    if not isinstance(stored, dict) or not diff_fingerprints(stored, fingerprint):
+        return None
+    return refusal(str(store.result_path), stored, fingerprint)
 
 
 def is_finished(cfg: RunConfig, job: Job) -> bool:

@@ -6,16 +6,17 @@ once per process), so nothing here has to cross a process boundary.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from agent.agents import HumanAgent
 from agent.dataset import DatasetManager
 from agent.feedback import (
     FeedbackReply, FeedbackRequest, FeedbackSource, FileFeedback, InteractiveFeedback, LLMFeedback, ReplayFeedback,
 )
+from agent.fingerprint import job_fingerprint
 from agent.guidance import FeedbackPolicy
 from agent.layout import Job, result_folder
 from agent.models.build import build_model
@@ -25,6 +26,7 @@ from agent.record import Upgrade
 from agent.results import ResultStore
 from agent.session import Session
 from agent.slots import run_tests
+from agent.version import harness_version
 from agent.web import WebFeedback
 
 if TYPE_CHECKING:
@@ -42,10 +44,34 @@ class RunParts:
         self.policy = FeedbackPolicy(cfg.guidance_levels, cfg.guidance_type, cfg.max_guidance_level, cfg.max_turn,
                                      cfg.feedback_source, cfg.replay_run_feedback_level is not None,
                                      self.protocol.copies_seed_feedback and self.setting.shares_seed)
+        self._task_fingerprints: dict[int, str] = {}
 
     @cached_property
     def dataset(self) -> DatasetManager:
         return DatasetManager(self.cfg.work_dir)
+
+    def fingerprint(self, job: Job) -> dict[str, Any]:
+        """Everything that shapes the job's trajectory, named (agent/fingerprint.py). ``max-turn`` is left out:
+        raising it extends a trajectory whose prefix stays valid."""
+        cfg, setting = self.cfg, self.setting
+        models = {"code": _settings(job.model)}
+        if cfg.feedback_model is not None and self.policy.highest_level(job.level) > 0:
+            models["feedback"] = _settings(cfg.feedback_model)
+        guidance = {"guidance_type": cfg.guidance_type}
+        if cfg.guidance_type == "dynamic":
+            guidance["max_guidance_level"] = cfg.max_guidance_level
+        tools = {"max_steps": cfg.max_steps, "edit_action": cfg.edit_action} if setting.kind == "tools" else {}
+        memory = {"threshold": cfg.memory_threshold, "to_keep": cfg.memory_to_keep} if setting.carries_memory else {}
+        return job_fingerprint(
+            models=models, prompts=self.protocol.prompts(), memory=memory, protocol=self.protocol.name,
+            setting=cfg.evaluation_setting, level=job.level, **guidance, **tools, feedback_source=cfg.feedback_source,
+            replayed_level=cfg.replay_run_feedback_level, dataset=self.task_fingerprint(job.task_index),
+            harness=harness_version())
+
+    def task_fingerprint(self, task_index: int) -> str:
+        if task_index not in self._task_fingerprints:
+            self._task_fingerprints[task_index] = self.dataset.task_fingerprint(task_index)
+        return self._task_fingerprints[task_index]
 
     def model(self, spec: ModelSpec) -> ChatModel:
         return build_model(spec, prices=self.cfg.prices, cache_path=self.cfg.cache_path)
@@ -88,6 +114,11 @@ class RunParts:
         turns = self.load(stored, level)
         return ReplayFeedback({t["turn_number"]: t["feedback_items"] for t in turns}, level,
                               source or _missing_feedback_model)
+
+
+def _settings(spec: ModelSpec) -> dict[str, Any]:
+    """A model spec as plain data, its key left out."""
+    return {key: value for key, value in asdict(spec).items() if key != "api_key"}
 
 
 def sampling(spec: ModelSpec) -> dict:

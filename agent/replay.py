@@ -83,7 +83,7 @@ def replay_task(cfg: RunConfig, job: Job, *, progress: Callable[[dict], None] | 
                 run.store.save(run.turns, finished=len(run.turns) == len(stored))
                 if progress is not None:
                     progress({"cost_usd": run.meter.cost_since_last(), "turn": run.turns[-1]["turn_number"]})
-            run.store.mark(finished=True, error=None, turns=len(run.turns))
+            run.store.mark(finished=True, error=None, turns=run.turns)
             return run.outcome("finished")
         except Stopped as stop:
             return run.stopped(stop)

@@ -6,7 +6,8 @@ only (agent/record.py), so a notebook loads it without importing this
 package. It is rewritten whole after every turn through a temporary file and
 ``os.replace``, so a crash leaves either the previous or the new version,
 never a torn one. A sibling ``task_<id>_state.json`` says whether the task
-finished, errored or stopped early, in format ``STATE_FORMAT``.
+finished, errored or stopped early, and under which job fingerprint, in
+format ``STATE_FORMAT``.
 
 Every pickle the harness reads (results, seeds) goes through ``load_pickle``:
 the result format's restricted unpickler, the same one the metrics use, so a
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.atomic_file import atomic_write_bytes
-from agent.record import check_builtins
+from agent.record import check_builtins, turn_solved
 from metrics.result_format import (
     REPORTS_DIR, STATE_FORMAT, STOP_KEY, result_file_name, safe_load_pickle, state_file_name,
 )
@@ -52,10 +53,13 @@ def load_pickle(path: Path, fix: str = MOVE_AWAY) -> Any:
 class ResultStore:
     """The result pickle and state file of one task in one result folder."""
 
-    def __init__(self, folder: Path, task_index: int, *, replay_level: int | None = None) -> None:
+    def __init__(self, folder: Path, task_index: int, *, replay_level: int | None = None,
+                 fingerprint: dict | None = None) -> None:
         """``replay_level`` K: the release's replay file ``task_<id>_result_replay_level<K>.pkl``,
-        whose n-th record is the new turn continuing stored turn n (so it is turn n + 1)."""
+        whose n-th record is the new turn continuing stored turn n (so it is turn n + 1). ``fingerprint``:
+        the identity of the job writing here (agent/fingerprint.py), kept in the state file."""
         self.folder = Path(folder)
+        self.fingerprint = fingerprint
         self.task_index = task_index
         self.first_turn = 0 if replay_level is None else 1
         self.result_path = self.folder / result_file_name(task_index, replay_level)
@@ -89,12 +93,15 @@ class ResultStore:
         """Write every turn (atomically), then the state: a crash in between only loses the flag."""
         check_builtins(turns, str(self.result_path))
         atomic_write_bytes(self.result_path, pickle.dumps(turns, protocol=4))
-        self.mark(finished=finished, error=None, turns=len(turns))
+        self.mark(finished=finished, error=None, turns=turns)
 
-    def mark(self, *, finished: bool, error: str | None, turns: int | None = None,
+    def mark(self, *, finished: bool, error: str | None, turns: list[dict],
              stop_reason: str | None = None) -> None:
-        state = {"format": STATE_FORMAT, "finished": finished, "error": error, "turns": turns,
-                 STOP_KEY: stop_reason, "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        """The state of the job whose stored turns are ``turns``."""
+        solved = bool(turns) and turn_solved(turns[-1].get("execution_result") or {})
+        state = {"format": STATE_FORMAT, "finished": finished, "error": error, "turns": len(turns),
+                 "solved": solved, STOP_KEY: stop_reason, "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                 "fingerprint": self.fingerprint}
         atomic_write_bytes(self.state_path, (json.dumps(state, indent=1) + "\n").encode())
 
     def set_aside(self) -> Path | None:

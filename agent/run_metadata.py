@@ -21,6 +21,7 @@ from agent.atomic_file import atomic_write_text
 from agent.config import RunConfig
 from agent.dataset import DatasetManager
 from agent.protocols.release_texts import load_release_texts
+from agent.version import harness_version
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("openai", "anthropic", "google-genai", "junitparser", "pyyaml", "tenacity", "filelock", "tqdm",
@@ -61,7 +62,7 @@ def build_metadata(cfg: RunConfig, argv: list[str]) -> dict[str, Any]:
         "cwd": os.getcwd(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "harness": git_state(),
+        "harness": {"version": harness_version(), **git_state()},
         "packages": package_versions(),
         "dataset": {"path": str(cfg.work_dir), "fingerprint": DatasetManager(cfg.work_dir).fingerprint()},
         "protocol": protocol_record(cfg),

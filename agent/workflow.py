@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Callable
 from agent.budget import Ledger, job_spend, over_budget, seed_spend
 from agent.feedback.records import NO_FEEDBACK, FeedbackReply
 from agent.guidance import raise_level
-from agent.layout import Job, job_key, job_store, skip_reason
+from agent.layout import Job, identity_conflict, job_key, job_store, skip_reason
 from agent.models.types import InferenceError
 from agent.parts import RunParts
 from agent.protocols.base import FeedbackShown, TurnInput
 from agent.record import PENDING, pass_rate, turn_record, turn_solved, usage_totals, with_feedback
+from agent.results import ResultError
 from agent.seeds import Seeds, seed_key
 from agent.tempdirs import private_dir
 from metrics.result_format import STOP_KEY
@@ -92,7 +93,8 @@ class JobRun:
         self.cfg, self.job, self.progress = cfg, job, progress
         self.parts = RunParts(cfg)
         self.seeds = Seeds(cfg, self.parts)
-        self.store = job_store(cfg, job)
+        self.fingerprint = self.parts.fingerprint(job)
+        self.store = job_store(cfg, job, self.fingerprint)
         self.meter = Meter()
         self.turns: list[dict] = []
         self.seed_model: str | None = None  # the feedback model of the seed this job's turn 0 came from
@@ -100,6 +102,8 @@ class JobRun:
 
     def run(self) -> dict:
         """Resume, then turn after turn until solved or out of turns; every stop is one exception."""
+        if (refused := identity_conflict(self.cfg, self.job, self.fingerprint)) is not None:
+            return self.outcome("error", f"{ResultError.__name__}: {refused}")  # its files stay as they are
         with contextlib.ExitStack() as scope:
             try:
                 state = self.resume(scope)
@@ -112,7 +116,7 @@ class JobRun:
                     if reply.error:
                         raise Stopped("error", f"feedback missing at turn {turn['turn_number']}: {reply.error}",
                                       FEEDBACK_MISSING)
-                self.store.mark(finished=True, error=None, turns=len(self.turns))
+                self.store.mark(finished=True, error=None, turns=self.turns)
                 return self.outcome("finished")
             except Stopped as stop:
                 return self.stopped(stop)
@@ -135,7 +139,7 @@ class JobRun:
         self.session = self.parts.session(self.job.model, self.job.task_index, tmp, self.parts.source(self.job))
         if self.turns:
             self.session.restore(self.turns[-1])
-        if self.turns and (self.turns[-1][STOP_KEY] is not None or self.turns[-1]["feedback_source"] == PENDING):
+        if self.turns and self.stopped_short(self.turns[-1]):
             self.turns[-1] = self.unstop(self.turns[-1])
             self._save_turns()
             if self.turns[-1][STOP_KEY] == FEEDBACK_MISSING:
@@ -229,12 +233,21 @@ class JobRun:
         model = self.cfg.feedback_model.model if self.cfg.feedback_model else None
         return self.seed_model in (None, model)
 
+    def stopped_short(self, last: dict) -> bool:
+        """The last stored turn stopped the job early, or lacks feedback it needs now: it was the last turn
+        before max-turn was raised."""
+        if last[STOP_KEY] is not None or last["feedback_source"] == PENDING:
+            return True
+        level = last["guidance_level"] if last["guidance_level"] is not None else self.job.level
+        return last["feedback_source"] == "none" and self.parts.policy.gives_feedback(
+            level, turn_solved(last["execution_result"]), last["turn_number"])
+
     def unstop(self, last: dict) -> dict:
-        """The last stored turn of a job that stopped early, made ready to continue: a budget stop only needs
-        its mark cleared; missing feedback (or feedback still pending when the run was killed) is asked for
-        again (the calls that failed before stay counted). A seeded turn 0 is taken from the seed again: its
-        feedback may exist by now."""
-        if last[STOP_KEY] != FEEDBACK_MISSING and last["feedback_source"] != PENDING:
+        """The last stored turn of a job that stopped short, made ready to continue: a budget stop only needs
+        its mark cleared; missing feedback (still pending when the run was killed, or not given because the
+        turn was the last one then) is asked for (the calls that failed before stay counted). A seeded turn 0
+        is taken from the seed again: its feedback may exist by now."""
+        if last[STOP_KEY] not in (None, FEEDBACK_MISSING):
             return {**last, STOP_KEY: None}
         earlier = self.state_of(self.turns[:-1])
         turn = self.attempt(earlier) if last["turn_number"] == 0 and self.parts.setting.shares_seed else last
@@ -268,14 +281,14 @@ class JobRun:
             return self.outcome("skipped", stop.why)
         if stop.reason == FEEDBACK_MISSING:
             over_budget(self.cfg, job_key(self.cfg, self.job), self.turns)  # keeps the run's ledger up to date
-        self.store.mark(finished=False, error=stop.why, turns=len(self.turns), stop_reason=stop.reason)
+        self.store.mark(finished=False, error=stop.why, turns=self.turns, stop_reason=stop.reason)
         return self.outcome(stop.state, stop.why, stop.reason)
 
     def failed(self, exc: Exception) -> dict:
         if isinstance(exc, InferenceError) and exc.usage is not None:
             self.meter.add([exc.usage.to_dict()])
         message = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
-        self.store.mark(finished=False, error=message, turns=len(self.turns))
+        self.store.mark(finished=False, error=message, turns=self.turns)
         return self.outcome("error", message)
 
 

@@ -7,7 +7,7 @@ before the viewer, extracted with ``git archive``), then prints side by side: bu
 trajectory pages' sizes (median, 95th percentile, max, total) and load times measured in headless Chromium
 (file://, to the load event; for the viewer also until its script is ready, and one search in the list).
 
-    python scripts/bench_report.py [--tasks 102] [--levels 0,1,2,3,4] [--turns 10] [--paper-kb 30]
+    python scripts/bench_report.py [--task-count 102] [--levels 0,1,2,3,4] [--turns 10] [--paper-kb 30]
         [--baseline REV] [--keep DIR] [--pages 12]
 
 Needs chromium and a git checkout. Prints measurements; asserts nothing (timings depend on the machine).
@@ -105,7 +105,7 @@ def kb(value: float) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tasks", type=int, default=102)
+    parser.add_argument("--task-count", type=int, default=102)
     parser.add_argument("--levels", default="0,1,2,3,4")
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--paper-kb", type=int, default=30, help="paper LaTeX in every prompt (KB)")
@@ -118,10 +118,10 @@ def main() -> int:
         root = Path(args.keep) if args.keep else Path(scratch)
         results, dataset = root / "results", root / "dataset"
         start = time.monotonic()
-        write_run(results, dataset, tasks=args.tasks, levels=levels, turns=args.turns, model=MODEL,
+        write_run(results, dataset, tasks=args.task_count, levels=levels, turns=args.turns, model=MODEL,
                   paper_chars=args.paper_kb * 1024)
         pickles = sum(path.stat().st_size for path in results.rglob("*.pkl"))
-        print(f"synthetic run: {args.tasks} tasks x {len(levels)} levels x up to {args.turns} turns, 3 calls per "
+        print(f"synthetic run: {args.task_count} tasks x {len(levels)} levels x up to {args.turns} turns, 3 calls per "
               f"turn, paper {args.paper_kb} KB; pickles {pickles / 2**20:,.0f} MB; written in "
               f"{time.monotonic() - start:.0f} s", flush=True)
         baseline = extract(args.baseline, root / "baseline")

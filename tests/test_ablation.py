@@ -196,11 +196,11 @@ def test_human_feedback_against_llm_and_no_feedback(source, counter, capsys, tmp
 
 def test_llm_condition_asks_the_feedback_model_when_the_turn_got_none(source, counter, tmp_path) -> None:
     cfg = source["cfg"]
-    runs = load_run(source["run"], RunParts(source["cfg"]))
-    cont = Continuation(cfg, DatasetManager(cfg.work_dir), cfg.models[0], source["run"], runs)
+    parts = RunParts(cfg)
+    cont = Continuation(cfg, parts, cfg.models[0], source["run"], load_run(source["run"], parts))
     store = UnitStore(tmp_path, Tally())
     records = human_feedback.LLMRecords(cont, source["config"], store, 4)
-    assert runs[5].turns[1]["feedback_items"] == []  # the last turn gets no feedback in the run
+    assert cont.runs[5].turns[1]["feedback_items"] == []  # the last turn gets no feedback in the run
     assert cont.stored_feedback((5, 1), 4).missing == "the turn has no feedback records (none given)"
     fresh = records((5, 1))
     assert fresh.records and fresh.missing is None and fresh.source == "llm" and counter.reset()[0] == 1

@@ -101,7 +101,7 @@ def test_unreadable_state_counts_as_absent(tmp_path: Path) -> None:
     assert store.state() is None
     store.state_path.write_text("{torn")
     assert store.state() is None
-    store.mark(finished=False, error="InfraError: no env", turns=2)
+    store.mark(finished=False, error="InfraError: no env", turns=[record(0), record(1)])
     assert store.state()["error"] == "InfraError: no env" and store.state()["turns"] == 2
 
 

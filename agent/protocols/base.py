@@ -108,6 +108,9 @@ class CodeProtocol(Protocol):
     settings: dict[str, Setting]
     step_attempts: int
 
+    def prompts(self) -> dict[str, object]:
+        """The texts the protocol sends, by name (a job's fingerprint holds their hashes)."""
+
     def system(self, actions: tuple[str, ...], max_steps: int) -> str:
         """The system prompt of a tool-using agent."""
 

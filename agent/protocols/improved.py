@@ -17,8 +17,10 @@ from __future__ import annotations
 from agent.action import (
     CODE_ACTIONS, ActionFormatError, execute, numbered, parse_answer, python_blocks,
 )
+import agent.prompts
 from agent.feedback.llm import FeedbackStyle
 from agent.feedback.records import CATEGORIES, FIELDS, FeedbackRequest
+from agent.fingerprint import prompt_texts
 from agent.guidance import shown_fields
 from agent.prompts import (
     ACTION_HELP, AGENT_SYSTEM, BASELINE_SYSTEM, FEEDBACK_REQUEST, FEEDBACK_RETRY, FEEDBACK_SYSTEM, FORMAT_ERROR,
@@ -118,6 +120,10 @@ class ImprovedProtocol:
     def __init__(self, memory_threshold: int, memory_to_keep: int) -> None:
         self.memory_threshold = memory_threshold
         self.memory_to_keep = memory_to_keep
+
+    def prompts(self) -> dict[str, object]:
+        """The texts this protocol sends (part of a job's identity): ours, the release's slots left out."""
+        return {name: text for name, text in prompt_texts(agent.prompts).items() if name != "RELEASE_SLOTS"}
 
     # ------------------------------------------------------------ the code model
 

@@ -83,6 +83,10 @@ class ReleaseProtocol:
         self.texts = texts
         self.memory_threshold = memory_threshold
 
+    def prompts(self) -> dict[str, object]:
+        """The texts this protocol sends (part of a job's identity): the slots, ours or the checkout's."""
+        return dict(self.texts.texts)
+
     # ------------------------------------------------------------ the code model
 
     def system(self, actions: tuple[str, ...], max_steps: int) -> str:
