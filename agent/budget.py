@@ -112,9 +112,14 @@ class Ledger:
         atomic_write_bytes(self.path, (json.dumps(entries, indent=1, sort_keys=True) + "\n").encode())
 
     def reset(self, entries: dict[str, Spend]) -> None:
-        """Start the run's ledger from what its jobs and seeds already spent (earlier invocations)."""
+        """Start the run's ledger from what its jobs and seeds already spent (earlier invocations). Another run
+        on the folder may be spending meanwhile: an entry it recorded higher than its stored files show stays."""
         with self.lock:
-            self._write({key: spend.__dict__ for key, spend in entries.items()})
+            merged = self._read()
+            for key, spend in entries.items():
+                if float(merged.get(key, {}).get("usd", 0.0)) <= spend.usd:
+                    merged[key] = spend.__dict__
+            self._write(merged)
 
     def record(self, key: str, spend: Spend) -> Spend:
         """Set one entry and return the run's total."""

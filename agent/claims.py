@@ -57,6 +57,7 @@ class Lease:
     path: Path
     token: str
     ttl_sec: float
+    previous: dict[str, Any] = field(default_factory=dict, compare=False)  # the generation it followed, if any
     lost: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
 
 
@@ -99,7 +100,8 @@ class Claims:
                 continue  # removed by a newer claim meanwhile: look again
             if held:
                 return None
-            lease = self._create(key, where / f"{(int(current[-1].name) if current else 0) + 1:012d}")
+            lease = self._create(key, where / f"{(int(current[-1].name) if current else 0) + 1:012d}",
+                                 _record(current[-1]) if current else {})
             if lease is not None:
                 for older in current:
                     older.unlink(missing_ok=True)
@@ -118,7 +120,7 @@ class Claims:
         """Give the key back (its generation stays, marked released, so generations keep growing)."""
         if _record(lease.path).get("token") == lease.token:
             _write_new(lease.path.with_name(f".{lease.path.name}.{lease.token}"),
-                       {**_record(lease.path), "released": True}, replace=lease.path)
+                       {**_record(lease.path), "released": True, "released_at": time.time()}, replace=lease.path)
 
     def holder_of(self, key: str) -> dict[str, Any] | None:
         """The live holder's record of ``key`` (host, pid, ...), None when nobody holds it."""
@@ -127,22 +129,14 @@ class Claims:
 
     @contextmanager
     def holding(self, lease: Lease) -> Iterator[Lease]:
-        """Renew ``lease`` every third of its time while the block runs, then release it; a job should check
-        ``lease.lost`` before writing what only the holder may write."""
-        stop = threading.Event()
-
-        def beat() -> None:
-            while not stop.wait(lease.ttl_sec / 3) and self.renew(lease):
-                pass
-
-        thread = threading.Thread(target=beat, name=f"lease {lease.key}", daemon=True)
-        thread.start()
+        """Renew ``lease`` while the block runs, then release it; a job should check ``lease.lost`` before
+        writing what only the holder may write."""
+        heartbeat = Heartbeat(self)
+        heartbeat.hold(lease)
         try:
             yield lease
         finally:
-            stop.set()
-            thread.join()
-            self.release(lease)
+            heartbeat.close()
 
     def _held(self, path: Path) -> bool | None:
         """Whether generation file ``path`` is a live claim; None when it vanished (a newer claim removed it).
@@ -162,12 +156,51 @@ class Claims:
             return None
         return age <= float(record.get("ttl_sec", self.ttl_sec))
 
-    def _create(self, key: str, path: Path) -> Lease | None:
+    def _create(self, key: str, path: Path, previous: dict[str, Any]) -> Lease | None:
         token = secrets.token_hex(16)
         record = {"key": key, "token": token, "ttl_sec": self.ttl_sec, "holder": asdict(self.holder),
                   "claimed_at": time.time()}
-        return Lease(key, path, token, self.ttl_sec) if _write_new(
+        return Lease(key, path, token, self.ttl_sec, previous) if _write_new(
             path.with_name(f".{path.name}.{token}"), record, link=path) else None
+
+
+class Heartbeat:
+    """Keeps the leases a process holds alive from one thread (a renewal every third of the lease time), so a
+    driver with hundreds of jobs in flight runs one heartbeat, not one per job."""
+
+    def __init__(self, claims: Claims) -> None:
+        self.claims = claims
+        self._leases: dict[str, Lease] = {}
+        self._guard = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="claims heartbeat", daemon=True)
+        self._thread.start()
+
+    def hold(self, lease: Lease) -> None:
+        with self._guard:
+            self._leases[lease.token] = lease
+
+    def drop(self, lease: Lease) -> None:
+        """Stop renewing ``lease`` and release it."""
+        with self._guard:
+            self._leases.pop(lease.token, None)
+        self.claims.release(lease)
+
+    def close(self) -> None:
+        """Release every lease still held (a run that ends, or stops on an interrupt)."""
+        self._stop.set()
+        self._thread.join()
+        with self._guard:
+            leases, self._leases = list(self._leases.values()), {}
+        for lease in leases:
+            self.claims.release(lease)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.claims.ttl_sec / 3):
+            with self._guard:
+                leases = list(self._leases.values())
+            for lease in leases:
+                self.claims.renew(lease)
 
 
 def _generations(where: Path) -> list[Path]:

@@ -16,7 +16,7 @@ continued by any rerun: that stop was not the user's choice.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,7 +41,7 @@ class Job:
     model: ModelSpec
     level: int
     task_index: int
-    handoff: str | None = None
+    handoff: str | None = field(default=None, compare=False)
 
 
 def result_folder(cfg: RunConfig, model: ModelSpec, level: int) -> Path:

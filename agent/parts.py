@@ -32,6 +32,8 @@ from agent.web import WebFeedback
 if TYPE_CHECKING:
     from agent.config import RunConfig
 
+SEED_BLIND_KEYS = frozenset({"level", "guidance_type", "max_guidance_level", "replayed_level", "feedback_source"})
+
 
 class RunParts:
     """The protocol, setting and policy of a run, and builders for its models, sources and sessions."""
@@ -67,6 +69,12 @@ class RunParts:
             setting=cfg.evaluation_setting, level=job.level, **guidance, **tools, feedback_source=cfg.feedback_source,
             replayed_level=cfg.replay_run_feedback_level, dataset=self.task_fingerprint(job.task_index),
             harness=harness_version())
+
+    def seed_fingerprint(self, model: ModelSpec, task_index: int) -> dict[str, Any]:
+        """What shapes a turn-0 seed: a job's fingerprint without what only later turns depend on (levels, the
+        feedback's source and model; the model that gave the seed's feedback is kept in its meta file)."""
+        return {key: value for key, value in self.fingerprint(Job(model, 0, task_index)).items()
+                if key not in SEED_BLIND_KEYS and not key.startswith("feedback.")}
 
     def task_fingerprint(self, task_index: int) -> str:
         if task_index not in self._task_fingerprints:
@@ -117,8 +125,15 @@ class RunParts:
 
 
 def _settings(spec: ModelSpec) -> dict[str, Any]:
-    """A model spec as plain data, its key left out."""
-    return {key: value for key, value in asdict(spec).items() if key != "api_key"}
+    """A model spec as plain data, its key left out; a scripted model's answers by their content, so a run
+    folder moved elsewhere keeps its identity."""
+    settings = {key: value for key, value in asdict(spec).items() if key != "api_key"}
+    if spec.script:
+        try:
+            settings["script"] = Path(spec.script).read_text(encoding="utf-8")
+        except OSError:
+            pass  # a script that cannot be read fails the run with its own message
+    return settings
 
 
 def sampling(spec: ModelSpec) -> dict:

@@ -40,7 +40,7 @@ from agent.progress import Progress  # noqa: E402
 from agent.results import ResultError  # noqa: E402
 from agent.run_metadata import build_metadata, metadata_path, write_metadata  # noqa: E402
 from agent.run_summary import format_table, stop_notes, summarize  # noqa: E402
-from agent.scheduler import plan_run, run_plan  # noqa: E402
+from agent.scheduler import check_plan, plan_run, run_plan  # noqa: E402
 from agent.workflow import start_ledger  # noqa: E402
 from agent.web import WebFeedbackError, shared_server  # noqa: E402
 from agent.dataset import DatasetError, DatasetManager  # noqa: E402
@@ -100,6 +100,8 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
     if cfg.feedback_source == "web":
         shared_server(cfg.web_port)  # a port that is taken stops the run here, not in every job
     check_prices(cfg)
+    plan = plan_run(cfg, tasks)
+    check_plan(cfg, plan)  # before anything is written: a refused run leaves the folder as it was
     meta_file = metadata_path(cfg)
     record = build_metadata(cfg, argv)
     try:
@@ -107,7 +109,6 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
     except OSError as exc:
         raise ConfigError(f"cannot write to output-dir {cfg.output_dir} ({exc.strerror}); "
                           "choose a writable folder") from None
-    plan = plan_run(cfg, tasks)
     start_ledger(cfg, plan.jobs)
     executor = make_executor(cfg.parallel_mode, cfg.max_workers, cfg.slots, ray_address=cfg.ray_address,
                              ray_num_cpus=cfg.ray_num_cpus, ray_num_gpus=cfg.ray_num_gpus)

@@ -10,18 +10,29 @@ at most ``max_workers`` at a time; their test runs wait for the executor's
 test slots (``agent/slots.py``), which this process serves while the plan
 runs. A failing job never stops the others: its exception becomes an outcome
 with state "error".
+
+Several runs may share an output folder (a second terminal, a re-submitted
+batch job, machines on a shared file system): each level job is claimed
+(agent/claims.py) before it is started and released when it ends, so exactly
+one process does it. A job another process holds waits; one whose holder
+died is taken over and continued; one another process finished meanwhile is
+left as it is. Seeds are computed once under their own lock (agent/seeds.py).
 """
 from __future__ import annotations
 
+import sys
+import time
 import traceback
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Callable
 
-from agent.config import RunConfig
+from agent.claims import Claims, Heartbeat, Lease
+from agent.config import ConfigError, RunConfig
 from agent.executor import Executor, unwrap_error
-from agent.layout import Job, is_finished
+from agent.layout import DONE_ELSEWHERE, TAKEN_OVER, Job, identity_conflict, is_finished, job_key
 from agent.models.types import ModelSpec
 from agent.parts import RunParts
 from agent.replay import replay_task
@@ -29,6 +40,7 @@ from agent.seeds import Seeds
 from agent.slots import serving
 from agent.workflow import run_task
 
+CLAIMS_FOLDER = ".claims"
 SeedKey = tuple[ModelSpec, int]
 SeedStep = tuple[SeedKey, bool]  # (seed, with its feedback)
 
@@ -61,6 +73,29 @@ def plan_run(cfg: RunConfig, task_indices: list[int]) -> Plan:
     policy = parts.policy
     return Plan(seeds=seeds, jobs=jobs,
                 feedback_levels=frozenset(level for level in cfg.guidance_levels if policy.seed_feedback_for(level)))
+
+
+def check_plan(cfg: RunConfig, plan: Plan) -> None:
+    """Refuse, before any model call, a run whose stored jobs or seeds were made under another configuration
+    (agent/fingerprint.py): one line naming the first such file and its changed keys, and how many others."""
+    parts = RunParts(cfg)
+    seeds = Seeds(cfg, parts)
+    found = [line for job in plan.jobs if (line := identity_conflict(cfg, job, parts.fingerprint(job)))]
+    if not cfg.overwrite:
+        found += [line for model, task in plan.seeds if (line := seeds.conflict(model, task))]
+    if found:
+        others = f" ({len(found) - 1} other file(s) too)" if len(found) > 1 else ""
+        raise ConfigError(found[0] + others)
+
+
+def handoff(previous: dict[str, Any], since: float) -> str | None:
+    """How a job's claim was won, from the claim it followed: from a holder that died (its turns are continued),
+    from one that finished it while this run was going (its result stands), or plainly (None)."""
+    if not previous:
+        return None
+    if not previous.get("released"):
+        return TAKEN_OVER
+    return DONE_ELSEWHERE if float(previous.get("released_at", 0.0)) >= since else None
 
 
 def error_outcome(job: Job, exc: BaseException, context: str = "") -> dict[str, Any]:
@@ -107,14 +142,22 @@ def run_plan(
 
     ``on_poll`` is called every ``poll_sec`` at least (a progress display refreshes its counters).
     """
-    with serving(executor.slots):
-        return _drive(cfg, plan, executor, on_outcome, on_progress, on_poll, poll_sec)
+    heartbeat = Heartbeat(Claims(Path(cfg.output_dir) / CLAIMS_FOLDER))
+    try:
+        with serving(executor.slots):
+            return _drive(cfg, plan, executor, heartbeat, on_outcome, on_progress, on_poll, poll_sec)
+    finally:
+        heartbeat.close()
 
 
-def _drive(cfg: RunConfig, plan: Plan, executor: Executor, on_outcome: Callable[[Job, dict], None],
-           on_progress: Callable[[Job, dict], None], on_poll: Callable[[], None],
-           poll_sec: float) -> tuple[list[dict], RunStats]:
+def _drive(cfg: RunConfig, plan: Plan, executor: Executor, heartbeat: Heartbeat,
+           on_outcome: Callable[[Job, dict], None], on_progress: Callable[[Job, dict], None],
+           on_poll: Callable[[], None], poll_sec: float) -> tuple[list[dict], RunStats]:
     stats = RunStats()
+    since = time.time()
+    leases: dict[Job, Lease] = {}
+    held_elsewhere: deque[Job] = deque()
+    announced: set[Job] = set()
     waiting: dict[SeedKey, list[Job]] = {key: [] for key in plan.seeds}
     ready: deque[Job] = deque()
     for job in plan.jobs:
@@ -127,8 +170,26 @@ def _drive(cfg: RunConfig, plan: Plan, executor: Executor, on_outcome: Callable[
     computed: set[SeedKey] = set()
 
     def finish(job: Job, outcome: dict) -> None:
+        if job in leases:
+            heartbeat.drop(leases.pop(job))
         outcomes.append(outcome)
         on_outcome(job, outcome)
+
+    def claim(job: Job) -> Job | None:
+        """The job, claimed by this process (None while another holds it: it waits in ``held_elsewhere``)."""
+        lease = heartbeat.claims.claim(job_key(cfg, job))
+        if lease is None:
+            held_elsewhere.append(job)
+            if job not in announced:
+                announced.add(job)
+                who = heartbeat.claims.holder_of(job_key(cfg, job)) or {}
+                holder = who.get("holder", {})
+                print(f"{job_key(cfg, job)}: run by another process (pid {holder.get('pid')} on "
+                      f"{holder.get('host')}); waiting for it", file=sys.stderr)
+            return None
+        heartbeat.hold(lease)
+        leases[job] = lease
+        return replace(job, handoff=handoff(lease.previous, since))
 
     def seed_done(key: SeedKey, with_feedback: bool, error: BaseException | None) -> None:
         """Release the jobs this step made ready; the feedback step follows turn 0 if some level shows it."""
@@ -145,15 +206,20 @@ def _drive(cfg: RunConfig, plan: Plan, executor: Executor, on_outcome: Callable[
         else:
             del waiting[key]
 
-    while feedback_steps or steps or ready or in_flight:
+    while feedback_steps or steps or ready or held_elsewhere or in_flight:
+        ready.extend(held_elsewhere)  # asked again every round: its holder may have ended (or died)
+        held_elsewhere.clear()
         while len(in_flight) < cfg.max_workers and (feedback_steps or steps or ready):
             if feedback_steps or steps:
                 (model, task), with_feedback = step = (feedback_steps or steps).popleft()
                 in_flight[executor.submit(_seed_step, cfg, model, task, with_feedback)] = step
-            else:
-                job = ready.popleft()
+            elif (job := claim(ready.popleft())) is not None:
                 in_flight[executor.submit(run_job, cfg, job, send.tagged(job))] = job
-        done, _ = wait(in_flight, timeout=poll_sec, return_when=FIRST_COMPLETED)
+        if in_flight:
+            done, _ = wait(in_flight, timeout=poll_sec, return_when=FIRST_COMPLETED)
+        else:
+            done = set()
+            time.sleep(poll_sec)
         for job, message in drain():
             on_progress(job, message)
         on_poll()

@@ -19,7 +19,9 @@ by the release.
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING
 from filelock import FileLock
 
 from agent.budget import Ledger, run_over_budget, seed_spend
+from agent.fingerprint import diff_fingerprints, refusal
 from agent.feedback.records import NO_FEEDBACK
 from agent.layout import Job, job_store
 from agent.models.types import ModelSpec
@@ -101,7 +104,7 @@ def load_seed(path: Path, setting: str, protocol: str, upgrade: Upgrade) -> dict
     done = meta.get("feedback_done", bool(record["feedback_interaction_history"])
                     or turn_solved(record["execution_result"]))
     return {"setting": setting, "protocol": protocol, "feedback_model": meta.get("feedback_model"),
-            "unclaimed_usage": list(meta.get("unclaimed_usage", [])),
+            "unclaimed_usage": list(meta.get("unclaimed_usage", [])), "fingerprint": meta.get("fingerprint"),
             "record": record if done else {**record, "feedback_items": None}}
 
 
@@ -113,10 +116,32 @@ def save_seed(path: Path, seed: dict) -> None:
     check_builtins(turns, str(path))
     meta = {"format": SEED_FORMAT, "setting": seed["setting"], "protocol": seed["protocol"],
             "feedback_model": seed["feedback_model"], "feedback_done": not pending,
-            "unclaimed_usage": seed["unclaimed_usage"]}
+            "unclaimed_usage": seed["unclaimed_usage"], "fingerprint": seed.get("fingerprint")}
     check_builtins(meta, str(_meta_path(path)))
     atomic_write_bytes(path, pickle.dumps(turns, protocol=4))
     atomic_write_bytes(_meta_path(path), (json.dumps(meta, indent=1) + "\n").encode())
+
+
+def seed_conflict(path: Path, fingerprint: dict, feedback_model: str | None) -> str | None:
+    """The one line refusing to reuse the seed at ``path``, made under another configuration (its fingerprint,
+    or the model that gave its feedback); None for a seed that agrees, is missing, or has no fingerprint (the
+    release's, or an older one: adopted)."""
+    meta = _meta(path)
+    stored = meta.get("fingerprint")
+    if not isinstance(stored, dict):
+        return None
+    made_by = meta.get("feedback_model") if meta.get("feedback_done") else None
+    old = {**stored, "feedback.model": made_by} if made_by and feedback_model else stored
+    new = {**fingerprint, "feedback.model": feedback_model} if made_by and feedback_model else fingerprint
+    return refusal(str(path), old, new) if diff_fingerprints(old, new) else None
+
+
+def set_aside(path: Path) -> None:
+    """Move a seed (and its meta file) out of the way, so nothing computed is lost when it is recomputed."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for file in (path, _meta_path(path)):
+        if file.exists():
+            os.replace(file, file.with_name(f"{file.name}.{stamp}.bak"))
 
 
 def _claim_lock(path: Path) -> FileLock:
@@ -141,7 +166,16 @@ class Seeds:
     def path(self, model: ModelSpec, task_index: int) -> Path:
         return seed_path(self.cfg.init_seed_dir, model.model, task_index, self.cfg.evaluation_setting)
 
+    def conflict(self, model: ModelSpec, task_index: int) -> str | None:
+        """Why the stored seed of (model, task) may not be reused by this run (agent/fingerprint.py), or None."""
+        feedback_model = self.cfg.feedback_model.model if self.cfg.feedback_model else None
+        return seed_conflict(self.path(model, task_index), self.parts.seed_fingerprint(model, task_index),
+                             feedback_model)
+
     def load(self, model: ModelSpec, task_index: int) -> dict | None:
+        """The stored seed, refused (ResultError) when made under another configuration."""
+        if (refused := self.conflict(model, task_index)) is not None:
+            raise ResultError(refused)
         return load_seed(self.path(model, task_index), self.cfg.evaluation_setting, self.parts.protocol.name,
                          self.parts.upgrade(None, task_index))
 
@@ -169,11 +203,14 @@ class Seeds:
         processes compute it once), and whether this call computed (part of) it. Feedback that failed is asked
         again only with ``retry_failed`` (the seed job of a run), not once more by every level."""
         path = self.path(model, task_index)
-        seed = self.load(model, task_index)
-        if _ready(seed, need_feedback, retry_failed):
-            return seed, False
+        if not (self.cfg.overwrite and self.conflict(model, task_index)):
+            seed = self.load(model, task_index)
+            if _ready(seed, need_feedback, retry_failed):
+                return seed, False
         path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(path.with_suffix(".lock"))):
+            if self.cfg.overwrite and self.conflict(model, task_index):
+                set_aside(path)
             seed = self.load(model, task_index)
             if _ready(seed, need_feedback, retry_failed):
                 return seed, False
@@ -208,7 +245,7 @@ class Seeds:
         record = turn_record(task_index, attempt, NO_FEEDBACK, None, "", self.parts.protocol.name,
                              self.parts.protocol.record_code(attempt.result.code))
         return {"setting": self.cfg.evaluation_setting, "protocol": self.parts.protocol.name, "feedback_model": None,
-                "unclaimed_usage": attempt.result.usage,
+                "unclaimed_usage": attempt.result.usage, "fingerprint": self.parts.seed_fingerprint(model, task_index),
                 "record": {**record, "feedback_items": None, "feedback_source": PENDING}}
 
     def _feedback(self, model: ModelSpec, task_index: int, seed: dict) -> tuple[dict, list[dict]]:

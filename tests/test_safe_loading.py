@@ -1,6 +1,6 @@
 """A results folder someone sends you never runs code: a crafted result or seed pickle that would write a
 marker file when unpickled is refused by the metrics, the report and (once the job loop uses the shared
-restricted loader) the main command resuming on it, each naming the file in one line."""
+restricted loader as well) the main command resuming on it, each naming the file in one line."""
 from __future__ import annotations
 
 import os
@@ -16,8 +16,6 @@ import pytest
 from tests.run_support import REPO, SOLVE_AT, STANDARD_RUN, cli_env, run_cli, write_config, write_scripts
 
 RUN = {**STANDARD_RUN, "task-ids": [1, 2], "guidance-level": [0], "max-turn": 2}
-PENDING = ("pending integration (issue 21 item 4): the job loop (agent/results.py, agent/workflow.py) still loads "
-           "result, seed and state files with plain pickle.load; enable once it uses the shared restricted loader")
 CRAFTED = {"result": "*_guidance_0/task_1_result.pkl", "seed": "init_seed/coder_task1_init.pkl"}
 
 
@@ -68,7 +66,6 @@ def test_metrics_and_the_report_refuse_a_crafted_result(finished: Path, tmp_path
         assert "Traceback" not in done.stderr
 
 
-@pytest.mark.skip(reason=PENDING)
 @pytest.mark.parametrize("kind", sorted(CRAFTED))
 def test_resuming_on_a_crafted_file_never_runs_it(finished: Path, tmp_path: Path, kind: str) -> None:
     root, target, marker = craft(finished, tmp_path, kind)
