@@ -14,8 +14,10 @@ from types import ModuleType
 from typing import Any
 
 SHOWN_TEXT_CHARS = 64  # longer texts are kept as a hash
-MODEL_KEYS = ("provider", "model", "base_url", "endpoint", "api_version", "deployment", "temperature", "top_p",
-              "max_output_tokens", "reasoning_effort", "thinking_budget", "fold_system", "openai_api", "script")
+# Where a model is served (base-url, endpoint, API version) is left out: a local server restarted on another
+# port, or a proxy in front of the same model, serves the same trajectory.
+MODEL_KEYS = ("provider", "model", "deployment", "temperature", "top_p", "max_output_tokens", "reasoning_effort",
+              "thinking_budget", "fold_system", "openai_api", "script")
 SECRET_KEYS = {"api_key"}
 _MISSING: Any = object()
 

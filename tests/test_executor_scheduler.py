@@ -58,16 +58,16 @@ def fake_loop(monkeypatch):
     return events
 
 
-def config(workers: int) -> SimpleNamespace:
-    return SimpleNamespace(models=MODELS, guidance_levels=(0, 2, 4), max_workers=workers, guidance_type="static",
+def config(workers: int, output_dir) -> SimpleNamespace:
+    return SimpleNamespace(output_dir=output_dir, models=MODELS, guidance_levels=(0, 2, 4), max_workers=workers, guidance_type="static",
                            max_guidance_level=4, max_turn=3, feedback_source="llm", replay_run_feedback_level=None,
                            replay_feedback_level=None, protocol="improved", release_prompts=None,
                            evaluation_setting="memory_agent", memory_threshold=15, memory_to_keep=10)
 
 
 @pytest.mark.parametrize("mode", ["none", "threads"])
-def test_seeds_once_first_and_failures_contained(fake_loop, mode: str) -> None:
-    cfg = config(3)
+def test_seeds_once_first_and_failures_contained(fake_loop, mode: str, tmp_path) -> None:
+    cfg = config(3, tmp_path)
     plan = scheduler.plan_run(cfg, [5, 7, 13])
     assert plan.seeds == tuple((m, t) for m in MODELS for t in (7, 13))  # task 5 is finished: no seed
     executor = make_executor(mode, 3)
@@ -87,7 +87,7 @@ def test_seeds_once_first_and_failures_contained(fake_loop, mode: str) -> None:
     assert len(progress) == 12 and all(m["cost_usd"] == 0.25 for m in progress)
 
 
-def test_in_flight_never_exceeds_max_workers(fake_loop, monkeypatch) -> None:
+def test_in_flight_never_exceeds_max_workers(fake_loop, monkeypatch, tmp_path) -> None:
     running, peak, lock = [0], [0], threading.Lock()
     release = threading.Event()
     original = scheduler.run_task
@@ -102,14 +102,14 @@ def test_in_flight_never_exceeds_max_workers(fake_loop, monkeypatch) -> None:
         return original(cfg, replace(job, task_index=6), progress)
 
     monkeypatch.setattr(scheduler, "run_task", slow)
-    cfg = config(2)
+    cfg = config(2, tmp_path)
     executor = make_executor("threads", 8)
     outcomes, _ = scheduler.run_plan(cfg, scheduler.plan_run(cfg, [1, 2, 3]), executor, poll_sec=0.01)
     executor.shutdown()
     assert len(outcomes) == 18 and peak[0] == 2
 
 
-def test_levels_without_seed_feedback_start_before_it_exists(fake_loop, monkeypatch) -> None:
+def test_levels_without_seed_feedback_start_before_it_exists(fake_loop, monkeypatch, tmp_path) -> None:
     """Level 0 runs while the seed's feedback step is still going; levels 2 and 4 wait for that step."""
     level0_ran = threading.Event()
     seed, task = scheduler.ensure_seed, scheduler.run_task
@@ -127,7 +127,7 @@ def test_levels_without_seed_feedback_start_before_it_exists(fake_loop, monkeypa
 
     monkeypatch.setattr(scheduler, "ensure_seed", slow_feedback)
     monkeypatch.setattr(scheduler, "run_task", job)
-    cfg = config(8)
+    cfg = config(8, tmp_path)
     plan = scheduler.plan_run(cfg, [7])
     assert plan.feedback_levels == {2, 4}
     executor = make_executor("threads", 8)
@@ -141,8 +141,8 @@ def test_levels_without_seed_feedback_start_before_it_exists(fake_loop, monkeypa
     assert all(seen for *_, seen in fake_loop if _[0] == "job")
 
 
-def test_sequential_order_is_turn_zero_then_feedback_then_jobs(fake_loop) -> None:
-    cfg = config(1)
+def test_sequential_order_is_turn_zero_then_feedback_then_jobs(fake_loop, tmp_path) -> None:
+    cfg = config(1, tmp_path)
     executor = make_executor("none", 1)
     scheduler.run_plan(cfg, scheduler.plan_run(cfg, [7]), executor, poll_sec=0.01)
     assert [e[:4] for e in fake_loop] == [
