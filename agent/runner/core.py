@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from agent.runner.lint import reference_access
 from agent.runner.options import RunnerOptions
 from agent.runner.phases import phase
-from agent.runner.verdict import access_verdict, failed_run, judge, read_channel, sealed_report
+from agent.runner.verdict import evidence_verdict, failed_run, judge, read_channel, sealed_report
 from agent.runner.processes import Completed, PidsCgroup, run_process
 from agent.runner.sandbox import (
     SANDBOX_MODES,
@@ -387,8 +387,8 @@ def _verdict(done: Completed, key: bytes, expected: tuple[str, ...], options: Ru
     """Judge what the process left: the guard's channel, its exit code, the JUnit report."""
     record = read_channel(done.channel, key)
     if done.timed_out:
-        used = access_verdict(expected, record, duration=done.duration_sec, output=done.output)
-        return used or failed_run(expected, "timeout",
+        caught = evidence_verdict(expected, record, duration=done.duration_sec, output=done.output)
+        return caught or failed_run(expected, "timeout",
                                   f"timed out after {options.timeout_sec:g} s; every process of the run was killed",
                                   duration=done.duration_sec, output=done.output), None
     if not record.hello:

@@ -22,18 +22,18 @@ Standard library only: it runs in the task's interpreter.
 """
 from __future__ import annotations
 
-import _thread
 import ast
 import functools
 import importlib.machinery
 import inspect
 import os
 import sys
-import threading
 import types
 import warnings
-import weakref
 from typing import Callable
+
+import recode_guard_origin as origin
+from recode_guard_origin import candidate_frame as candidate_on_stack, is_candidate_code, is_candidate_file
 
 SENTINEL = f"__recode_reference_entry_{os.urandom(8).hex()}__"
 _MAX_REPORTS = 3
@@ -44,17 +44,12 @@ _VARARGS, _VARKW = 0x04, 0x08
 _ref_ids: set[int] = set()
 _ref_keep: list[types.CodeType] = []  # keeps the code objects alive, so their ids stay theirs
 _ref_bytecode: set[bytes] = set()
-_tainted_ids: set[int] = set()
-_tainted_files: set[str] = set()
 _test_ids: set[int] = set()
 _allowed_receivers: dict[int, object] = {}
-_candidate_threads: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()
-_file_is_candidate: dict[str, bool] = {}
 _file_is_reference: dict[str, bool] = {}
 _reports: list[str] = []
-_tls = threading.local()
+_tls = origin.tls
 _config: dict = {}
-_patches: list[tuple[object, str, object]] = []
 
 
 def configure(*, candidate: str, references: tuple[str, ...], report: Callable[[str], None],
@@ -64,7 +59,6 @@ def configure(*, candidate: str, references: tuple[str, ...], report: Callable[[
                    names=frozenset(os.path.basename(p) for p in references),
                    blocks=_reference_blocks(references))
     _patch_loader()
-    _patch_thread_start()
 
 
 # ------------------------------------------------------------ frame origins
@@ -76,40 +70,6 @@ def is_reference_file(path: object) -> bool:
     if known is None:
         known = _file_is_reference[path] = os.path.realpath(path) in _config["references"]
     return known
-
-
-def is_candidate_code(code: types.CodeType) -> bool:
-    """Code of the candidate's file, or code the candidate compiled or executed itself."""
-    if id(code) in _tainted_ids:
-        return True
-    name = code.co_filename
-    known = _file_is_candidate.get(name)
-    if known is None:
-        target = _config["candidate"]
-        known = name in _tainted_files or name == target or (
-            os.path.basename(name) == os.path.basename(target) and os.path.realpath(name) == target)
-        _file_is_candidate[name] = known
-    return known
-
-
-def candidate_on_stack(frame: types.FrameType | None) -> types.FrameType | None:
-    """Innermost candidate frame at or below ``frame``."""
-    while frame is not None:
-        if is_candidate_code(frame.f_code):
-            return frame
-        frame = frame.f_back
-    return None
-
-
-def _taint(code: types.CodeType) -> None:
-    """``code`` and every code object nested in it count as the candidate's."""
-    stack = [code]
-    while stack:
-        item = stack.pop()
-        if id(item) not in _tainted_ids and id(item) not in _ref_ids:
-            _tainted_ids.add(id(item))
-            _ref_keep.append(item)
-            stack.extend(c for c in item.co_consts if isinstance(c, types.CodeType))
 
 
 def remember_test_code(functions: list) -> None:
@@ -182,11 +142,8 @@ def adopt(module: types.ModuleType, source: str) -> None:
     _config["names"] = _config["names"] | {os.path.basename(path)}
     _file_is_reference.clear()
     _config["blocks"] += _blocks_of(source)
-    _tls.busy = True
-    try:
+    with origin.GuardWork():
         watched = compile_reference(source.encode("utf-8"), module.__file__)
-    finally:
-        _tls.busy = False
     by_place = {}
     stack = [watched]
     while stack:
@@ -236,48 +193,10 @@ def _patch_loader() -> None:
         caller = candidate_on_stack(sys._getframe(1))
         if caller is not None:
             _report(f"{_where(caller)} loads the reference module {fullname}")
-        _tls.busy = True
-        try:
+        with origin.GuardWork():
             return compile_reference(self.get_data(path), path)
-        finally:
-            _tls.busy = False
 
-    importlib.machinery.SourceFileLoader.get_code = get_code
-    _patches.append((importlib.machinery.SourceFileLoader, "get_code", get_code))
-
-
-def _patch_thread_start() -> None:
-    """Threads started while candidate code runs are the candidate's, whatever they run."""
-    original = threading.Thread.start
-
-    @functools.wraps(original)
-    def start(self):
-        if candidate_on_stack(sys._getframe(1)) is not None:
-            _candidate_threads.add(self)
-        return original(self)
-
-    threading.Thread.start = start
-    _patches.append((threading.Thread, "start", start))
-    raw = _thread.start_new_thread
-
-    @functools.wraps(raw)
-    def start_new_thread(function, args, kwargs=None):
-        if candidate_on_stack(sys._getframe(1)) is None:
-            return raw(function, args, kwargs or {})
-
-        def run(*inner, **named):
-            _tls.candidate_thread = True
-            return function(*inner, **named)
-        return raw(run, args, kwargs or {})
-
-    _thread.start_new_thread = start_new_thread
-    _patches.append((_thread, "start_new_thread", start_new_thread))
-
-
-def undone_patches() -> list[str]:
-    """The patched functions something has put back or replaced since."""
-    return [f"{getattr(owner, '__name__', owner)}.{name}" for owner, name, patched in _patches
-            if getattr(owner, name, None) is not patched]
+    origin.patch(importlib.machinery.SourceFileLoader, "get_code", get_code)
 
 
 # ------------------------------------------------------------ the entry check
@@ -313,7 +232,7 @@ def _check_entry(frame: types.FrameType) -> None:
                 candidate = below
         below = below.f_back
     if candidate is None:
-        if getattr(_tls, "candidate_thread", False) or threading.current_thread() in _candidate_threads:
+        if origin.in_candidate_thread():
             _report(f"a thread the candidate started runs the reference's {_name(frame.f_code)}")
         return
     if not _received(frame, candidate):
@@ -439,12 +358,6 @@ def _code_of(value: object) -> object:
     return None
 
 
-def is_candidate_file(path: str) -> bool:
-    target = _config["candidate"]
-    return path == target or (os.path.basename(path) == os.path.basename(target)
-                              and os.path.realpath(path) == target)
-
-
 # ------------------------------------------------------------ reference objects
 
 def reference_modules() -> list[types.ModuleType]:
@@ -566,20 +479,18 @@ def _copied_block(source: object) -> str | None:
 
 
 def audit(event: str, args: tuple) -> None:
-    """Audit events through which reference code is copied, compiled or serialised (called by the guard's hook)."""
-    if getattr(_tls, "busy", False):
-        return  # this module compiling the reference
+    """Audit events through which reference code is copied, compiled or serialised (called by the guard's hook,
+    which skips the guard's own work, such as compiling the reference)."""
     direct = sys._getframe(2)  # the frame that called exec, compile...: audit hooks run from C
     code = args[0] if args else None
     if event in ("exec", "function.__new__") and isinstance(code, types.CodeType) and id(code) not in _ref_ids:
         if is_candidate_code(direct.f_code):
-            _taint(code)  # the candidate's own generated code, whatever file name it claims
+            origin.taint(code)  # the candidate's own generated code, whatever file name it claims
         return
     if event == "compile":
         source, filename = (tuple(args) + (None, None))[:2]
         if isinstance(filename, str) and not filename.startswith("<") and is_candidate_code(direct.f_code):
-            _tainted_files.add(filename)  # "<string>" and the like are left to the code objects' taint
-            _file_is_candidate.pop(filename, None)
+            origin.taint_file(filename)  # "<string>" and the like are left to the code objects' taint
         if is_reference_file(filename):
             evidence = "compiles the reference's source"
         else:

@@ -1,0 +1,681 @@
+"""Integrity of everything the verdict relies on: module and class namespaces, sys.modules, pytest itself.
+
+Two mechanisms, because assigning an attribute of a module or class raises no
+audit event:
+
+* **write time**: every module (except the candidate's own) gets, the moment the
+  import system creates it, a subclass of its class whose ``__setattr__``,
+  ``__delattr__`` and ``__dict__`` look at who is writing. A write is allowed
+  from the module's own code, from the import system binding a submodule, from
+  module-level import-time code of a library, through a configuration
+  descriptor of the module's class (``torch.backends.cudnn.deterministic``),
+  to ``sys``'s streams and argv, and from pytest, the test or the harness when
+  no candidate frame is on the stack; any other write is refused with the
+  writer's line (``target.py:7 writes numpy.testing.assert_allclose``), and so
+  is candidate code reading a module's ``__dict__``.
+* **baselines**: each module namespace is copied when its import completes,
+  each class defined in it with it, and compared by identity at every test
+  boundary (after collection, before and after each test, at the end). A
+  difference the module's own code does not explain (its functions never
+  assign that global) is a dict-level write through a function's
+  ``__globals__``: reported. So are new values holding candidate code, names
+  shadowing builtins, changed methods of library classes, any change to
+  pytest's, pluggy's, unittest's and the testing libraries' classes, to the
+  test module or the reference module, replaced ``sys.modules`` entries,
+  installed tracers or profilers, changed ``gc.callbacks``, pytest hook
+  implementations added or removed after collection, and test items whose
+  class, function or methods were replaced.
+
+The check at a boundary touches every namespace value once (a C-level identity
+comparison of flat lists); namespaces that change legitimately between tests
+(``warnings``, written by ``catch_warnings``) are compared one by one.
+"""
+from __future__ import annotations
+
+import builtins
+import dis
+import gc
+import itertools
+import operator
+import os
+import sys
+import threading
+import types
+from importlib.machinery import ModuleSpec
+from typing import Callable
+
+import recode_guard_origin as origin
+from recode_guard_origin import (GuardWork, candidate_frame, candidate_object, code_of, describe, in_candidate_thread,
+                                is_kind, type_dict, where)
+
+_HEAP, _IMMUTABLE = 1 << 9, 1 << 8
+_DICT = types.ModuleType.__dict__["__dict__"]
+_GLOBALS = types.FunctionType.__dict__["__globals__"]
+_PLAIN_SETATTR = types.ModuleType.__setattr__
+_VALUES = operator.methodcaller("values")
+_TRUSTED_TOPS = frozenset({"_pytest", "pytest", "pluggy", "recode_guard_core", "recode_guard_reference",
+                           "recode_guard_origin", "recode_guard_capabilities", "recode_guard_integrity",
+                           "recode_guard_results", "_recode_pytest_guard", "conftest"})
+_VERDICT_TOPS = frozenset({"_pytest", "pytest", "pluggy", "unittest", "recode_guard_core", "recode_guard_reference",
+                           "recode_guard_origin", "recode_guard_capabilities", "recode_guard_integrity",
+                           "recode_guard_results"})
+# classes whose methods decide comparisons of the values tests compare most
+_VERDICT_CLASSES = frozenset({"torch._tensor.Tensor", "torch.nn.parameter.Parameter", "numpy.ma.core.MaskedArray"})
+_SYS_FREE = frozenset({"stdout", "stderr", "stdin", "argv", "displayhook", "excepthook", "unraisablehook", "ps1",
+                       "ps2", "tracebacklimit", "last_type", "last_value", "last_traceback", "last_exc", "path",
+                       "dont_write_bytecode", "breakpointhook"})
+# (writer module, written module, attribute): honest cross-module writes of the standard library
+_HONEST_WRITES = frozenset({("logging", "warnings", "showwarning")})
+_BUILTIN_NAMES = frozenset(dir(builtins))
+_report: list[Callable[[str], None]] = []
+_state: dict = {"checkpoint": "collection"}
+
+
+class _Space:
+    """One namespace under watch: a module's dict or a class's, and its accepted contents."""
+
+    __slots__ = ("label", "owner", "mapping", "base", "kind", "volatile", "module")
+
+    def __init__(self, label: str, owner: object, mapping, kind: str, module: types.ModuleType) -> None:
+        self.label, self.owner, self.mapping, self.kind, self.module = label, owner, mapping, kind, module
+        self.base = dict(mapping)
+        self.volatile = False
+
+    def unchanged(self) -> bool:
+        mapping, base = self.mapping, self.base
+        return len(mapping) == len(base) and all(map(operator.is_, mapping.values(), base.values()))
+
+
+_spaces: list[_Space] = []
+_by_owner: dict[int, _Space] = {}
+_fast: dict[str, list] = {"maps": [], "lens": [], "flat": []}
+_volatile: list[_Space] = []
+_self_written: dict[int, tuple[frozenset, bool]] = {}
+_guarded: dict[type, type] = {}
+_base_class: dict[type, type] = {}
+_modules: dict[str, object] = {}
+_protected_paths: dict[str, str] = {}  # realpath -> "test" | "reference"
+_pytest_objects: list[tuple[str, object, dict]] = []
+_items: dict[str, tuple] = {}
+_hooks: dict = {}
+_gc_callbacks: list = []
+
+
+def configure(report: Callable[[str], None], *, test: str, references: tuple[str, ...]) -> None:
+    """Watch every module from now on: those loaded so far, and each one the import system creates."""
+    _report.append(report)
+    _protected_paths[test] = "test"
+    for path in references:
+        _protected_paths[path] = "reference"
+    with GuardWork():
+        loaded = [m for m in list(sys.modules.values())
+                  if is_kind(m, types.ModuleType) and (_real_dict(m) or {}).get("__name__") != "__main__"]
+        for module in loaded:
+            protect(module)
+        _patch_import_system()
+        for module in loaded:
+            adopt(module)
+        _modules.update(sys.modules)
+        _gc_callbacks[:] = gc.callbacks
+
+
+def add_reference(path: str) -> None:
+    _protected_paths[path] = "reference"
+
+
+def set_checkpoint(label: str) -> None:
+    _state["checkpoint"] = label
+
+
+def _flag(text: str) -> None:
+    _report[0](text)
+
+
+# ------------------------------------------------------------------- write time
+
+def _is_candidate_module(module: types.ModuleType) -> bool:
+    namespace = _real_dict(module) or {}
+    spec = namespace.get("__spec__")
+    path = namespace.get("__file__") or (spec.origin if type(spec) is ModuleSpec else None)
+    if origin.is_candidate_file(path):
+        if namespace.get("__name__", "?") not in origin.candidate_modules():
+            origin.note_candidate_module(namespace.get("__name__", "?"))
+            origin.note_namespace(namespace, candidate=True)
+        return True
+    return False
+
+
+def protect(module: types.ModuleType) -> None:
+    """Give ``module`` the guarded subclass of its class (write-time checks); modules that refuse stay as they are."""
+    kind = type(module)
+    if kind in _base_class or _is_candidate_module(module):
+        return
+    namespace = _real_dict(module)
+    if namespace is not None:
+        origin.note_namespace(namespace, candidate=False)
+    guarded = _guarded.get(kind)
+    if guarded is None:
+        guarded = type(kind.__name__, (kind,), {"__setattr__": _setattr, "__delattr__": _delattr,
+                                                  "__dict__": property(_namespace), "__slots__": (),
+                                                  "__module__": kind.__module__})
+        _guarded[kind] = guarded
+        _base_class[guarded] = kind
+    try:
+        object.__setattr__(module, "__class__", guarded)  # past a class of its own that refuses writes
+    except TypeError:
+        pass  # a module class with its own layout: watched by the baselines only
+
+
+def _setattr(module, name, value) -> None:
+    base = _base_class[type(module)]
+    judged = _check_write(module, name, value, base, deleting=False)
+    base.__setattr__(module, name, value)
+    if name == "__class__":
+        with GuardWork():
+            protect(module)  # re-classed by its library (``trio``): guarded again, as its new class
+    elif judged:
+        accept(module, name)
+
+
+def _delattr(module, name) -> None:
+    base = _base_class[type(module)]
+    judged = _check_write(module, name, None, base, deleting=True)
+    base.__delattr__(module, name)
+    if judged:
+        accept(module, name)
+
+
+def _namespace(module) -> dict:
+    namespace = _DICT.__get__(module)
+    if not getattr(origin.tls, "busy", False):
+        with GuardWork():
+            reader = origin.outside_guard(sys._getframe(1))
+        if reader is not None and origin.is_candidate_code(reader.f_code):
+            from recode_guard_capabilities import deny
+            deny(reader, reader, f"reads the namespace of {_DICT.__get__(module).get('__name__', '?')} (__dict__)")
+    return namespace
+
+
+def _module_top(frame: types.FrameType) -> str:
+    return str(frame.f_globals.get("__name__", "")).split(".")[0]
+
+
+def _plainly_allowed(module, name: str, value: object, base: type, writer: types.FrameType) -> bool:
+    """Writes allowed whoever is on the stack (decided without walking it)."""
+    namespace = _DICT.__get__(module)
+    if writer.f_globals is namespace:
+        return True  # the module's own code
+    member = next((type_dict(k)[name] for k in origin.type_mro(base) if name in type_dict(k)), None)
+    if hasattr(type(member), "__set__") or base.__setattr__ is not _PLAIN_SETATTR:
+        return True  # a descriptor of the module's class (``__class__``, a configuration property), or its own rules
+    if module is sys and name in _SYS_FREE:
+        return True
+    own_name = namespace.get("__name__", "")
+    if is_kind(value, types.ModuleType) and (_real_dict(value) or {}).get("__name__") == f"{own_name}.{name}" and \
+            sys.modules.get(f"{own_name}.{name}") is value and "importlib" in writer.f_code.co_filename:
+        return True  # the import system binding a submodule to its package
+    if (writer.f_code.co_name == "<module>" or _module_top(writer) == own_name.split(".")[0]) and \
+            not origin.is_candidate_frame(writer):
+        return True  # a library's import-time set-up, or a package writing its own modules
+    if "importlib" in writer.f_code.co_filename:
+        return True  # the import system setting up a module it loads (attributes, a C extension's own init)
+    return (_module_top(writer), own_name, name) in _HONEST_WRITES
+
+
+def _data(value: object) -> bool:
+    """A plain value (a counter, a flag, a cache): not code, a class or a module."""
+    return not callable(value) and not is_kind(value, (types.ModuleType, staticmethod, classmethod, property))
+
+
+def _check_write(module, name: str, value: object, base: type, deleting: bool) -> bool:
+    """True when the write is allowed (and the baseline may follow it); raises when it is refused. A write
+    made while the guard itself works is not judged here: the next boundary check sees it.
+
+    Outside the candidate's frames, pytest and its plugins may write, and anyone may change plain data
+    (a library's counters); code, classes or modules written by anyone else, or values of the
+    candidate's by anyone, are refused: that is a callback the candidate left behind."""
+    if getattr(origin.tls, "busy", False):
+        return False
+    with GuardWork():
+        writer = sys._getframe(2)  # the code that assigned (the guard's own frames count as trusted code)
+        if _plainly_allowed(module, name, value, base, writer):
+            return True
+        cand = candidate_frame(writer)
+        context = cand is not None or in_candidate_thread()
+        if not context and (_module_top(writer) in _TRUSTED_TOPS or (
+                not candidate_object(value) and _data(value) and _data(_DICT.__get__(module).get(name)))):
+            return True
+    from recode_guard_capabilities import deny
+    label = f"{_DICT.__get__(module).get('__name__', '?')}.{name}"
+    deny(cand, writer, f"{'deletes' if deleting else 'writes'} {label}")
+    return False
+
+
+def accept(owner: object, name: str) -> None:
+    """An allowed write: the baseline follows it."""
+    space = _by_owner.get(id(owner))
+    if space is None:
+        return
+    if name in space.mapping:
+        space.base[name] = space.mapping[name]
+    else:
+        space.base.pop(name, None)
+
+
+# -------------------------------------------------------------------- baselines
+
+def _real_dict(module: types.ModuleType) -> dict | None:
+    try:
+        namespace = _DICT.__get__(module)
+    except TypeError:
+        return None
+    return namespace if isinstance(namespace, dict) else None
+
+
+def _mutable_class(value: object) -> bool:
+    return is_kind(value, type) and bool(value.__flags__ & _HEAP) and not value.__flags__ & _IMMUTABLE
+
+
+def _add(space: _Space) -> None:
+    _spaces.append(space)
+    _by_owner[id(space.owner)] = space
+    _fast["maps"].append(space.mapping)
+    _fast["lens"].append(len(space.base))
+    _fast["flat"].extend(space.base.values())
+
+
+def adopt(module: types.ModuleType) -> None:
+    """Baseline of ``module`` and the classes it defines (not the candidate's)."""
+    if id(module) in _by_owner or not is_kind(module, types.ModuleType) or _is_candidate_module(module):
+        return
+    namespace = _real_dict(module)
+    if namespace is None:
+        return
+    name = namespace.get("__name__", "?")
+    origin.note_namespace(namespace, candidate=False)
+    _add(_Space(name, module, namespace, "module", module))
+    _adopt_classes(namespace, name, module, depth=2)
+
+
+def _adopt_classes(namespace, module_name: str, module: types.ModuleType, depth: int) -> None:
+    for value in list(namespace.values()):
+        if _mutable_class(value) and type_dict(value).get("__module__") == module_name and id(value) not in _by_owner:
+            namespace = type_dict(value)
+            _add(_Space(f"{module_name}.{type.__dict__['__qualname__'].__get__(value)}", value, namespace, "class",
+                        module))
+            if depth > 1:
+                _adopt_classes(namespace, module_name, module, depth - 1)
+
+
+def _patch_import_system() -> None:
+    """Guard each module the moment it exists; take its baseline the moment its import completes."""
+    import importlib._bootstrap as bootstrap
+
+    make, load = bootstrap.module_from_spec, bootstrap._load_unlocked
+
+    def module_from_spec(spec):
+        module = make(spec)
+        if is_kind(module, types.ModuleType):
+            with GuardWork():
+                protect(module)
+        return module
+
+    def _load_unlocked(spec):
+        module = load(spec)
+        with GuardWork():
+            adopt(module)
+            _modules[spec.name] = sys.modules.get(spec.name, module)
+        return module
+
+    origin.patch(bootstrap, "module_from_spec", module_from_spec)
+    origin.patch(bootstrap, "_load_unlocked", _load_unlocked)
+
+
+# ----------------------------------------------------------------- judging changes
+
+def _self_written_names(space: _Space) -> tuple[frozenset, bool]:
+    """Globals the module's own code assigns (``global x``), and whether it also uses ``globals()``."""
+    key = id(space.owner)
+    if key in _self_written:
+        return _self_written[key]
+    names: set[str] = set()
+    stack = []
+    namespace = space.mapping
+    for value in list(namespace.values()):
+        code = code_of(value)
+        if code is not None and (type(value) is not types.FunctionType or _GLOBALS.__get__(value) is namespace):
+            stack.append(code)
+        elif is_kind(value, type) and type_dict(value).get("__module__") == namespace.get("__name__"):
+            stack.extend(c for c in map(code_of, list(type_dict(value).values())) if c is not None)
+    free = False
+    seen: set[int] = set()
+    while stack:
+        code = stack.pop()
+        if id(code) in seen:
+            continue
+        seen.add(id(code))
+        free = free or "globals" in code.co_names
+        for instruction in dis.get_instructions(code):
+            if instruction.opname in ("STORE_GLOBAL", "DELETE_GLOBAL"):
+                names.add(instruction.argval)
+        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    result = (frozenset(names), free)
+    _self_written[key] = result
+    return result
+
+
+_describe = describe
+
+
+def _is_callable_member(value: object) -> bool:
+    return callable(value) or is_kind(value, (staticmethod, classmethod, property))
+
+
+def _protected_kind(space: _Space) -> str | None:
+    """'test' / 'reference' for those modules and their classes, 'verdict' for pytest & the testing libraries."""
+    path = (_real_dict(space.module) or {}).get("__file__")
+    if type(path) is str:
+        kind = _protected_paths.get(os.path.realpath(path))
+        if kind:
+            return kind
+    name = space.label
+    if name.split(".")[0] in _VERDICT_TOPS or ".testing" in name or name.startswith("testing") or (
+            space.kind == "class" and name in _VERDICT_CLASSES):
+        return "verdict"
+    return None
+
+
+def _judge_module(space: _Space, name: str, old: object, new: object, present: bool) -> str | None:
+    """A module's binding that changed without going through its guarded ``__setattr__``."""
+    if name == "__warningregistry__":
+        return None
+    if present and candidate_object(new):
+        return f"places {_describe(new)} at {space.label}.{name}"
+    written, free = _self_written_names(space)
+    verb = "adds" if old is _MISSING else "replaces" if present else "deletes"
+    shown = f"{verb} {space.label}.{name}" + (f" with {_describe(new)}" if present and callable(new) else "")
+    if _protected_kind(space) in ("test", "reference"):
+        return None if name in written and old is not _MISSING else shown
+    if name in written:
+        return None  # the module's own state (``global`` in its functions)
+    if old is _MISSING:
+        return f"{shown}, shadowing the builtin" if name in _BUILTIN_NAMES else None
+    if callable(old) or is_kind(old, types.ModuleType) or not free:
+        return shown
+    return None
+
+
+def _package(value: object) -> str:
+    """Top-level package a function or class comes from ('' when unknown)."""
+    code = code_of(value)
+    if code is not None:
+        return _top_of_file(code.co_filename)
+    if is_kind(value, type):
+        return str(type.__dict__["__module__"].__get__(value)).split(".")[0]
+    return ""
+
+
+def _top_of_file(path: str) -> str:
+    for module in list(sys.modules.values()):
+        if (_real_dict(module) or {}).get("__file__") == path:
+            return str(_real_dict(module).get("__name__", "")).split(".")[0]
+    return ""
+
+
+def _judge_class(space: _Space, name: str, old: object, new: object, present: bool) -> str | None:
+    """A class attribute that changed (class writes raise no event: every change is judged here)."""
+    if present and candidate_object(new) and not origin.candidate_class(space.owner):
+        return f"places {_describe(new)} at {space.label}.{name}"
+    if name == "__doc__":
+        return None
+    kind = _protected_kind(space)
+    verb = "adds" if old is _MISSING else "replaces" if present else "deletes"
+    inherited = old is _MISSING and any(name in type_dict(k) for k in origin.type_mro(space.owner)[1:])
+    if kind == "test":
+        if old is _MISSING or type(old) is not types.FunctionType:
+            return None  # pytest injects its fixtures into test classes
+        return f"{verb} {space.label}.{name}"
+    if kind in ("verdict", "reference"):
+        if old is _MISSING and (type(new) is bool or (not inherited and _data(new))):
+            return None  # pytest keeping state on its classes (a warning shown once per class)
+        return f"{verb} {space.label}.{name}"
+    if old is _MISSING or not _is_callable_member(old):
+        return None
+    if present and _package(new) and _package(new) == space.label.split(".")[0]:
+        return None  # the library re-wiring its own class (mpmath choosing its backend functions)
+    return f"{verb} {space.label}.{name}" + (f" with {_describe(new)}" if present else "")
+
+
+_MISSING = object()
+
+
+def _judge(space: _Space) -> None:
+    current, base = dict(space.mapping), space.base
+    judge = _judge_module if space.kind == "module" else _judge_class
+    for name in set(current) | set(base):
+        old, new = base.get(name, _MISSING), current.get(name, _MISSING)
+        if old is new:
+            continue
+        finding = judge(space, name, old, new, new is not _MISSING)
+        if finding:
+            _flag(f"{finding} (seen {_state['checkpoint']})")
+    space.base = current
+
+
+def _rebuild() -> None:
+    maps = [s.mapping for s in _spaces if not s.volatile]
+    _fast["maps"] = maps
+    _fast["lens"] = [len(s.base) for s in _spaces if not s.volatile]
+    _fast["flat"] = list(itertools.chain.from_iterable(s.base.values() for s in _spaces if not s.volatile))
+
+
+def _fast_unchanged() -> bool:
+    maps = _fast["maps"]
+    return list(map(len, maps)) == _fast["lens"] and all(
+        map(operator.is_, itertools.chain.from_iterable(map(_VALUES, maps)), _fast["flat"]))
+
+
+def check_namespaces() -> None:
+    """Every watched namespace against its baseline: differences are judged, then become the baseline."""
+    for space in _volatile:
+        if not space.unchanged():
+            _judge(space)
+    if _fast_unchanged():
+        return
+    for space in _spaces:
+        if not space.volatile and not space.unchanged():
+            _judge(space)
+            space.volatile = True  # changed once: compared one by one from now on, the flat list stays valid
+            _volatile.append(space)
+    _rebuild()
+
+
+def check_modules() -> None:
+    """``sys.modules``: entries replaced or removed since they were loaded; new modules get their baseline."""
+    now = sys.modules
+    for name, module in list(_modules.items()):
+        current = now.get(name, _MISSING)
+        if current is module:
+            continue
+        if current is _MISSING:
+            _flag(f"removes sys.modules[{name!r}] (seen {_state['checkpoint']})")
+        elif candidate_object(current) or not is_kind(current, types.ModuleType):
+            _flag(f"replaces sys.modules[{name!r}] with {_describe(current)} (seen {_state['checkpoint']})")
+        else:
+            _flag(f"replaces sys.modules[{name!r}] (seen {_state['checkpoint']})")
+        _modules[name] = current
+    if len(now) != len(_modules):
+        for name, module in list(now.items()):
+            if name in _modules:
+                continue
+            _modules[name] = module
+            if is_kind(module, types.ModuleType):
+                if _is_candidate_module(module):
+                    continue
+                if (_real_dict(module) or {}).get("__spec__") is None and any(
+                        candidate_object(v) for v in list(_real_dict(module).values())):
+                    _flag(f"registers a module of its own as sys.modules[{name!r}] (seen {_state['checkpoint']})")
+                adopt(module)
+            elif candidate_object(module):
+                _flag(f"registers {_describe(module)} as sys.modules[{name!r}] (seen {_state['checkpoint']})")
+
+
+def _tool(function: object) -> bool:
+    """A tracer of a debugger or coverage tool pytest may run, told by where its code comes from."""
+    code = code_of(function) or code_of(getattr(type(function), "__call__", None))
+    path = code.co_filename if code is not None else str(type(function).__module__)
+    return any(f"{os.sep}{tool}{os.sep}" in path or path.startswith(tool) or os.path.basename(path) == f"{tool}.py"
+               for tool in ("bdb", "pdb", "coverage", "pytest_cov", "_pytest", "pydevd"))
+
+
+def check_tracers() -> None:
+    """No trace or profile function, thread hook or ``sys.monitoring`` tool of anyone's but debuggers'."""
+    found = [("sys.settrace", sys.gettrace()), ("sys.setprofile", sys.getprofile()),
+             ("threading.settrace", getattr(threading, "_trace_hook", None)),
+             ("threading.setprofile", getattr(threading, "_profile_hook", None))]
+    for label, function in found:
+        if function is not None and not _tool(function):
+            _flag(f"{_describe(function)} is installed by {label} (seen {_state['checkpoint']})")
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is not None:
+        for tool in range(6):
+            name = monitoring.get_tool(tool)
+            if name is not None:
+                _flag(f"a sys.monitoring tool {name!r} is registered (seen {_state['checkpoint']})")
+    if len(gc.callbacks) != len(_gc_callbacks) or not all(map(operator.is_, gc.callbacks, _gc_callbacks)):
+        _flag(f"changes gc.callbacks (seen {_state['checkpoint']})")
+        _gc_callbacks[:] = gc.callbacks
+
+
+# --------------------------------------------------------------------------- pytest
+
+def _impl_key(impl) -> tuple:
+    return (id(impl.function), getattr(impl, "hookwrapper", False), getattr(impl, "wrapper", False),
+            getattr(impl, "tryfirst", False), getattr(impl, "trylast", False))
+
+
+def _hook_state(config) -> dict[str, tuple]:
+    state = {}
+    for name, caller in list(vars(config.pluginmanager.hook).items()):
+        get = getattr(caller, "get_hookimpls", None)
+        if get is not None:
+            state[name] = (id(getattr(caller, "_hookexec", None)), tuple(_impl_key(i) for i in get()))
+    return state
+
+
+def _callables(obj: object) -> dict:
+    """Callable instance attributes of a pytest object (in its ``__dict__`` or its slots)."""
+    attributes = dict(getattr(obj, "__dict__", None) or {})
+    for klass in origin.type_mro(type(obj)):
+        slots = type_dict(klass).get("__slots__", ())
+        for slot in (slots,) if type(slots) is str else slots:
+            if slot not in attributes and hasattr(obj, slot):
+                attributes[slot] = getattr(obj, slot)
+    return {k: v for k, v in attributes.items() if callable(v) and not is_kind(v, type)}
+
+
+def _legitimate_late_hook(function) -> bool:
+    """Hooks registered during collection come from pytest itself or from conftest.py files."""
+    code = code_of(function)
+    if code is None or origin.is_candidate_code(code) or not os.path.isfile(code.co_filename):
+        return False
+    path = code.co_filename
+    return os.path.basename(path) == "conftest.py" or any(f"{os.sep}{top}{os.sep}" in path
+                                                          for top in ("_pytest", "pytest", "pluggy"))
+
+
+def hooks_registered(config) -> None:
+    """Pytest as configured, before collection imports anything of the task: plugins have patched pytest's
+    classes as they do (legacy paths, hypothesis...), which becomes the baseline."""
+    with GuardWork():
+        for space in _spaces:
+            space.base = dict(space.mapping)
+        _rebuild()
+        _modules.update(sys.modules)
+    _hooks["config"] = config
+    _hooks["state"] = _hook_state(config)
+    _hooks["functions"] = _hook_functions(config)
+
+
+def _hook_functions(config) -> dict[int, object]:
+    functions = {}
+    for caller in list(vars(config.pluginmanager.hook).values()):
+        get = getattr(caller, "get_hookimpls", None)
+        if get is not None:
+            functions.update((id(i.function), i.function) for i in get())
+    return functions
+
+
+def freeze_pytest(session) -> None:
+    """After collection: conftest hooks are judged, then pytest's hooks, objects and the items are frozen."""
+    config = session.config
+    added = [f for key, f in _hook_functions(config).items() if key not in _hooks.get("functions", {})]
+    foreign = [f for f in added if not _legitimate_late_hook(f)]
+    if foreign:
+        _flag("registers pytest hooks: " + ", ".join(sorted(_describe(f) for f in foreign)[:5]))
+    _hooks["state"] = _hook_state(config)
+    pm = config.pluginmanager
+    objects = [("the plugin manager", pm), ("pytest's config", config), ("the session", session)]
+    objects += [(f"pytest hook {name}", caller) for name, caller in list(vars(pm.hook).items())]
+    _pytest_objects[:] = [(label, obj, _callables(obj)) for label, obj in objects]
+    for item in session.items:
+        _items[item.nodeid] = (item, type(item), item.__dict__.get("_obj"))
+
+
+def check_pytest(item=None) -> None:
+    config = _hooks.get("config")
+    if config is None:
+        return
+    state = _hook_state(config)
+    if state != _hooks.get("state"):
+        changed = sorted(name for name in set(state) | set(_hooks["state"]) if state.get(name) != _hooks["state"].get(name))
+        _flag(f"changes pytest hook implementations of {', '.join(changed[:3])} (seen {_state['checkpoint']})")
+        _hooks["state"] = state
+    for label, obj, callables in _pytest_objects:
+        now = _callables(obj)
+        if now.keys() != callables.keys() or any(now[k] is not v for k, v in callables.items()):
+            _flag(f"replaces methods of {label} (seen {_state['checkpoint']})")
+            callables.clear()
+            callables.update(now)
+    for entry in ([_items.get(item.nodeid)] if item is not None else list(_items.values())):
+        if entry is not None:
+            _check_item(*entry)
+    undone = origin.undone_patches()
+    if undone:
+        _flag("undoes the guard's watch on " + ", ".join(undone))
+
+
+def _check_item(item, kind: type, function: object) -> None:
+    if type(item) is not kind:
+        _flag(f"re-classes test item {item.name} (seen {_state['checkpoint']})")
+    if function is not None and item.__dict__.get("_obj") is not function:
+        _flag(f"replaces the function of test item {item.name} (seen {_state['checkpoint']})")
+    for name, value in list(item.__dict__.items()):
+        if callable(getattr(kind, name, None)) and not isinstance(getattr(kind, name), type) and name not in (
+                "_obj", "obj") and not isinstance(getattr(kind, name), property):
+            _flag(f"replaces {name} of test item {item.name} (seen {_state['checkpoint']})")
+
+
+def check_all(item=None) -> None:
+    """Everything: the boundary between two tests."""
+    with GuardWork():
+        check_modules()
+        check_namespaces()
+        check_tracers()
+        check_pytest(item)
+        from recode_guard_capabilities import check_import_hooks
+        check_import_hooks()
+
+
+def check_before_call(item) -> None:
+    """What runs between this point and the test body: tracers, pytest's hooks, the item and its classes."""
+    with GuardWork():
+        check_tracers()
+        check_pytest(item)
+        for klass in type(item).__mro__:
+            space = _by_owner.get(id(klass))
+            if space is not None and not space.unchanged():
+                _judge(space)
+        for space in _volatile:
+            if not space.unchanged():
+                _judge(space)
