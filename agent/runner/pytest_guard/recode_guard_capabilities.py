@@ -50,7 +50,8 @@ from recode_guard_origin import candidate_frame, code_of, describe, in_candidate
 
 MAIN_PID = os.getpid()
 _report: list[Callable[[str], None]] = []
-_TRACE_TOOLS = frozenset({"bdb", "pdb", "coverage", "pytest_cov", "_pytest", "pydevd", "_pydevd_bundle", "IPython"})
+_TRACE_TOOLS = frozenset({"bdb", "pdb", "coverage", "pytest_cov", "_pytest", "pydevd", "_pydevd_bundle", "IPython",
+                          "cProfile", "profile"})
 _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 _SPECIAL_WRITES = frozenset({"__code__", "__defaults__", "__kwdefaults__", "__class__", "__bases__"})
 _handout_codes: set[int] = set()

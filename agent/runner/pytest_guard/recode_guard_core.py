@@ -88,6 +88,7 @@ _test_index: dict[str, int] = {}
 _state: dict[str, object] = {}
 _tls = origin.tls
 _write = os.write
+_NAMESPACE = types.ModuleType.__dict__["__dict__"]
 
 
 def _write_line(text: str) -> None:
@@ -248,8 +249,8 @@ def _audit(event: str, args: tuple) -> None:
     """The audit hook: dispatch to the rules, with the frame that caused the event; the guard's own work is skipped."""
     rules = _RULES.get(event)
     if rules is None:
-        if not event.startswith("ctypes."):
-            return
+        if event[:7] != "ctypes.":
+            return  # builtins.id and most events: nothing to judge
         rules = (capabilities.native_rule(event),)
     wanted = _ATTRIBUTE_FILTER.get(event)
     if (wanted is not None and (len(args) < 2 or args[1] not in wanted)) or getattr(_tls, "busy", False):
@@ -315,7 +316,8 @@ def _modules_by_file(paths: tuple[str, ...]) -> dict[str, list[types.ModuleType]
     names = {os.path.basename(p) for p in paths}
     found: dict[str, list[types.ModuleType]] = {p: [] for p in paths}
     for module in list(sys.modules.values()):
-        file = getattr(module, "__dict__", {}).get("__file__")  # a lazy module would import on a missing attribute
+        namespace = _NAMESPACE.__get__(module) if origin.is_kind(module, types.ModuleType) else {}
+        file = namespace.get("__file__")  # read from the namespace: a lazy module would import on a missing attribute
         if isinstance(file, str) and os.path.basename(file) in names:
             real = _REAL(file)
             if real in found:

@@ -49,6 +49,7 @@ from recode_guard_origin import (GuardWork, candidate_frame, candidate_object, c
                                 is_kind, type_dict, where)
 
 _HEAP, _IMMUTABLE = 1 << 9, 1 << 8
+_MISSING, _UNKNOWN = object(), object()
 _DICT = types.ModuleType.__dict__["__dict__"]
 _GLOBALS = types.FunctionType.__dict__["__globals__"]
 _PLAIN_SETATTR = types.ModuleType.__setattr__
@@ -74,12 +75,13 @@ _state: dict = {"checkpoint": "collection"}
 class _Space:
     """One namespace under watch: a module's dict or a class's, and its accepted contents."""
 
-    __slots__ = ("label", "owner", "mapping", "base", "kind", "volatile", "module")
+    __slots__ = ("label", "owner", "mapping", "base", "kind", "volatile", "module", "protection")
 
     def __init__(self, label: str, owner: object, mapping, kind: str, module: types.ModuleType) -> None:
         self.label, self.owner, self.mapping, self.kind, self.module = label, owner, mapping, kind, module
         self.base = dict(mapping)
         self.volatile = False
+        self.protection = _UNKNOWN
 
     def unchanged(self) -> bool:
         mapping, base = self.mapping, self.base
@@ -90,7 +92,7 @@ _spaces: list[_Space] = []
 _by_owner: dict[int, _Space] = {}
 _fast: dict[str, list] = {"maps": [], "lens": [], "flat": []}
 _volatile: list[_Space] = []
-_self_written: dict[int, tuple[frozenset, bool]] = {}
+_self_written: dict[tuple[int, str], bool] = {}
 _guarded: dict[type, type] = {}
 _base_class: dict[type, type] = {}
 _modules: dict[str, object] = {}
@@ -187,10 +189,10 @@ def _delattr(module, name) -> None:
 
 def _namespace(module) -> dict:
     namespace = _DICT.__get__(module)
-    if not getattr(origin.tls, "busy", False):
+    if origin.candidate_loaded() and not getattr(origin.tls, "busy", False):
         with GuardWork():
-            reader = origin.outside_guard(sys._getframe(1))
-        if reader is not None and origin.is_candidate_code(reader.f_code):
+            reader = sys._getframe(1)
+        if origin.is_candidate_frame(reader):
             from recode_guard_capabilities import deny
             deny(reader, reader, f"reads the namespace of {_DICT.__get__(module).get('__name__', '?')} (__dict__)")
     return namespace
@@ -205,6 +207,8 @@ def _plainly_allowed(module, name: str, value: object, base: type, writer: types
     namespace = _DICT.__get__(module)
     if writer.f_globals is namespace:
         return True  # the module's own code
+    if "importlib" in writer.f_code.co_filename:
+        return True  # the import system setting up a module it loads (attributes, a C extension's own init)
     member = next((type_dict(k)[name] for k in origin.type_mro(base) if name in type_dict(k)), None)
     if hasattr(type(member), "__set__") or base.__setattr__ is not _PLAIN_SETATTR:
         return True  # a descriptor of the module's class (``__class__``, a configuration property), or its own rules
@@ -260,6 +264,15 @@ def accept(owner: object, name: str) -> None:
         space.base[name] = space.mapping[name]
     else:
         space.base.pop(name, None)
+    _make_volatile(space)
+
+
+def _make_volatile(space: _Space) -> None:
+    """A namespace that changes between checks is compared on its own from now on (the flat list goes stale)."""
+    if not space.volatile:
+        space.volatile = True
+        _volatile.append(space)
+        _fast["stale"] = True
 
 
 # -------------------------------------------------------------------- baselines
@@ -294,17 +307,17 @@ def adopt(module: types.ModuleType) -> None:
     name = namespace.get("__name__", "?")
     origin.note_namespace(namespace, candidate=False)
     _add(_Space(name, module, namespace, "module", module))
-    _adopt_classes(namespace, name, module, depth=2)
+    _adopt_classes(namespace, name, module)
 
 
-def _adopt_classes(namespace, module_name: str, module: types.ModuleType, depth: int) -> None:
-    for value in list(namespace.values()):
-        if _mutable_class(value) and type_dict(value).get("__module__") == module_name and id(value) not in _by_owner:
-            namespace = type_dict(value)
-            _add(_Space(f"{module_name}.{type.__dict__['__qualname__'].__get__(value)}", value, namespace, "class",
-                        module))
-            if depth > 1:
-                _adopt_classes(namespace, module_name, module, depth - 1)
+def _adopt_classes(namespace, module_name: str, module: types.ModuleType) -> None:
+    values = list(namespace.values())
+    metaclasses = {kind for kind in set(map(type, values)) if issubclass(kind, type)}
+    for value in values:
+        if type(value) in metaclasses and _mutable_class(value) and type_dict(value).get("__module__") == module_name \
+                and id(value) not in _by_owner:
+            _add(_Space(f"{module_name}.{type.__dict__['__qualname__'].__get__(value)}", value, type_dict(value),
+                        "class", module))
 
 
 def _patch_import_system() -> None:
@@ -333,35 +346,33 @@ def _patch_import_system() -> None:
 
 # ----------------------------------------------------------------- judging changes
 
-def _self_written_names(space: _Space) -> tuple[frozenset, bool]:
-    """Globals the module's own code assigns (``global x``), and whether it also uses ``globals()``."""
-    key = id(space.owner)
-    if key in _self_written:
-        return _self_written[key]
-    names: set[str] = set()
-    stack = []
+def _writes_global(space: _Space, name: str) -> bool:
+    """Whether the module's own code assigns global ``name`` (``global x`` in one of its functions) or writes
+    ``globals()`` freely; code objects that never mention the name are skipped without disassembly."""
+    key = (id(space.owner), name)
+    known = _self_written.get(key)
+    if known is not None:
+        return known
     namespace = space.mapping
+    stack = []
     for value in list(namespace.values()):
         code = code_of(value)
         if code is not None and (type(value) is not types.FunctionType or _GLOBALS.__get__(value) is namespace):
             stack.append(code)
         elif is_kind(value, type) and type_dict(value).get("__module__") == namespace.get("__name__"):
             stack.extend(c for c in map(code_of, list(type_dict(value).values())) if c is not None)
-    free = False
-    seen: set[int] = set()
-    while stack:
+    found, seen = False, set()
+    while stack and not found:
         code = stack.pop()
         if id(code) in seen:
             continue
         seen.add(id(code))
-        free = free or "globals" in code.co_names
-        for instruction in dis.get_instructions(code):
-            if instruction.opname in ("STORE_GLOBAL", "DELETE_GLOBAL"):
-                names.add(instruction.argval)
-        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-    result = (frozenset(names), free)
-    _self_written[key] = result
-    return result
+        if name in code.co_names or "globals" in code.co_names:
+            found = "globals" in code.co_names or any(
+                i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL") and i.argval == name for i in dis.get_instructions(code))
+        stack.extend(c for c in code.co_consts if type(c) is types.CodeType)
+    _self_written[key] = found
+    return found
 
 
 _describe = describe
@@ -373,6 +384,12 @@ def _is_callable_member(value: object) -> bool:
 
 def _protected_kind(space: _Space) -> str | None:
     """'test' / 'reference' for those modules and their classes, 'verdict' for pytest & the testing libraries."""
+    if space.protection is _UNKNOWN:
+        space.protection = _protection(space)
+    return space.protection
+
+
+def _protection(space: _Space) -> str | None:
     path = (_real_dict(space.module) or {}).get("__file__")
     if type(path) is str:
         kind = _protected_paths.get(os.path.realpath(path))
@@ -386,23 +403,22 @@ def _protected_kind(space: _Space) -> str | None:
 
 
 def _judge_module(space: _Space, name: str, old: object, new: object, present: bool) -> str | None:
-    """A module's binding that changed without going through its guarded ``__setattr__``."""
+    """A module's binding that changed without going through its guarded ``__setattr__``: a write to its
+    namespace dict (``__globals__`` of one of its functions). Its own code's ``global`` writes are its state."""
     if name == "__warningregistry__":
         return None
     if present and candidate_object(new):
         return f"places {_describe(new)} at {space.label}.{name}"
-    written, free = _self_written_names(space)
     verb = "adds" if old is _MISSING else "replaces" if present else "deletes"
     shown = f"{verb} {space.label}.{name}" + (f" with {_describe(new)}" if present and callable(new) else "")
     if _protected_kind(space) in ("test", "reference"):
-        return None if name in written and old is not _MISSING else shown
-    if name in written:
-        return None  # the module's own state (``global`` in its functions)
+        return None if old is not _MISSING and _writes_global(space, name) else shown
     if old is _MISSING:
-        return f"{shown}, shadowing the builtin" if name in _BUILTIN_NAMES else None
-    if callable(old) or is_kind(old, types.ModuleType) or not free:
-        return shown
-    return None
+        return f"{shown}, shadowing the builtin" if name in _BUILTIN_NAMES and not _writes_global(space, name) \
+            else None
+    if _data(old) and (not present or _data(new)):
+        return None  # a library's counters and caches
+    return None if _writes_global(space, name) else shown
 
 
 def _package(value: object) -> str:
@@ -446,9 +462,6 @@ def _judge_class(space: _Space, name: str, old: object, new: object, present: bo
     return f"{verb} {space.label}.{name}" + (f" with {_describe(new)}" if present else "")
 
 
-_MISSING = object()
-
-
 def _judge(space: _Space) -> None:
     current, base = dict(space.mapping), space.base
     judge = _judge_module if space.kind == "module" else _judge_class
@@ -463,10 +476,11 @@ def _judge(space: _Space) -> None:
 
 
 def _rebuild() -> None:
-    maps = [s.mapping for s in _spaces if not s.volatile]
-    _fast["maps"] = maps
-    _fast["lens"] = [len(s.base) for s in _spaces if not s.volatile]
-    _fast["flat"] = list(itertools.chain.from_iterable(s.base.values() for s in _spaces if not s.volatile))
+    steady = [s for s in _spaces if not s.volatile]
+    _fast["maps"] = [s.mapping for s in steady]
+    _fast["lens"] = [len(s.base) for s in steady]
+    _fast["flat"] = list(itertools.chain.from_iterable(s.base.values() for s in steady))
+    _fast["stale"] = False
 
 
 def _fast_unchanged() -> bool:
@@ -480,13 +494,12 @@ def check_namespaces() -> None:
     for space in _volatile:
         if not space.unchanged():
             _judge(space)
-    if _fast_unchanged():
+    if not _fast.get("stale") and _fast_unchanged():
         return
     for space in _spaces:
         if not space.volatile and not space.unchanged():
             _judge(space)
-            space.volatile = True  # changed once: compared one by one from now on, the flat list stays valid
-            _volatile.append(space)
+            _make_volatile(space)  # changed once: compared one by one from now on
     _rebuild()
 
 
@@ -619,7 +632,7 @@ def freeze_pytest(session) -> None:
     objects += [(f"pytest hook {name}", caller) for name, caller in list(vars(pm.hook).items())]
     _pytest_objects[:] = [(label, obj, _callables(obj)) for label, obj in objects]
     for item in session.items:
-        _items[item.nodeid] = (item, type(item), item.__dict__.get("_obj"))
+        _items[item.nodeid] = (item, type(item), code_of(item.__dict__.get("_obj")))
 
 
 def check_pytest(item=None) -> None:
@@ -645,10 +658,10 @@ def check_pytest(item=None) -> None:
         _flag("undoes the guard's watch on " + ", ".join(undone))
 
 
-def _check_item(item, kind: type, function: object) -> None:
+def _check_item(item, kind: type, code: object) -> None:
     if type(item) is not kind:
         _flag(f"re-classes test item {item.name} (seen {_state['checkpoint']})")
-    if function is not None and item.__dict__.get("_obj") is not function:
+    if code is not None and item.__dict__.get("_obj") is not None and code_of(item.__dict__["_obj"]) is not code:
         _flag(f"replaces the function of test item {item.name} (seen {_state['checkpoint']})")
     for name, value in list(item.__dict__.items()):
         if callable(getattr(kind, name, None)) and not isinstance(getattr(kind, name), type) and name not in (
@@ -676,6 +689,7 @@ def check_before_call(item) -> None:
             space = _by_owner.get(id(klass))
             if space is not None and not space.unchanged():
                 _judge(space)
+                _make_volatile(space)
         for space in _volatile:
             if not space.unchanged():
                 _judge(space)

@@ -38,10 +38,11 @@ _tainted_files: set[str] = set()
 _keep: list = []  # keeps tainted code objects alive, so their ids stay theirs
 _file_is_candidate: dict[str, bool] = {}
 _file_is_guard: dict[str, bool] = {}
-_candidate_globals: set[int] = set()  # ids of the namespaces candidate code runs with (its modules')
-_known_globals: set[int] = set()  # ids of every other module namespace
-_namespaces: list[dict] = []  # keeps those namespaces alive, so their ids stay theirs
-_guard_globals: set[int] = set()
+# Namespaces are compared by identity without ``id()``: ``id`` raises an audit event, and these checks run
+# inside the guard's audit hook for every frame it looks at.
+_candidate_globals: list[dict] = []  # the namespaces candidate code runs with (its modules')
+_known_globals: dict[str, dict] = {}  # module name -> namespace, for every other module
+_guard_globals: list[dict] = []
 _candidate_threads: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()
 _patches: list[tuple[object, str, object]] = []
 tls = threading.local()  # ``busy``: the guard itself is working on this thread (no rule applies)
@@ -64,7 +65,7 @@ def configure(candidate: str) -> None:
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
         if type(path) is str and os.path.dirname(os.path.abspath(path)) == GUARD_DIR:
-            _guard_globals.add(id(vars(module)))
+            _guard_globals.append(vars(module))
     _patch_thread_start()
 
 
@@ -170,18 +171,31 @@ def note_candidate_module(name: str) -> None:
     candidate_modules().add(name)
 
 
+_IMMUTABLE = 1 << 8
+_HEAP = 1 << 9
+
+
 def candidate_class(cls: type) -> bool:
-    """A class the candidate defined: named after its module, or holding its code."""
+    """A class the candidate defined: named after its module, or holding its code. Nothing is the candidate's
+    before its module exists; builtin and immutable classes never are."""
+    if not _candidate_globals:
+        return False
     for klass in type_mro(cls):
-        if klass is object:
+        flags = klass.__flags__
+        if not flags & _HEAP or flags & _IMMUTABLE:
             continue
         namespace = type_dict(klass)
         if namespace.get("__module__") in candidate_modules():
             return True
         for member in list(namespace.values()):
-            code = code_of(member)
-            if code is not None and is_candidate_code(code):
-                return True
+            kind = type(member)
+            if kind is types.FunctionType:
+                if is_candidate_code(types.FunctionType.__dict__["__code__"].__get__(member)):
+                    return True
+            elif kind in _UNWRAP or kind is types.MethodType:
+                code = code_of(member)
+                if code is not None and is_candidate_code(code):
+                    return True
     return False
 
 
@@ -210,14 +224,20 @@ def candidate_object(value: object) -> bool:
 
 def note_namespace(namespace: dict, candidate: bool) -> None:
     """A module namespace: the candidate's (its code runs with it as globals), or anyone else's."""
-    if id(namespace) in _known_globals or id(namespace) in _candidate_globals:
-        return
-    _namespaces.append(namespace)
-    (_candidate_globals if candidate else _known_globals).add(id(namespace))
+    if candidate:
+        if not any(namespace is known for known in _candidate_globals):
+            _candidate_globals.append(namespace)
+    elif not any(namespace is known for known in _candidate_globals):
+        _known_globals.setdefault(str(namespace.get("__name__")), namespace)
 
 
 def candidate_loaded() -> bool:
     return bool(_candidate_globals)
+
+
+def known_namespace(namespace: dict) -> bool:
+    """The namespace of a loaded module other than the candidate's."""
+    return _known_globals.get(namespace.get("__name__")) is namespace if type(namespace) is dict else False
 
 
 # ------------------------------------------------------------------------- stacks
@@ -226,15 +246,19 @@ def is_candidate_frame(frame: types.FrameType) -> bool:
     """Candidate code runs with the candidate's module namespace as globals (code objects of its file run with
     other globals only if something built such a function or executed such code, which the capability rules
     deny); frames with globals of no known module are judged by their code (an audited read)."""
-    namespace = id(frame.f_globals)
-    if namespace in _candidate_globals:
-        return True
-    return namespace not in _known_globals and is_candidate_code(frame.f_code)
+    namespace = frame.f_globals
+    for candidate in _candidate_globals:
+        if namespace is candidate:
+            return True
+    return not known_namespace(namespace) and is_candidate_code(frame.f_code)
 
 
 def is_guard_frame(frame: types.FrameType) -> bool:
-    return id(frame.f_globals) in _guard_globals or (id(frame.f_globals) not in _known_globals and is_guard_code(
-        frame.f_code))
+    namespace = frame.f_globals
+    for guard in _guard_globals:
+        if namespace is guard:
+            return True
+    return not known_namespace(namespace) and is_guard_code(frame.f_code)
 
 
 def outside_guard(frame: types.FrameType | None) -> types.FrameType | None:

@@ -45,6 +45,8 @@ _ref_ids: set[int] = set()
 _ref_keep: list[types.CodeType] = []  # keeps the code objects alive, so their ids stay theirs
 _ref_bytecode: set[bytes] = set()
 _test_ids: set[int] = set()
+_test_globals: list[dict] = []  # namespaces of the test module (its code runs with them)
+_reference_globals: list[dict] = []  # namespaces of the reference modules
 _allowed_receivers: dict[int, object] = {}
 _file_is_reference: dict[str, bool] = {}
 _reports: list[str] = []
@@ -75,6 +77,9 @@ def is_reference_file(path: object) -> bool:
 def remember_test_code(functions: list) -> None:
     """Code objects of the collected test functions: a reference call made by them needs no further look."""
     for function in functions:
+        namespace = getattr(function, "__globals__", None)
+        if type(namespace) is dict and not any(namespace is known for known in _test_globals):
+            _test_globals.append(namespace)
         code = getattr(function, "__code__", None)
         stack = [code] if isinstance(code, types.CodeType) else []
         while stack:
@@ -202,15 +207,20 @@ def _patch_loader() -> None:
 # ------------------------------------------------------------ the entry check
 
 def _entry() -> None:
-    """First statement of every reference function (see the module docstring)."""
-    frame = sys._getframe(1)
-    caller = frame.f_back
-    if caller is not None and id(caller.f_code) in _ref_ids:
-        return
+    """First statement of every reference function (see the module docstring).
+
+    Frames are told apart by their globals (the reference's module, the test's): reading ``f_code`` or calling
+    ``id`` would raise an audit event per frame."""
     if getattr(_tls, "busy", False):
         return
     _tls.busy = True
     try:
+        frame = sys._getframe(1)
+        caller = frame.f_back
+        if caller is not None and caller.f_globals is frame.f_globals:
+            return  # reference code calling its own module's code
+        if not any(frame.f_globals is known for known in _reference_globals):
+            _reference_globals.append(frame.f_globals)
         _check_entry(frame)
     except Exception as exc:  # the reference must keep working for an honest test
         _config["note"](f"reference entry check failed: {type(exc).__name__}: {exc}")
@@ -218,17 +228,22 @@ def _entry() -> None:
         _tls.busy = False
 
 
+def _reference_frame(frame: types.FrameType) -> bool:
+    namespace = frame.f_globals
+    return any(namespace is known for known in _reference_globals) or (
+        not origin.known_namespace(namespace) and id(frame.f_code) in _ref_ids)
+
+
 def _check_entry(frame: types.FrameType) -> None:
     below = frame.f_back
     candidate = None
     while below is not None:
-        code_id = id(below.f_code)
-        if code_id in _ref_ids:
+        if _reference_frame(below):
             return  # called by the reference (the candidate, if any, was called by it)
         if candidate is None:
-            if code_id in _test_ids:
+            if any(below.f_globals is known for known in _test_globals):
                 return  # the test's own call, through libraries at most
-            if is_candidate_code(below.f_code):
+            if origin.is_candidate_frame(below):
                 candidate = below
         below = below.f_back
     if candidate is None:
@@ -361,7 +376,13 @@ def _code_of(value: object) -> object:
 # ------------------------------------------------------------ reference objects
 
 def reference_modules() -> list[types.ModuleType]:
-    return [m for m in list(sys.modules.values()) if is_reference_file(getattr(m, "__file__", None))]
+    """Loaded reference modules (looked for again only when the set of loaded modules changed)."""
+    loaded = len(sys.modules)
+    if _config.get("loaded") != loaded:
+        _config["loaded"] = loaded
+        _config["reference_modules"] = [m for m in list(sys.modules.values())
+                                        if is_reference_file(getattr(m, "__file__", None))]
+    return _config["reference_modules"]
 
 
 def describe_reference(value: object, reference_names: frozenset[str]) -> str | None:
