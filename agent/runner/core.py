@@ -61,6 +61,7 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from agent.runner.capability_lint import denied_capabilities
 from agent.runner.lint import reference_access
 from agent.runner.options import RunnerOptions
 from agent.runner.phases import phase
@@ -88,7 +89,7 @@ from agent.atomic_file import atomic_write_bytes
 from agent.dataset import DatasetManager
 from agent.tempdirs import make_dir, remove_tree
 from agent.workspace import make_workspace
-from metrics.run_status import INFRA_ERROR, REFERENCE_ACCESS
+from metrics.run_status import INFRA_ERROR, REFERENCE_ACCESS, TAMPERED
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GUARD_DIR = Path(__file__).resolve().parent / "pytest_guard"
@@ -294,10 +295,12 @@ def run_candidate(dataset: DatasetManager, index: int, candidate: str,
     with phase("lint"):
         dataset.check_task(index)
         findings = reference_access(candidate)
+        denied = [] if findings else denied_capabilities(candidate, Path(meta.target_file_path).name)
     expected = meta.test_cases
-    if findings:
+    if findings or denied:
         python, junit = None, None
-        result = failed_run(expected, REFERENCE_ACCESS, "reference access: " + "; ".join(findings))
+        result = failed_run(expected, REFERENCE_ACCESS, "reference access: " + "; ".join(findings)) if findings else \
+            failed_run(expected, TAMPERED, "tampering: " + "; ".join(denied))
     else:
         python, result, junit = _run_in_private_folder(dataset, index, candidate, options, env_name, expected)
     result["interpreter"] = python

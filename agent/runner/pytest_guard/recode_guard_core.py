@@ -257,11 +257,14 @@ def _audit(event: str, args: tuple) -> None:
         return
     _tls.busy = True
     try:
-        trigger = sys._getframe(1)
+        try:
+            trigger = sys._getframe(1)
+        except ValueError:
+            return  # raised by the interpreter itself, with no Python code running
         if origin.is_guard_frame(trigger):
             return
         if event in _REFERENCE_EVENTS:
-            reference.audit(event, args)
+            reference.audit(event, args, trigger)
         for rule in rules:
             rule(trigger, args)
     except capabilities.Denied:

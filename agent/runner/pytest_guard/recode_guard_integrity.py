@@ -142,7 +142,7 @@ def _is_candidate_module(module: types.ModuleType) -> bool:
     if origin.is_candidate_file(path):
         if namespace.get("__name__", "?") not in origin.candidate_modules():
             origin.note_candidate_module(namespace.get("__name__", "?"))
-            origin.note_namespace(namespace, candidate=True)
+        origin.note_module(module, candidate=True)
         return True
     return False
 
@@ -152,9 +152,8 @@ def protect(module: types.ModuleType) -> None:
     kind = type(module)
     if kind in _base_class or _is_candidate_module(module):
         return
-    namespace = _real_dict(module)
-    if namespace is not None:
-        origin.note_namespace(namespace, candidate=False)
+    if _real_dict(module) is not None:
+        origin.note_module(module, candidate=False)
     guarded = _guarded.get(kind)
     if guarded is None:
         guarded = type(kind.__name__, (kind,), {"__setattr__": _setattr, "__delattr__": _delattr,
@@ -305,7 +304,7 @@ def adopt(module: types.ModuleType) -> None:
     if namespace is None:
         return
     name = namespace.get("__name__", "?")
-    origin.note_namespace(namespace, candidate=False)
+    origin.note_module(module, candidate=False)
     _add(_Space(name, module, namespace, "module", module))
     _adopt_classes(namespace, name, module)
 

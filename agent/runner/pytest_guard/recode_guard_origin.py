@@ -39,10 +39,12 @@ _keep: list = []  # keeps tainted code objects alive, so their ids stay theirs
 _file_is_candidate: dict[str, bool] = {}
 _file_is_guard: dict[str, bool] = {}
 # Namespaces are compared by identity without ``id()``: ``id`` raises an audit event, and these checks run
-# inside the guard's audit hook for every frame it looks at.
-_candidate_globals: list[dict] = []  # the namespaces candidate code runs with (its modules')
-_known_globals: dict[str, dict] = {}  # module name -> namespace, for every other module
+# inside the guard's audit hook for every frame it looks at. Modules are held weakly: a candidate module whose
+# import failed must not keep what it allocated alive.
+_candidate_modules: list["weakref.ref[types.ModuleType]"] = []
+_known_globals: "weakref.WeakValueDictionary[str, types.ModuleType]" = weakref.WeakValueDictionary()
 _guard_globals: list[dict] = []
+_NAMESPACE = types.ModuleType.__dict__["__dict__"]
 _candidate_threads: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()
 _patches: list[tuple[object, str, object]] = []
 tls = threading.local()  # ``busy``: the guard itself is working on this thread (no rule applies)
@@ -178,7 +180,7 @@ _HEAP = 1 << 9
 def candidate_class(cls: type) -> bool:
     """A class the candidate defined: named after its module, or holding its code. Nothing is the candidate's
     before its module exists; builtin and immutable classes never are."""
-    if not _candidate_globals:
+    if not candidate_loaded():
         return False
     for klass in type_mro(cls):
         flags = klass.__flags__
@@ -222,22 +224,29 @@ def candidate_object(value: object) -> bool:
     return candidate_class(value if is_kind(value, type) else type(value))
 
 
-def note_namespace(namespace: dict, candidate: bool) -> None:
-    """A module namespace: the candidate's (its code runs with it as globals), or anyone else's."""
+def note_module(module: types.ModuleType, candidate: bool) -> None:
+    """A module: the candidate's (its code runs with the module's namespace as globals), or anyone else's."""
     if candidate:
-        if not any(namespace is known for known in _candidate_globals):
-            _candidate_globals.append(namespace)
-    elif not any(namespace is known for known in _candidate_globals):
-        _known_globals.setdefault(str(namespace.get("__name__")), namespace)
+        if not any(ref() is module for ref in _candidate_modules):
+            _candidate_modules.append(weakref.ref(module))
+    else:
+        _known_globals.setdefault(str(_NAMESPACE.__get__(module).get("__name__")), module)
+
+
+def _candidate_namespaces() -> list[dict]:
+    return [_NAMESPACE.__get__(module) for module in (ref() for ref in _candidate_modules) if module is not None]
 
 
 def candidate_loaded() -> bool:
-    return bool(_candidate_globals)
+    return any(ref() is not None for ref in _candidate_modules)
 
 
 def known_namespace(namespace: dict) -> bool:
     """The namespace of a loaded module other than the candidate's."""
-    return _known_globals.get(namespace.get("__name__")) is namespace if type(namespace) is dict else False
+    if type(namespace) is not dict:
+        return False
+    module = _known_globals.get(namespace.get("__name__"))
+    return module is not None and _NAMESPACE.__get__(module) is namespace
 
 
 # ------------------------------------------------------------------------- stacks
@@ -247,8 +256,8 @@ def is_candidate_frame(frame: types.FrameType) -> bool:
     other globals only if something built such a function or executed such code, which the capability rules
     deny); frames with globals of no known module are judged by their code (an audited read)."""
     namespace = frame.f_globals
-    for candidate in _candidate_globals:
-        if namespace is candidate:
+    for module in _candidate_modules:
+        if (candidate := module()) is not None and _NAMESPACE.__get__(candidate) is namespace:
             return True
     return not known_namespace(namespace) and is_candidate_code(frame.f_code)
 

@@ -499,10 +499,9 @@ def _copied_block(source: object) -> str | None:
     return None
 
 
-def audit(event: str, args: tuple) -> None:
+def audit(event: str, args: tuple, direct: types.FrameType) -> None:
     """Audit events through which reference code is copied, compiled or serialised (called by the guard's hook,
-    which skips the guard's own work, such as compiling the reference)."""
-    direct = sys._getframe(2)  # the frame that called exec, compile...: audit hooks run from C
+    which skips the guard's own work, such as compiling the reference); ``direct`` made the call."""  # the frame that called exec, compile...: audit hooks run from C
     code = args[0] if args else None
     if event in ("exec", "function.__new__") and isinstance(code, types.CodeType) and id(code) not in _ref_ids:
         if is_candidate_code(direct.f_code):
