@@ -127,15 +127,16 @@ def _node_finding(node: ast.AST, rebound: set[str]) -> str | None:
     if isinstance(node, ast.Attribute):
         return _attribute_finding(node)
     if isinstance(node, (ast.Import, ast.ImportFrom)):
-        names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
-        names += [a.name for a in node.names] if isinstance(node, ast.ImportFrom) else []
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] + [
+            f"{node.module}.{a.name}" if node.module else a.name for a in node.names]
         for name in names:
             top = name.split(".")[0]
             if top in _NATIVE:
                 return f"imports {name} (native memory access)"
             if top in ("_pytest", "pluggy") or name == "unittest.mock":
                 return f"imports {name} (pytest's internals or a patching tool)"
-            if name in _TRACERS or name in _FRAMES or name in _GRAPH or name in _IMPORT_HOOKS:
+            last = name.split(".")[-1]
+            if last in _TRACERS or last in _FRAMES or last in _GRAPH or last in _IMPORT_HOOKS:
                 return f"imports {name}, a capability research code never needs"
         return None
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _CODE_BUILDERS:

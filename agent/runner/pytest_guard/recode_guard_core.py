@@ -481,7 +481,7 @@ def pytest_runtest_teardown(item):
     outcome = yield
     _record(item, "teardown", outcome)
     integrity.set_checkpoint(f"after {item.name}")
-    _guarded_check(integrity.check_all, item)
+    _guarded_check(integrity.check_all)
 
 
 def _passed(entry: dict) -> bool:

@@ -439,7 +439,7 @@ def _top_of_file(path: str) -> str:
 
 def _judge_class(space: _Space, name: str, old: object, new: object, present: bool) -> str | None:
     """A class attribute that changed (class writes raise no event: every change is judged here)."""
-    if present and candidate_object(new) and not origin.candidate_class(space.owner):
+    if present and candidate_object(new):
         return f"places {_describe(new)} at {space.label}.{name}"
     if name == "__doc__":
         return None
@@ -554,9 +554,24 @@ def check_tracers() -> None:
             name = monitoring.get_tool(tool)
             if name is not None:
                 _flag(f"a sys.monitoring tool {name!r} is registered (seen {_state['checkpoint']})")
+    _check_torch_modes()
     if len(gc.callbacks) != len(_gc_callbacks) or not all(map(operator.is_, gc.callbacks, _gc_callbacks)):
         _flag(f"changes gc.callbacks (seen {_state['checkpoint']})")
         _gc_callbacks[:] = gc.callbacks
+
+
+def _check_torch_modes() -> None:
+    """Torch function and dispatch modes reroute every torch call in the process (``isclose`` included) from C:
+    none may be left active by anyone but torch itself."""
+    torch_c = getattr(sys.modules.get("torch"), "_C", None)
+    for kind, length, at in (("function", "_len_torch_function_stack", "_get_function_stack_at"),
+                             ("dispatch", "_len_torch_dispatch_stack", "_get_dispatch_stack_at")):
+        if not hasattr(torch_c, length):
+            continue
+        for index in range(getattr(torch_c, length)()):
+            mode = getattr(torch_c, at)(index)
+            if str(type(mode).__module__).split(".")[0] != "torch":
+                _flag(f"enters a torch {kind} mode ({_describe(type(mode))}) (seen {_state['checkpoint']})")
 
 
 # --------------------------------------------------------------------------- pytest
@@ -635,6 +650,7 @@ def freeze_pytest(session) -> None:
 
 
 def check_pytest(item=None) -> None:
+    """Hook registry, pytest's objects, and ``item`` (None: every collected item)."""
     config = _hooks.get("config")
     if config is None:
         return
@@ -668,13 +684,13 @@ def _check_item(item, kind: type, code: object) -> None:
             _flag(f"replaces {name} of test item {item.name} (seen {_state['checkpoint']})")
 
 
-def check_all(item=None) -> None:
+def check_all() -> None:
     """Everything: the boundary between two tests."""
     with GuardWork():
         check_modules()
         check_namespaces()
         check_tracers()
-        check_pytest(item)
+        check_pytest()
         from recode_guard_capabilities import check_import_hooks
         check_import_hooks()
 
