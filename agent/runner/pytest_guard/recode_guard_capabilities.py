@@ -204,9 +204,11 @@ def _special_write(trigger: types.FrameType, args: tuple) -> None:
         deny(cand, trigger, f"changes the class of {describe(target)}")
     if name == "__bases__" and not origin.candidate_object(target):
         deny(cand, trigger, f"changes the bases of {describe(target)}")
-    if name in ("__code__", "__defaults__", "__kwdefaults__"):
-        owner = code_of(target)
-        if name == "__code__" or owner is None or not is_candidate_code(owner):
+    if name == "__code__":
+        deny(cand, trigger, f"replaces __code__ of {describe(target)}")
+    if name in ("__defaults__", "__kwdefaults__") and origin.is_candidate_frame(trigger):
+        owner = code_of(target)  # libraries may set defaults of functions they build (namedtuple's __new__)
+        if owner is None or not is_candidate_code(owner):
             deny(cand, trigger, f"replaces {name} of {describe(target)}")
 
 
