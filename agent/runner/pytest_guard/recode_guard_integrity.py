@@ -149,11 +149,16 @@ def _is_candidate_module(module: types.ModuleType) -> bool:
 
 def protect(module: types.ModuleType) -> None:
     """Give ``module`` the guarded subclass of its class (write-time checks); modules that refuse stay as they are."""
-    kind = type(module)
-    if kind in _base_class or _is_candidate_module(module):
+    if _is_candidate_module(module):
+        base = _base_class.get(type(module))  # ``type(sys)(name)`` makes modules of the guarded class
+        if base is not None:
+            object.__setattr__(module, "__class__", base)
         return
     if _real_dict(module) is not None:
         origin.note_module(module, candidate=False)
+    kind = type(module)
+    if kind in _base_class:
+        return
     guarded = _guarded.get(kind)
     if guarded is None:
         guarded = type(kind.__name__, (kind,), {"__setattr__": _setattr, "__delattr__": _delattr,
