@@ -17,6 +17,7 @@ class Addition:
     code: str = ""  # appended at the end of the file
     transform: Callable[[str], str] | None = None  # rewrites the canonical source itself
     torch: bool = False  # for the torch tasks only
+    task: int | None = None  # rewrites one task's implementation (its kernel through TorchScript, autograd...)
 
 
 def public_functions(source: str) -> list[str]:
@@ -371,7 +372,7 @@ with _torch_grad.inference_mode():
 @torch.jit.script
 def _rotate_pairs(even: torch.Tensor, odd: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
-'''), torch=True),
+'''), torch=True, task=4),
     Addition("rotary_autograd", "", "", lambda source: _after_imports(source.replace(
         "rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)",
         "rotated = _RotatePairs.apply(even, odd, cos, sin)"), '''
@@ -399,7 +400,7 @@ class _RotatePairs(torch.autograd.Function):
         g_a, g_b = grad[..., 0], grad[..., 1]
         return (g_a * cos + g_b * sin, g_b * cos - g_a * sin,
                 _reduce_to(g_a * even + g_b * odd, cos.shape), _reduce_to(g_b * even - g_a * odd, sin.shape))
-'''), torch=True),
+'''), torch=True, task=4),
     Addition("lora_autograd_scale", "", "", lambda source: _after_imports(source.replace(
         "return base + update * self.scaling", "return base + _Scale.apply(update, self.scaling)"), '''
 
@@ -412,7 +413,7 @@ class _Scale(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return grad * ctx.factor, None
-'''), torch=True),
+'''), torch=True, task=8),
     Addition("lora_jit_delta", "", "", lambda source: _after_imports(source.replace(
         "return (self.lora_B @ self.lora_A) * self.scaling", "return _scaled_product(self.lora_B, self.lora_A, self.scaling)"),
         '''
@@ -420,7 +421,7 @@ class _Scale(torch.autograd.Function):
 @torch.jit.script
 def _scaled_product(left: torch.Tensor, right: torch.Tensor, factor: float) -> torch.Tensor:
     return (left @ right) * factor
-'''), torch=True),
+'''), torch=True, task=8),
 ]}
 
 # Five honest files per sample task: each a combination of additions (every addition appears at least twice).
