@@ -99,6 +99,9 @@ TEST_USER = "recode-test"
 FRESH_UID_BASE, FRESH_UID_SPAN = 2_000_000_000, 100_000_000  # far above any real account
 STARTUP_PACKAGES = {"pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "exceptiongroup", "tomli",
                     "pytest_timeout", "colorama", GUARD_PLUGIN, "recode_guard_core"}
+# The guard's watch (capability rules, integrity checks, result checks, reference watch): on for every evaluation;
+# scripts/bench_runner.py turns it off in its own process to measure what it costs, paired.
+GUARD_WATCH = True
 _warned: set[str] = set()
 # Deleting a run folder costs tens of ms on some disks: done off the caller's path after a normal run; the
 # pool is joined at interpreter exit. An interrupted run (Ctrl-C, terminate) deletes synchronously instead.
@@ -359,7 +362,7 @@ def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[s
     os.close(key_write)
     channel_read, channel_write = os.pipe()
     guard = {"repo": layout.repo, "target": layout.target, "canonical": layout.canonical, "test": layout.test,
-             "junit": layout.junit, "key_fd": key_read, "out_fd": channel_write}
+             "junit": layout.junit, "key_fd": key_read, "out_fd": channel_write, "watch": GUARD_WATCH}
     extra = {"RECODE_GUARD": json.dumps(guard),
              "PYTHONPATH": os.pathsep.join(p for p in (str(GUARD_DIR), layout.pythonpath) if p)}
     base = user_base()
