@@ -9,7 +9,8 @@ per-test timeout parsed from test.sh. The dataset is never written.
 Threat model: the candidate is arbitrary Python written by a model that may
 (by accident or reward hacking) loop, exhaust memory, fork, write or delete
 files, read secrets, use the network, exit early, crash, flood output, or
-try to make failing tests look passed.
+try to make failing tests look passed: patch the test's libraries or pytest,
+trace the test, rewrite its frames, hand it values that agree with anything.
 
 Guaranteed, with the bubblewrap sandbox (default when available):
 * the dataset, the harness checkout and the caller's home are invisible; the
@@ -24,25 +25,51 @@ Guaranteed, with the bubblewrap sandbox (default when available):
   current count; unsandboxed as root: a pids cgroup);
 * ``passed`` requires pytest's JUnit report, pytest's exit code and the
   guard plugin's own observations to agree, authenticated by a per-run key
-  read by the plugin before any candidate code exists; exiting early,
-  crashing, faking or rewriting the report, printing PASSED, monkeypatching
-  pytest, placing candidate functions into the test's, the reference's or
-  their libraries' namespaces are all detected (see ``agent/runner/verdict.py``
-  and ``agent/runner/pytest_guard``);
+  read by the plugin before any candidate code exists (see
+  ``agent/runner/verdict.py``); every test must also prove its body ran to
+  its end (the test module is instrumented as pytest compiles it);
+* capabilities research code never needs are denied to the candidate's code
+  by an audit hook installed before it is imported (Python code cannot remove
+  one) and, where Python raises no audit event, by wrappers and write-time
+  checks: tracers and profilers, frame objects, walks of the object graph,
+  building or running code from strings or code objects, ``ctypes``, import
+  and audit hooks, writes to attributes of modules it did not define (the
+  test's, the reference's, numpy's, pytest's...), re-classing modules, classes
+  or pytest objects, registering pytest hooks, ending or signalling the test
+  process (``agent/runner/pytest_guard/recode_guard_capabilities.py``);
+  a static check refuses the plain spellings before running
+  (``agent/runner/capability_lint.py``);
+* everything the verdict relies on is compared with its baseline at every
+  test boundary: every loaded module's namespace and the classes it defines
+  (dict-level writes through ``__globals__``), ``sys.modules``, tracers,
+  torch dispatch modes, ``gc.callbacks``, pytest's hook implementations,
+  objects and test items (``recode_guard_integrity``);
+* values reaching the test's comparisons and calls are not of
+  candidate-defined subclasses of ``torch.Tensor``/``numpy.ndarray``/``float``/
+  ``int``/``complex`` nor of candidate types overriding comparison, truth or
+  dispatch protocols (``recode_guard_results``);
+* any of these ends as ``tampered`` with one line of evidence naming the
+  capability and the candidate's line (``target.py:12 sets sys.setprofile``);
 * reference use ends as ``reference_access`` with one line of evidence:
   reference code started from candidate code (however the candidate got hold
   of it), reference objects handed out by the candidate's module, copies,
   compiles or reads of the reference; plain imports are refused before
   running (``agent/runner/lint.py``).
 
-Not guaranteed: the candidate runs inside the pytest process, so code written
-specifically against this harness (digging the per-run key out of the guard's
-memory, library callbacks the candidate registers with raw reference
-functions, a child interpreter importing the reference, replacing library
-functions by other library functions, patching the repository's own
-modules (they may legitimately re-export the target), patching pytest and undoing it between two guard checkpoints, or an
-obfuscated child process rewriting repository sources before the reference
-imports them) is not provably excluded. Without bubblewrap (``--sandbox off`` or ``auto``
+Not guaranteed: the candidate runs inside the pytest process. What the guard
+cannot see: memory written by compiled code (an extension module the task
+imports, or a numpy array built over a raw address, which the static check
+refuses by name only); library functions that hand frame objects to their
+caller other than ``inspect``'s and ``traceback``'s; in-place changes inside
+library data structures (a dict of default tolerances) that are not
+namespace bindings; code a library compiles from a string the candidate
+gave it (it runs as the library's, though with the candidate below it on the
+stack); a value a library type makes agree with anything (``mock.ANY``);
+the per-run key in the guard's own memory, if code written against this
+harness digs it out. What contains these: the sandbox (nothing outside the
+run's copy is writable, no network), process isolation (a crash or an early
+exit leaves no seal and the run is an error), and the time and memory
+limits. Without bubblewrap (``--sandbox off`` or ``auto``
 on a machine without it) there is no file-system or network confinement: the
 candidate runs with the caller's user rights, can read the caller's files and
 ``/proc/<ppid>/environ``, and, without a pids cgroup, a process that
@@ -53,11 +80,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import functools
 import json
 import os
 import resource
 import secrets
 import shutil
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -141,6 +170,14 @@ def resolve_interpreter(dataset: DatasetManager, index: int, options: RunnerOpti
                               env_name=env_name), None
     except EnvError as exc:
         return None, str(exc)
+
+
+@functools.lru_cache(maxsize=None)
+def guard_bytecode(python: str) -> None:
+    """Compile the guard plugin's modules once per interpreter: test runs never write bytecode, and compiling
+    them from source would cost every run about 0.1 s. A checkout that cannot be written stays as it is."""
+    subprocess.run([python, "-m", "compileall", "-q", str(GUARD_DIR)], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, check=False, timeout=120)
 
 
 def prepare(dataset: DatasetManager, index: int, candidate: str, run_dir: Path) -> Layout:
@@ -319,6 +356,8 @@ def _run_in_private_folder(dataset: DatasetManager, index: int, candidate: str, 
         sandboxed = use_sandbox(options) if python is not None else False
     if python is None:
         return None, failed_run(expected, INFRA_ERROR, f"no environment for task {index}: {problem}"), None
+    with phase("resolve"):
+        guard_bytecode(python)
     if sandboxed is None:
         return python, failed_run(expected, INFRA_ERROR, f"sandbox required but unavailable: {bwrap_problem()}"), None
     run_dir = make_dir("run")

@@ -87,6 +87,7 @@ _test_codes: dict[str, object] = {}
 _test_index: dict[str, int] = {}
 _state: dict[str, object] = {}
 _tls = origin.tls
+_ACTIVE = origin.active  # the rules apply once the candidate's module exists
 _write = os.write
 _NAMESPACE = types.ModuleType.__dict__["__dict__"]
 
@@ -256,7 +257,8 @@ def _audit(event: str, args: tuple) -> None:
             return  # builtins.id and most events: nothing to judge
         rules = (capabilities.native_rule(event),)
     wanted = _ATTRIBUTE_FILTER.get(event)
-    if (wanted is not None and (len(args) < 2 or args[1] not in wanted)) or getattr(_tls, "busy", False):
+    if not _ACTIVE[0] or (wanted is not None and (len(args) < 2 or args[1] not in wanted)) or getattr(
+            _tls, "busy", False):
         return
     _tls.busy = True
     try:

@@ -45,6 +45,7 @@ _candidate_modules: list["weakref.ref[types.ModuleType]"] = []
 _known_globals: "weakref.WeakValueDictionary[str, types.ModuleType]" = weakref.WeakValueDictionary()
 _guard_globals: list[dict] = []
 _NAMESPACE = types.ModuleType.__dict__["__dict__"]
+active = [False]  # a candidate module exists: before that, no code is the candidate's and no rule can apply
 _candidate_threads: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()
 _patches: list[tuple[object, str, object]] = []
 tls = threading.local()  # ``busy``: the guard itself is working on this thread (no rule applies)
@@ -85,14 +86,14 @@ def is_candidate_file(path: object) -> bool:
         target = _config["candidate"]
         known = path == target or path in _tainted_files or (
             os.path.basename(path) == _config["basename"] and os.path.realpath(path) == target) or (
-            os.path.isabs(path) and os.path.realpath(path) in _tainted_files)
+            bool(_tainted_files) and os.path.isabs(path) and os.path.realpath(path) in _tainted_files)
         _file_is_candidate[path] = known
     return known
 
 
 def is_candidate_code(code: types.CodeType) -> bool:
     """Code of the candidate's file, of a file it wrote, or code it compiled or executed itself."""
-    return id(code) in _tainted_ids or is_candidate_file(code.co_filename)
+    return bool(_tainted_ids) and id(code) in _tainted_ids or is_candidate_file(code.co_filename)
 
 
 def is_guard_code(code: types.CodeType) -> bool:
@@ -227,6 +228,7 @@ def candidate_object(value: object) -> bool:
 def note_module(module: types.ModuleType, candidate: bool) -> None:
     """A module: the candidate's (its code runs with the module's namespace as globals), or anyone else's."""
     if candidate:
+        active[0] = True
         if not any(ref() is module for ref in _candidate_modules):
             _candidate_modules.append(weakref.ref(module))
     else:

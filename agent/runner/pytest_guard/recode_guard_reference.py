@@ -14,9 +14,10 @@ reference objects the candidate module or its ``__getattr__`` hands to the test
 (re-exports, subclasses, code copies), compiling or serialising the
 reference's code, and threads the candidate started running reference code.
 
-Cost: one call and one dictionary lookup per reference call made by reference
-code; a stack walk only for calls entering the reference from outside. Nothing
-else in the process is traced.
+Cost: one call and one frame lookup per reference call made by reference code
+(frames are told apart by their globals: reading ``f_code`` or calling ``id``
+raises an audit event each); a stack walk only for calls entering the
+reference from outside. Nothing else in the process is traced.
 
 Standard library only: it runs in the task's interpreter.
 """

@@ -44,7 +44,7 @@ PROTOCOL = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool_
 SCAN_LIMIT = 100_000
 _LEAF, _SEQUENCE, _MAPPING, _ARRAY, _OBJECT = range(5)
 _kinds: dict[type, object] = {}
-_resolved: dict[int, bool] = {}
+_resolved: dict[type, bool] = {}
 _report: list[Callable[[str], None]] = []
 _state: dict = {"test": None, "functions": [], "completed": [], "candidate_lines": None}
 
@@ -271,7 +271,7 @@ def _protected_bases() -> tuple[tuple[type, str], ...]:
 
 def _resolvable(klass: type) -> bool:
     """Found by its qualified name in a loaded module that is not the candidate's: a library's, test's or reference's."""
-    known = _resolved.get(id(klass))
+    known = _resolved.get(klass)
     if known is None:
         name, qualname = str(type.__dict__["__module__"].__get__(klass)), type.__dict__["__qualname__"].__get__(klass)
         value: object = sys.modules.get(name)
@@ -280,7 +280,7 @@ def _resolvable(klass: type) -> bool:
         else:
             for part in qualname.split("."):
                 value = getattr(value, part, None)
-        known = _resolved[id(klass)] = value is klass
+        known = _resolved[klass] = value is klass
     return known
 
 
