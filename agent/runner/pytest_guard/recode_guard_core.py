@@ -139,7 +139,7 @@ if _WATCH:
     reference.configure(candidate=_CANDIDATE, references=_REFERENCES, report=_report_access, note=_note)
     capabilities.configure(_flag)
     results.configure(_flag, _TEST)
-    integrity.configure(_flag, test=_TEST, references=_REFERENCES)
+    integrity.configure(_flag, test=_TEST, references=_REFERENCES, repo=_REPO)
 
 
 # --------------------------------------------------------------- file-system rules
@@ -493,7 +493,7 @@ def pytest_runtest_teardown(item):
     _record(item, "teardown", outcome)
     if _WATCH:
         integrity.set_checkpoint(f"after {item.name}")
-        _guarded_check(integrity.check_all)
+        _guarded_check(integrity.check_all, False)
 
 
 def _passed(entry: dict) -> bool:

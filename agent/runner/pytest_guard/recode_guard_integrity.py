@@ -53,6 +53,7 @@ _MISSING, _UNKNOWN = object(), object()
 _DICT = types.ModuleType.__dict__["__dict__"]
 _GLOBALS = types.FunctionType.__dict__["__globals__"]
 _PLAIN_SETATTR = types.ModuleType.__setattr__
+_IMPORT_SYSTEM = frozenset({"importlib", "_frozen_importlib", "_frozen_importlib_external"})
 _ATTRIBUTE_STORES = frozenset({dis.opmap["STORE_ATTR"], dis.opmap["DELETE_ATTR"]})
 _VALUES = operator.methodcaller("values")
 _TRUSTED_TOPS = frozenset({"_pytest", "pytest", "pluggy", "recode_guard_core", "recode_guard_reference",
@@ -61,6 +62,10 @@ _TRUSTED_TOPS = frozenset({"_pytest", "pytest", "pluggy", "recode_guard_core", "
 _VERDICT_TOPS = frozenset({"_pytest", "pytest", "pluggy", "unittest", "recode_guard_core", "recode_guard_reference",
                            "recode_guard_origin", "recode_guard_capabilities", "recode_guard_integrity",
                            "recode_guard_results"})
+_HOT_PREFIXES = ("builtins", "math", "cmath", "operator", "functools", "numpy.testing", "numpy._core.numeric",
+                 "numpy.core.numeric", "numpy._core.fromnumeric", "numpy.core.fromnumeric", "numpy.ma", "torch.testing",
+                 "torch._tensor", "torch.nn.parameter", "torch.overrides", "torch.functional", "_pytest", "pytest",
+                 "pluggy", "unittest")
 # classes whose methods decide comparisons of the values tests compare most
 _VERDICT_CLASSES = frozenset({"torch._tensor.Tensor", "torch.nn.parameter.Parameter", "numpy.ma.core.MaskedArray"})
 _SYS_FREE = frozenset({"stdout", "stderr", "stdin", "argv", "displayhook", "excepthook", "unraisablehook", "ps1",
@@ -90,6 +95,7 @@ class _Space:
 
 
 _spaces: list[_Space] = []
+_hot: list[_Space] = []  # compared at every test boundary; the rest after collection and at the end
 _by_owner: dict[object, _Space] = {}  # modules and classes hash by identity: no id() (an audit event)
 _fast: dict[str, list] = {"maps": [], "lens": [], "flat": []}
 _volatile: list[_Space] = []
@@ -98,18 +104,21 @@ _guarded: dict[type, type] = {}
 _base_class: dict[type, type] = {}
 _modules: dict[str, object] = {}
 _protected_paths: dict[str, str] = {}  # realpath -> "test" | "reference"
+_protected_names: set[str] = set()
 _pytest_objects: list[tuple[str, object, dict]] = []
 _items: dict[str, tuple] = {}
 _hooks: dict = {}
 _gc_callbacks: list = []
 
 
-def configure(report: Callable[[str], None], *, test: str, references: tuple[str, ...]) -> None:
+def configure(report: Callable[[str], None], *, test: str, references: tuple[str, ...], repo: str) -> None:
     """Watch every module from now on: those loaded so far, and each one the import system creates."""
     _report.append(report)
+    _state["repo"] = repo
     _protected_paths[test] = "test"
     for path in references:
         _protected_paths[path] = "reference"
+    _protected_names.update(os.path.basename(path) for path in _protected_paths)
     with GuardWork():
         loaded = [m for m in list(sys.modules.values())
                   if is_kind(m, types.ModuleType) and (_real_dict(m) or {}).get("__name__") != "__main__"]
@@ -124,6 +133,7 @@ def configure(report: Callable[[str], None], *, test: str, references: tuple[str
 
 def add_reference(path: str) -> None:
     _protected_paths[path] = "reference"
+    _protected_names.add(os.path.basename(path))
 
 
 def set_checkpoint(label: str) -> None:
@@ -175,6 +185,11 @@ def protect(module: types.ModuleType) -> None:
 
 def _setattr(module, name, value) -> None:
     base = _base_class[type(module)]
+    writer = sys._getframe(1)
+    if writer.f_globals is _DICT.__get__(module) or _module_top(writer) in _IMPORT_SYSTEM:
+        base.__setattr__(module, name, value)  # the module's own code, or the import system (the common case)
+        accept(module, name)
+        return
     judged = _check_write(module, name, value, base, deleting=False)
     base.__setattr__(module, name, value)
     if name == "__class__":
@@ -212,7 +227,7 @@ def _plainly_allowed(module, name: str, value: object, base: type, writer: types
     namespace = _DICT.__get__(module)
     if writer.f_globals is namespace:
         return True  # the module's own code
-    if _module_top(writer) in ("importlib", "_frozen_importlib", "_frozen_importlib_external"):
+    if _module_top(writer) in _IMPORT_SYSTEM:
         return True  # the import system setting up a module it loads (attributes, a C extension's own init)
     member = next((type_dict(k)[name] for k in origin.type_mro(base) if name in type_dict(k)), None)
     if hasattr(type(member), "__set__") or base.__setattr__ is not _PLAIN_SETATTR:
@@ -292,8 +307,19 @@ def _mutable_class(value: object) -> bool:
     return is_kind(value, type) and bool(value.__flags__ & _HEAP) and not value.__flags__ & _IMMUTABLE
 
 
+def _is_hot(space: _Space) -> bool:
+    """What the test's verdict runs through: the test, the reference and the task's own modules, pytest and the
+    other testing libraries, the builtins, and the classes of those modules."""
+    if _protected_kind(space) is not None or space.label.startswith(_HOT_PREFIXES):
+        return True
+    path = (_real_dict(space.module) or {}).get("__file__")
+    return type(path) is str and path.startswith(_state.get("repo", "\0"))
+
+
 def _add(space: _Space) -> None:
     _spaces.append(space)
+    if _is_hot(space):
+        _hot.append(space)
     _by_owner[space.owner] = space
     _fast["maps"].append(space.mapping)
     _fast["lens"].append(len(space.base))
@@ -394,7 +420,7 @@ def _protected_kind(space: _Space) -> str | None:
 
 def _protection(space: _Space) -> str | None:
     path = (_real_dict(space.module) or {}).get("__file__")
-    if type(path) is str:
+    if type(path) is str and os.path.basename(path) in _protected_names:
         kind = _protected_paths.get(os.path.realpath(path))
         if kind:
             return kind
@@ -492,8 +518,15 @@ def _fast_unchanged() -> bool:
         map(operator.is_, itertools.chain.from_iterable(map(_VALUES, maps)), _fast["flat"]))
 
 
-def check_namespaces() -> None:
-    """Every watched namespace against its baseline: differences are judged, then become the baseline."""
+def check_namespaces(full: bool = True) -> None:
+    """Watched namespaces against their baselines (every one, or those the verdict runs through): differences
+    are judged, then become the baseline."""
+    if not full:
+        for space in _hot:
+            if not space.unchanged():
+                _judge(space)
+                _make_volatile(space)
+        return
     for space in _volatile:
         if not space.unchanged():
             _judge(space)
@@ -695,11 +728,12 @@ def _check_item(item, kind: type, code: object) -> None:
             _flag(f"replaces {name} of test item {item.name} (seen {_state['checkpoint']})")
 
 
-def check_all() -> None:
-    """Everything: the boundary between two tests."""
+def check_all(full: bool = True) -> None:
+    """The boundary between two tests: ``sys.modules``, tracers, pytest, import hooks, and the namespaces (every
+    one when ``full``: after collection and at the end; else those the verdict runs through)."""
     with GuardWork():
         check_modules()
-        check_namespaces()
+        check_namespaces(full)
         check_tracers()
         check_pytest()
         from recode_guard_capabilities import check_import_hooks

@@ -56,14 +56,18 @@ def configure(report: Callable[[str], None], test: str) -> None:
     import _pytest.assertion.rewrite as rewrite
 
     original_rewrite, original_read = rewrite.rewrite_asserts, rewrite._read_pyc
+    name = os.path.basename(test)
+
+    def is_test(path) -> bool:
+        return path is not None and os.path.basename(str(path)) == name and os.path.realpath(str(path)) == test
 
     def rewrite_asserts(mod, source, module_path=None, config=None):
         original_rewrite(mod, source, module_path, config)
-        if module_path is not None and os.path.realpath(str(module_path)) == test:
+        if is_test(module_path):
             instrument(mod)
 
     def _read_pyc(source, pyc, trace=lambda x: None):
-        if os.path.realpath(str(source)) == test:
+        if is_test(source):
             return None  # always rewritten, so always instrumented
         return original_read(source, pyc, trace)
 
