@@ -6,27 +6,32 @@ audit event:
 * **write time**: every module (except the candidate's own) gets, the moment the
   import system creates it, a subclass of its class whose ``__setattr__``,
   ``__delattr__`` and ``__dict__`` look at who is writing. A write is allowed
-  from the module's own code, from the import system binding a submodule, from
-  module-level import-time code of a library, through a configuration
-  descriptor of the module's class (``torch.backends.cudnn.deterministic``),
-  to ``sys``'s streams and argv, and from pytest, the test or the harness when
-  no candidate frame is on the stack; any other write is refused with the
-  writer's line (``target.py:7 writes numpy.testing.assert_allclose``), and so
-  is candidate code reading a module's ``__dict__``.
+  from the module's own code, the import system, module-level set-up code of
+  a library or a package writing its own modules, through a descriptor of the
+  module's class (``torch.backends.cudnn.deterministic``), to ``sys``'s streams
+  and argv, and from pytest or the harness when no candidate frame is on the
+  stack (plain data from anyone); any other write is refused with the writer's
+  line (``target.py:7 writes numpy.testing.assert_allclose``), and so is
+  candidate code reading a module's ``__dict__``.
 * **baselines**: each module namespace is copied when its import completes,
-  each class defined in it with it, and compared by identity at every test
-  boundary (after collection, before and after each test, at the end). A
-  difference the module's own code does not explain (its functions never
-  assign that global) is a dict-level write through a function's
-  ``__globals__``: reported. So are new values holding candidate code, names
-  shadowing builtins, changed methods of library classes, any change to
-  pytest's, pluggy's, unittest's and the testing libraries' classes, to the
-  test module or the reference module, replaced ``sys.modules`` entries,
-  installed tracers or profilers, changed ``gc.callbacks``, pytest hook
-  implementations added or removed after collection, and test items whose
-  class, function or methods were replaced.
+  each class defined in it with it, and compared by identity: those the
+  verdict runs through (the test's, the reference's and the task's modules,
+  pytest, pluggy, unittest, the testing parts of numpy and torch, builtins)
+  at every test boundary, every one after collection, at the end and between
+  tests whenever the tests since the last full comparison took
+  ``FULL_CHECK_SHARE`` times longer than it did. A difference the module's own
+  code does not explain (its functions never assign that global) is a
+  dict-level write through a function's ``__globals__``: reported. So are new
+  values holding candidate code, names shadowing builtins, changed methods of
+  library classes, any change to pytest's, pluggy's, unittest's and the
+  testing libraries' classes, to the test module or the reference module,
+  replaced ``sys.modules`` entries, installed tracers or profilers, torch
+  dispatch modes, changed ``gc.callbacks``, pytest hook implementations added
+  or removed after collection, and test items whose class, function or
+  methods were replaced. A dict-level write the candidate undoes itself before
+  the next comparison (from a finalizer) is not seen.
 
-The check at a boundary touches every namespace value once (a C-level identity
+A full comparison touches every namespace value once (a C-level identity
 comparison of flat lists); namespaces that change legitimately between tests
 (``warnings``, written by ``catch_warnings``) are compared one by one.
 """
@@ -40,6 +45,7 @@ import operator
 import os
 import sys
 import threading
+import time
 import types
 from importlib.machinery import ModuleSpec
 from typing import Callable
@@ -49,6 +55,9 @@ from recode_guard_origin import (GuardWork, candidate_frame, candidate_object, c
                                 is_kind, type_dict, where)
 
 _HEAP, _IMMUTABLE = 1 << 9, 1 << 8
+# Between tests every namespace is compared again once the tests since the last full comparison took this many
+# times longer than it did (so it costs at most ~4 % of the tests' time); the hot ones always are.
+FULL_CHECK_SHARE = 25
 _MISSING, _UNKNOWN = object(), object()
 _DICT = types.ModuleType.__dict__["__dict__"]
 _GLOBALS = types.FunctionType.__dict__["__globals__"]
@@ -729,11 +738,17 @@ def _check_item(item, kind: type, code: object) -> None:
 
 
 def check_all(full: bool = True) -> None:
-    """The boundary between two tests: ``sys.modules``, tracers, pytest, import hooks, and the namespaces (every
-    one when ``full``: after collection and at the end; else those the verdict runs through)."""
+    """The boundary between two tests: ``sys.modules``, tracers, pytest, import hooks, and the namespaces: every
+    one when ``full`` (after collection, at the end) or when the tests since the last full check took
+    ``FULL_CHECK_SHARE`` times longer than it did; else those the verdict runs through."""
     with GuardWork():
         check_modules()
+        now = time.perf_counter()
+        full = full or now - _state.get("full_at", 0.0) >= FULL_CHECK_SHARE * _state.get("full_cost", 0.0)
         check_namespaces(full)
+        if full:
+            _state["full_at"] = time.perf_counter()
+            _state["full_cost"] = _state["full_at"] - now
         check_tracers()
         check_pytest()
         from recode_guard_capabilities import check_import_hooks
