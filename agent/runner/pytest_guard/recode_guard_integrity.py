@@ -52,7 +52,7 @@ from typing import Callable
 
 import recode_guard_origin as origin
 from recode_guard_origin import (GuardWork, candidate_frame, candidate_object, code_of, describe, in_candidate_thread,
-                                is_kind, type_dict, where)
+                                is_kind, type_dict)
 
 _HEAP, _IMMUTABLE = 1 << 9, 1 << 8
 # Between tests every namespace is compared again once the tests since the last full comparison took this many

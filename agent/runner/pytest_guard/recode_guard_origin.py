@@ -235,10 +235,6 @@ def note_module(module: types.ModuleType, candidate: bool) -> None:
         _known_globals.setdefault(str(_NAMESPACE.__get__(module).get("__name__")), module)
 
 
-def _candidate_namespaces() -> list[dict]:
-    return [_NAMESPACE.__get__(module) for module in (ref() for ref in _candidate_modules) if module is not None]
-
-
 def candidate_loaded() -> bool:
     return any(ref() is not None for ref in _candidate_modules)
 
