@@ -4,8 +4,10 @@ Metrics import nothing of ``agent``, so this vocabulary lives on their side and 
 (like ``junit_outcome``).
 
 A turn's ``execution_result["status"]`` is the runner's verdict. ``infra_error`` (the harness could not
-evaluate the candidate) and ``reference_access`` (the candidate used the hidden reference) mean the
-test result measures nothing about the candidate: such a job is never counted as solved or unsolved.
+evaluate the candidate), ``reference_access`` (the candidate used the hidden reference) and ``tampered``
+(the candidate used a capability research code never needs, such as a tracer, another frame's locals or a
+patch of the test's libraries, or handed the test a value that fakes its comparisons) mean the test result
+measures nothing about the candidate: such a job is never counted as solved or unsolved.
 
 Why a job stopped before its end is stored under ``stop_reason`` (``result_format.STOP_KEY``).
 
@@ -29,7 +31,8 @@ from __future__ import annotations
 
 INFRA_ERROR = "infra_error"
 REFERENCE_ACCESS = "reference_access"
-UNTRUSTED_STATUSES = (INFRA_ERROR, REFERENCE_ACCESS)
+TAMPERED = "tampered"
+UNTRUSTED_STATUSES = (INFRA_ERROR, REFERENCE_ACCESS, TAMPERED)
 
 FEEDBACK_MISSING = "feedback_missing"
 BUDGET = "budget"

@@ -5,7 +5,7 @@
 One task per paper (ResearchCodeBench datasets; other datasets: every task),
 its canonical answer, environments warm. Each repetition runs, in an order
 rotated from one repetition to the next (paired: a slow moment of a shared
-machine hits all of them alike), six commands in the same environment:
+machine hits all of them alike), seven commands in the same environment:
 
   a   the task's own command: ``python paper2code_test.py`` in a copy of the
       paper folder, as the ResearchCodeBench release runs it (other tasks:
@@ -15,16 +15,20 @@ machine hits all of them alike), six commands in the same environment:
   p   bare ``python -m pytest`` on the same test file, no bytecode cache;
   g   our runner with the sandbox off: guard plugin, JUnit report, limits;
   b   the in-loop evaluation path (``agent.slots.run_tests``), sandbox on;
+  w   b with the guard's watch off (``agent.runner.core.GUARD_WATCH``: the
+      plugin only witnesses and seals; no capability rules, integrity or
+      result checks, reference watch);
   c   the CLI ``agent/clean_test_runner.py --canonical --json`` (a second
       interpreter on top of b).
 
-It prints per paper b/a (target <= 1.15) and c/a (target <= 1.3), medians
-of the paired per-repetition ratios, and the
+It prints per paper b/a (target <= 1.15), c/a (target <= 1.3) and the watch's
+share of an evaluation (b - w) / b (target <= 5 %), medians of the paired
+per-repetition ratios, and the
 breakdown of b - a and c - b in ms, each a median of paired per-repetition
 differences or a phase the runner itself timed (``agent.runner.phases``):
 bytecode a0-a, pytest p-a0, guard (process time of g)-p, sandbox
 (bwrap/setpriv process time b-g, plus host-side set-up), copy, verdict
-(channel and JUnit parsing), other (rest of b), cli c-b. Then the
+(channel and JUnit parsing), other (rest of b), cli c-b, watch b-w. Then the
 environment-cache hit time (target <= 50 ms) and the machine's load.
 """
 from __future__ import annotations
@@ -42,6 +46,7 @@ from agent.setup_hint import name_missing_modules  # noqa: E402
 name_missing_modules()
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -51,6 +56,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable
 
+import agent.runner.core as runner_core
 from agent.runner.core import REPO_ROOT, Layout, RunnerOptions, prepare, resolve_interpreter, run_candidate
 from agent.envs.cache import resolve_python
 from agent.slots import run_tests
@@ -62,10 +68,10 @@ from metrics.cli_flags import Parser, add_dataset_dirs, dataset_dir
 
 DEFAULT_DATASET = REPO_ROOT / "work_dir" / "dataset"
 CLI = REPO_ROOT / "agent" / "clean_test_runner.py"
-INLOOP_TARGET, CLI_TARGET = 1.15, 1.3
+INLOOP_TARGET, CLI_TARGET, WATCH_TARGET = 1.15, 1.3, 0.05
 HIT_TARGET_MS = 50.0
 RUNNER_PHASES = ("lint", "resolve", "copy", "sandbox set-up", "process", "verdict", "cleanup")
-BREAKDOWN = ("bytecode", "pytest", "guard", "sandbox", "copy", "verdict", "other", "cli")
+BREAKDOWN = ("bytecode", "pytest", "guard", "sandbox", "copy", "verdict", "other", "cli", "watch")
 
 
 @dataclass(frozen=True)
@@ -120,13 +126,24 @@ def command(argv: list[str], layout: Layout, bytecode: bool) -> Callable[[], Non
     return run
 
 
+@contextlib.contextmanager
+def watch(on: bool):
+    """The guard's watch on or off for the runs inside (this process's runner only)."""
+    before = runner_core.GUARD_WATCH
+    runner_core.GUARD_WATCH = on
+    try:
+        yield
+    finally:
+        runner_core.GUARD_WATCH = before
+
+
 def runner_call(dataset: DatasetManager, meta: TaskMeta, options: RunnerOptions,
-                sink: list[dict[str, float]]) -> Callable[[], None]:
-    """The in-loop evaluation of the canonical answer; its phases go to ``sink``."""
+                sink: list[dict[str, float]], watched: bool = True) -> Callable[[], None]:
+    """The in-loop evaluation of the canonical answer (the guard's watch on or off); its phases go to ``sink``."""
     canonical = dataset.canonical(meta.index)
 
     def run() -> None:
-        with recording() as phases:
+        with recording() as phases, watch(watched):
             result = run_tests(dataset, meta.index, canonical, options)
         if result["status"] != "passed":
             raise DatasetError(f"task {meta.index}: canonical did not pass under the runner ({result['status']}: "
@@ -169,18 +186,20 @@ def bench_paper(dataset: DatasetManager, meta: TaskMeta, args: argparse.Namespac
         uncached = prepare(dataset, meta.index, canonical, Path(tmp, "uncached"))
         g_phases: list[dict[str, float]] = []
         b_phases: list[dict[str, float]] = []
+        w_phases: list[dict[str, float]] = []
         commands = {
             "a": command(own_argv(meta, python, cached), cached, bytecode=True),
             "a0": command(own_argv(meta, python, uncached), uncached, bytecode=False),
             "p": command(pytest_argv(python, uncached), uncached, bytecode=False),
             "g": runner_call(dataset, meta, replace(options, sandbox="off", max_processes=None), g_phases),
             "b": runner_call(dataset, meta, options, b_phases),
+            "w": runner_call(dataset, meta, options, w_phases, watched=False),
             "c": cli_call(dataset, meta, args),
         }
         names = list(commands)
         for name in names:  # warm: file caches, the paper's bytecode for a
             commands[name]()
-        g_phases.clear(), b_phases.clear()
+        g_phases.clear(), b_phases.clear(), w_phases.clear()
         samples = []
         for turn in range(args.repeats):
             shift = turn % len(names)
@@ -205,6 +224,7 @@ def breakdown(sample: Sample) -> dict[str, float]:
     }
     parts["other"] = wall["b"] - wall["a"] - sum(parts.values())
     parts["cli"] = wall["c"] - wall["b"]
+    parts["watch"] = wall["b"] - wall["w"]
     return parts
 
 
@@ -213,6 +233,7 @@ def summarise(samples: list[Sample]) -> dict[str, float]:
     row = {name: statistics.median(s.wall[name] for s in samples) for name in ("a", "b", "c")}
     row["b/a"] = statistics.median(s.wall["b"] / s.wall["a"] for s in samples)
     row["c/a"] = statistics.median(s.wall["c"] / s.wall["a"] for s in samples)
+    row["watch%"] = 100 * statistics.median((s.wall["b"] - s.wall["w"]) / s.wall["b"] for s in samples)
     parts = [breakdown(s) for s in samples]
     for name in BREAKDOWN:
         row[name] = 1000 * statistics.median(p[name] for p in parts)
@@ -234,12 +255,12 @@ def load_line() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
 
 
-HEADERS = ["paper", "task", "a s", "b s", "c s", "b/a", "c/a", *(f"{name} ms" for name in BREAKDOWN)]
+HEADERS = ["paper", "task", "a s", "b s", "c s", "b/a", "c/a", "watch %", *(f"{name} ms" for name in BREAKDOWN)]
 
 
 def table_row(name: str, task: str, row: dict[str, float]) -> list[str]:
     return [name, task, *(f"{row[k]:.2f}" for k in ("a", "b", "c")),
-            *(f"{row[k]:.3f}" for k in ("b/a", "c/a")), *(f"{row[k]:.0f}" for k in BREAKDOWN)]
+            *(f"{row[k]:.3f}" for k in ("b/a", "c/a")), f"{row['watch%']:.1f}", *(f"{row[k]:.0f}" for k in BREAKDOWN)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,8 +285,8 @@ def main(argv: list[str] | None = None) -> int:
             row = summarise(bench_paper(dataset, meta, args))
             rows.append((name, str(meta.index), row))
             hits.append(cache_hit_ms(dataset, meta.index, args.env_backend))
-            print(f"{name} (task {meta.index}): b/a {row['b/a']:.3f}  c/a {row['c/a']:.3f}  [{load_line()}]",
-                  flush=True)
+            print(f"{name} (task {meta.index}): b/a {row['b/a']:.3f}  c/a {row['c/a']:.3f}  "
+                  f"watch {row['watch%']:.1f}%  [{load_line()}]", flush=True)
     except DatasetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -274,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(fixed_width(HEADERS, table)))
     print(f"in-loop b / own a (median over papers): {median['b/a']:.3f}  (target <= {INLOOP_TARGET})")
     print(f"CLI c / own a (median over papers): {median['c/a']:.3f}  (target <= {CLI_TARGET})")
+    print(f"guard's watch (b - w) / b (median over papers): {median['watch%']:.1f}%  "
+          f"(target <= {100 * WATCH_TARGET:g}%)")
     print(f"environment cache hit (median): {statistics.median(hits):.3f} ms  (target <= {HIT_TARGET_MS:g} ms)")
     print(f"end: {load_line()}; {args.repeats} paired repetition(s) per paper, sandbox {args.sandbox}")
     return 0

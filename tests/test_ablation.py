@@ -464,8 +464,10 @@ def test_a_replay_whose_tests_measure_nothing_is_never_scored(source) -> None:
     passed = {"task_index": 3, "from_turn": 0, "incomplete": None, "record": {"status": "passed"}, "solved": True,
               "pass_rate": 1.0}
     hack = {**passed, "record": {"status": "reference_access"}}
-    headers, rows = cont.table([(3, 0)], {"honest": [passed], "hack": [hack]})
+    patch = {**passed, "record": {"status": "tampered"}}
+    headers, rows = cont.table([(3, 0)], {"honest": [passed], "hack": [hack], "patch": [patch]})
     assert headers[-1] == "incomplete" and rows[1] == ["honest", 1, 1.0, 1.0, 1.0 - start, 0]
-    assert rows[2] == ["hack", 0, None, None, None, 1]
-    assert incomplete_notes({"honest": [passed], "hack": [hack]}) == [
-        "incomplete, not scored: task 3 turn 0 (hack): the test result is reference_access"]
+    assert rows[2] == ["hack", 0, None, None, None, 1] and rows[3] == ["patch", 0, None, None, None, 1]
+    assert incomplete_notes({"honest": [passed], "hack": [hack], "patch": [patch]}) == [
+        "incomplete, not scored: task 3 turn 0 (hack): the test result is reference_access",
+        "incomplete, not scored: task 3 turn 0 (patch): the test result is tampered"]

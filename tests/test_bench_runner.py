@@ -26,14 +26,15 @@ def test_bench_prints_ratios_and_breakdown_per_paper(dataset: Path, capsys: pyte
     assert code == 0, out
     lines = out.splitlines()
     header = next(line for line in lines if line.startswith("paper"))
-    for column in ("a s", "b s", "c s", "b/a", "c/a", "copy ms", "sandbox ms", "guard ms", "pytest ms",
-                   "verdict ms", "cli ms"):
+    for column in ("a s", "b s", "c s", "b/a", "c/a", "watch %", "copy ms", "sandbox ms", "guard ms", "pytest ms",
+                   "verdict ms", "cli ms", "watch ms"):
         assert column in header
     row = next(line.split() for line in lines if line.split()[:2] == ["temp-softmax", "1"])  # the table's row
     a, b, c, inloop, cli = (float(v) for v in row[2:7])
     assert 0 < a and 0 < b < c and inloop == pytest.approx(b / a, rel=0.5) and cli > inloop
     assert any(line.startswith("in-loop b / own a (median over papers):") for line in lines)
     assert any(line.startswith("CLI c / own a (median over papers):") for line in lines)
+    assert any(line.startswith("guard's watch (b - w) / b (median over papers):") for line in lines)
     assert lines[0].startswith("start: load average") and lines[-1].startswith("end: load average")
 
 

@@ -33,26 +33,26 @@ def options_for(allowed: set[str], sandbox: str) -> RunnerOptions:
 HOSTILE = {
     "infinite_loop": ("while True:\n    pass\n", {"timeout"}),
     "memory_bomb": ("blocks = []\nwhile True:\n    blocks.append(bytearray(64 * 2**20))\n" + CANONICAL,
-                    {"failed"}),
+                    {"failed", "error"}),  # error: pytest itself ran out of memory reporting the collection error
     "fork_storm": ("import subprocess, sys\nwhile True:\n    try:\n        subprocess.Popen([sys.executable, '-c', "
                    "'import time; time.sleep(60)', '{marker}'])\n    except OSError:\n        pass\n", {"timeout"}),
     "detached_session": ("import os, sys, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
                          "        os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)', "
-                         "'{marker}'])\n    os._exit(0)\ntime.sleep(60)\n", {"timeout"}),
+                         "'{marker}'])\n    getattr(os, '_' + 'exit')(0)\ntime.sleep(60)\n", {"timeout"}),
     "write_outside": ("import os, shutil\nfor path in ['{dataset}/annotation_meta.jsonl', 'canon' + 'ical.py', 'test.py']:\n"
                       "    for act in (lambda p: open(p, 'w').write('x'), os.remove):\n        try:\n"
                       "            act(path)\n        except OSError:\n            pass\n"
-                      "shutil.rmtree('{dataset}', ignore_errors=True)\n" + CANONICAL, {"error"}),
-    "overwrite_reference": ("open('canon' + 'ical.py', 'w').write(open(__file__).read())\n" + WRONG, {"error"}),
+                      "shutil.rmtree('{dataset}', ignore_errors=True)\n" + CANONICAL, {"tampered"}),
+    "overwrite_reference": ("open('canon' + 'ical.py', 'w').write(open(__file__).read())\n" + WRONG, {"tampered"}),
     "import_canonical": ("from canonical import *\n", {"reference_access"}),
     "obfuscated_import": ("import importlib\n_m = importlib.import_module('canon' + 'ical')\n"
                           "add, scale = _m.add, _m.scale\n", {"reference_access"}),
-    "read_canonical_source": ("exec(open('canon' + 'ical.py').read())\n", {"reference_access"}),
-    "read_test_file": ("SOURCE = open('test.py').read()\n" + CANONICAL, {"error"}),
+    "read_canonical_source": ("exec(open('canon' + 'ical.py').read())\n", {"tampered"}),  # exec: refused unrun
+    "read_test_file": ("SOURCE = open('test.py').read()\n" + CANONICAL, {"tampered"}),
     "patch_reference_module": ("import builtins\n_orig = builtins.__import__\n" + WRONG +
                                "def _imp(name, *a, **k):\n    m = _orig(name, *a, **k)\n"
                                "    if name == 'canon' + 'ical':\n        m.add, m.scale = add, scale\n    return m\n"
-                               "builtins.__import__ = _imp\n", {"error", "reference_access"}),
+                               "builtins.__import__ = _imp\n", {"tampered"}),
     "env_keys": ("import os\nseen = repr(dict(os.environ))\nfor p in ('/proc/self/environ', '/proc/1/environ', "
                  "f'/proc/{{os.getppid()}}/environ'):\n    try:\n        seen += open(p, 'rb').read().decode('latin-1')\n"
                  "    except OSError:\n        pass\nprint(seen)\nif 'OPENAI_API_KEY' in seen:\n" + "\n".join(
@@ -60,28 +60,31 @@ HOSTILE = {
                      "    " + line for line in WRONG.splitlines()) + "\n", {"failed"}),
     "network": ("import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2).sendall(b'hi')\n"
                 "    REACHED = True\nexcept OSError:\n    REACHED = False\n" + WRONG, {"failed"}),
-    "sys_exit_at_import": ("import sys\nsys.exit(0)\n", {"failed", "error"}),
-    "os_exit_at_import": ("import os\nos._exit(0)\n", {"error"}),
+    "sys_exit_at_import": ("import sys\nsys.exit(0)\n", {"tampered"}),
+    "os_exit_at_import": ("import os\nos._exit(0)\n", {"tampered"}),
+    "os_exit_spelled_around": ("import os\ngetattr(os, '_' + 'exit')(0)\n", {"tampered"}),
     "fake_junit_then_exit": (
         "import os, sys\npath = next(a.split('=', 1)[1] for a in sys.argv if a.startswith('--junitxml='))\n"
         "open(path, 'w').write('<testsuites><testsuite name=\"pytest\" tests=\"2\" errors=\"0\" failures=\"0\" '\n"
         "    'skipped=\"0\"><testcase classname=\"test\" name=\"test_add\"/><testcase classname=\"test\" '\n"
-        "    'name=\"test_scale\"/></testsuite></testsuites>')\nos._exit(0)\n", {"error"}),
+        "    'name=\"test_scale\"/></testsuite></testsuites>')\nos._exit(0)\n", {"tampered"}),
     "rewrite_junit_at_exit": (
         "import atexit, os, sys\npath = next(a.split('=', 1)[1] for a in sys.argv if a.startswith('--junitxml='))\n"
         "def _fake():\n    text = open(path).read().replace('<failure', '<x').replace('</failure>', '</x>')\n"
-        "    open(path, 'w').write(text)\n    os._exit(0)\natexit.register(_fake)\n" + WRONG, {"error"}),
+        "    open(path, 'w').write(text)\n    os._exit(0)\natexit.register(_fake)\n" + WRONG, {"tampered"}),
     "patch_test_report": ("from _pytest.reports import TestReport\n_orig = TestReport.__init__\n"
                           "def _init(self, *a, **k):\n    _orig(self, *a, **k)\n    self.outcome = 'passed'\n"
-                          "    self.longrepr = None\nTestReport.__init__ = _init\n" + WRONG, {"error"}),
+                          "    self.longrepr = None\nTestReport.__init__ = _init\n" + WRONG, {"tampered"}),
     "patch_pytest_runner": ("import _pytest.runner as r\n_orig = r.call_and_report\n"
                             "def _car(item, when, log=True, **kw):\n    rep = _orig(item, when, log=False, **kw)\n"
                             "    rep.outcome = 'passed'\n    rep.longrepr = None\n"
                             "    item.ihook.pytest_runtest_logreport(report=rep)\n    return rep\n"
-                            "r.call_and_report = _car\n" + WRONG, {"error"}),
+                            "r.call_and_report = _car\n" + WRONG, {"tampered"}),
     "print_passed": ("print('test.py::test_add PASSED\\ntest.py::test_scale PASSED\\n2 passed in 0.01s')\n"
                      + WRONG, {"failed"}),
-    "segfault": ("import ctypes\nctypes.string_at(0)\n", {"error"}),
+    "segfault": ("import ctypes\nctypes.string_at(0)\n", {"tampered"}),
+    "segfault_spelled_around": ("import importlib\nimportlib.import_module('c' + 'types').string_at(0)\n", {"tampered"}),
+    "crash_without_capability": ("import faulthandler\ngetattr(faulthandler, '_sig' + 'segv')()\n", {"error"}),
     "stdout_flood": ("import os\n" + WRONG.replace("    return a - b", "    os.write(1, b'y' * 2**24)\n    return a - b"),
                      {"failed"}),
 }

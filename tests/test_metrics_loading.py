@@ -108,7 +108,8 @@ def test_models_are_discovered_per_setting_and_guidance_type(tmp_path: Path) -> 
 
 
 def test_stopped_jobs_are_incomplete_never_solved_or_unsolved(tmp_path: Path) -> None:
-    """Feedback missing and budget stops (record key or state), reference access: left out of every average."""
+    """Feedback missing and budget stops (record key or state), reference access, tampering: left out of every
+    average."""
     result_dir = tmp_path / "res"
     write_result(result_dir, 0, 1, [turn(0, failures=1, status="failed"), passed(1)])
     write_result(result_dir, 0, 2, [turn(0, failures=1, status="failed", stop_reason="feedback_missing")])
@@ -120,9 +121,11 @@ def test_stopped_jobs_are_incomplete_never_solved_or_unsolved(tmp_path: Path) ->
     write_result(result_dir, 0, 6, [turn(0, failures=1, status="failed", stop_reason="feedback_missing"),
                                     turn(1, failures=1, status="failed")])  # resumed and went on: complete
     (run_dir(result_dir, 0) / "task_6_state.json").write_text(json.dumps({"finished": True, "stop_reason": None}))
-    run = load_run(MODEL, 0, range(1, 7), RunSelection(result_dir))
-    assert run.incomplete == {2: "feedback_missing", 3: "budget", 4: "reference_access"}
+    write_result(result_dir, 0, 7, [turn(0, errors=4, status="tampered"), passed(1)])  # a later pass does not count
+    run = load_run(MODEL, 0, range(1, 8), RunSelection(result_dir))
+    assert run.incomplete == {2: "feedback_missing", 3: "budget", 4: "reference_access", 7: "tampered"}
     summary = summarize(run, solved_within(None))
     assert (summary.value, summary.scored) == (pytest.approx(1 / 3), 3)
     (note,) = coverage_notes([summary])
-    assert "3/6 tasks used" in note and "incomplete 3 (budget 1, feedback_missing 1, reference_access 1;" in note
+    assert "3/7 tasks used" in note
+    assert "incomplete 4 (budget 1, feedback_missing 1, reference_access 1, tampered 1;" in note

@@ -191,3 +191,20 @@ def test_a_job_stopped_for_missing_feedback_is_reported_incomplete(tmp_path: Pat
     assert "incomplete: feedback_missing" in index
     page = PageScan((tmp_path / "out" / page_name(MODEL, "fixed", 2, 2)).read_text(encoding="utf-8")).text
     assert "Incomplete (feedback_missing): neither solved nor unsolved" in page and "job stopped: feedback_missing" in page
+
+
+def test_a_tampered_turn_makes_its_job_incomplete(tmp_path: Path) -> None:
+    """A turn the guard graded tampered: the job is neither solved nor unsolved, and its page names the status."""
+    dataset = write_dataset(tmp_path / "ds", {1: 1, 2: 1})
+    hacked = trajectory(2, 2, 1, turns=2)
+    hacked[0]["status"] = hacked[0]["execution_result"]["status"] = "tampered"
+    hacked[0]["execution_result"]["failure_messages"] = ["session: tampering: target.py:3 sets sys.settrace"]
+    write_run(tmp_path / "res", MODEL, "fixed", 2, {1: trajectory(1, 2, 0), 2: hacked})
+    _, analysis = main_analysis("", ["--result-dir", str(tmp_path / "res"), "--dataset-dir", str(dataset),
+                                     "--levels", "2", "--skip", "codebert,codebleu,cost", "--out", str(tmp_path / "out")])
+    recall = next(t for t in analysis.tables() if t.title.startswith("Unit-test pass rate, Recall@10"))
+    assert [row[1:] for row in recall.rows] == [[1.0]]
+    assert any("1/2 tasks used" in note and "incomplete 1 (tampered 1;" in note for note in recall.notes)
+    assert "incomplete: tampered" in PageScan(analysis.index.read_text(encoding="utf-8")).text
+    page = PageScan((tmp_path / "out" / page_name(MODEL, "fixed", 2, 2)).read_text(encoding="utf-8")).text
+    assert "Incomplete (tampered): neither solved nor unsolved" in page and page.count("tampered") >= 2

@@ -49,7 +49,7 @@ def test_canonical_passes_wrong_fails_and_dataset_is_untouched(dataset, tmp_path
     assert bad["failure_messages"][0].startswith("test_add: assert") and bad["report_path"] is None
     assert tree_digest(dataset.root) == before
     forged = run_candidate(dataset, 1, "import os\nos._exit(0)\n", QUICK, report_to=report)
-    assert forged["status"] == "error" and forged["report_path"] is None and not report.exists()
+    assert forged["status"] == "tampered" and forged["report_path"] is None and not report.exists()
 
 
 def test_partial_credit_is_counted_per_test(dataset) -> None:
@@ -75,7 +75,7 @@ def logged(fn):
     def wrapper(*args):
         warnings.warn("deprecated", DeprecationWarning, stacklevel=2)
         traceback.format_stack()
-        inspect.stack()
+        inspect.signature(fn)
         with open(os.path.join(tempfile.gettempdir(), "generated_kernel.py"), "w") as out:
             out.write("X = 1\\n")
         return fn(*args)
@@ -89,7 +89,8 @@ REEXPORTING_TEST = TEST_PY.replace("from pkg.target import add, scale", "from li
 
 
 def test_honest_but_unusual_code_is_not_tampering(tmp_path: Path) -> None:
-    """Warnings, stack inspection, generated files in /tmp and a package re-exporting the target are fine."""
+    """Warnings, formatted stacks, signatures, generated files in /tmp and a package re-exporting the target are
+    fine (a frame object of its own would not be: ``inspect.stack()`` hands the candidate the test's frames)."""
     dataset = make_task(tmp_path / "dataset", test_py=REEXPORTING_TEST)
     lib = dataset.repo_dir(1) / "lib"
     lib.mkdir()
@@ -223,7 +224,8 @@ def test_cli_candidate_file_failure_exit_code(dataset, tmp_path: Path) -> None:
     assert stale.is_file()
     candidate.write_text("import os\nos._exit(0)\n")
     done = _cli("--work-dir", str(dataset.root), "--task-id", "1", "--candidate", str(candidate))
-    assert done.returncode == 1 and "task 1: error" in done.stdout and not stale.exists()
+    assert done.returncode == 1 and "task 1: tampered" in done.stdout and not stale.exists()
+    assert "target.py:2 ends or signals the test process (os._exit)" in done.stdout
 
 
 @pytest.mark.parametrize("args, message", [
@@ -262,9 +264,9 @@ def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_nothing_is_left_in_the_temp_folder_after_a_batch(dataset, private_tmp: Path, monkeypatch) -> None:
-    """Success, failure, collection error, forged exit, refused candidate, locked files, timeout, Ctrl-C."""
-    batch = [CANONICAL, WRONG, HALF_RIGHT, "def add(:\n", "import os\nos._exit(0)\n", "import canonical\n",
-             LOCKS_ITS_FILES]
+    """Success, failure, collection error, crash, refused candidate, locked files, timeout, Ctrl-C."""
+    batch = [CANONICAL, WRONG, HALF_RIGHT, "def add(:\n", "import faulthandler\ngetattr(faulthandler, '_sigsegv')()\n",
+             "import canonical\n", LOCKS_ITS_FILES]
     statuses = []
     for sandbox in ("auto", "off"):
         options = RunnerOptions(timeout_sec=30, sandbox=sandbox)

@@ -38,9 +38,9 @@ def seal_line(body: dict, key: bytes = KEY) -> str:
 
 
 def record(exitstatus: int = 1, report: bytes = REPORT, tests=(("test", "test_add", True), ("test", "test_scale", False)),
-           extra: str = "") -> GuardRecord:
+           extra: str = "", flags: tuple[str, ...] = ()) -> GuardRecord:
     body = {"exitstatus": exitstatus, "junit_sha256": hashlib.sha256(report).hexdigest(),
-            "tests": [list(t) for t in tests], "flags": []}
+            "tests": [list(t) for t in tests], "flags": list(flags)}
     return read_channel(f"hello\n{extra}{seal_line(body)}\n".encode(), KEY)
 
 
@@ -155,19 +155,26 @@ def test_trusted_report_gives_counts_and_messages() -> None:
     assert result["failure_messages"] == ["test_scale: assert 1 == 2\ntrace"]
 
 
-@pytest.mark.parametrize("kwargs, reason", [
-    ({"exit_code": 0}, "disagrees with pytest's own exit status"),
-    ({"junit": REPORT.replace(b"<failure", b"<x").replace(b"</failure>", b"</x>")}, "changed after pytest wrote it"),
-    ({"junit": None}, "missing"),
-    ({"record": record(tests=(("test", "test_add", False), ("test", "test_scale", False)))}, "guard saw it fail"),
-    ({"record": record(exitstatus=0), "exit_code": 0}, "contradicts the report"),
-    ({"record": record(extra="flag patches pytest\n")}, "tampering detected: patches pytest"),
-    ({"record": read_channel(b"hello\n", KEY)}, "ended before pytest finished"),
+@pytest.mark.parametrize("kwargs, status, reason", [
+    ({"exit_code": 0}, "error", "disagrees with pytest's own exit status"),
+    ({"junit": REPORT.replace(b"<failure", b"<x").replace(b"</failure>", b"</x>")}, "error",
+     "changed after pytest wrote it"),
+    ({"junit": None}, "error", "missing"),
+    ({"record": record(tests=(("test", "test_add", False), ("test", "test_scale", False)))}, "tampered",
+     "tampering: the report says test_add passed but the guard saw it fail, end early or never run"),
+    ({"record": record(exitstatus=0), "exit_code": 0}, "error", "contradicts the report"),
+    ({"record": record(extra="flag target.py:3 sets sys.settrace\n")}, "tampered",
+     "tampering: target.py:3 sets sys.settrace"),
+    ({"record": record(flags=("target.py:4 writes numpy.testing.assert_allclose",))}, "tampered",
+     "tampering: target.py:4 writes numpy.testing.assert_allclose"),
+    ({"record": read_channel(b"hello\n", KEY)}, "error", "ended before pytest finished"),
 ])
-def test_untrusted_evidence_is_an_error(kwargs: dict, reason: str) -> None:
+def test_untrusted_evidence_is_not_passed(kwargs: dict, status: str, reason: str) -> None:
+    """Evidence that does not hold together is an error; a flag or a forged outcome is tampering, named."""
     args = {"expected": EXPECTED, "exit_code": 1, "junit": REPORT, "record": record(), "duration": 1.0, "output": ""}
     result = judge(**{**args, **kwargs})
-    assert result["status"] == "error" and reason in result["failure_messages"][0]
+    assert result["status"] == status and reason in result["failure_messages"][0]
+    assert result["failure_messages"][0].startswith("session: tampering: ") == (status == "tampered")
     assert result["errors"] == 2 and result["test_summary"] == {"test_add": False, "test_scale": False}
 
 

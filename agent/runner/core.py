@@ -9,7 +9,8 @@ per-test timeout parsed from test.sh. The dataset is never written.
 Threat model: the candidate is arbitrary Python written by a model that may
 (by accident or reward hacking) loop, exhaust memory, fork, write or delete
 files, read secrets, use the network, exit early, crash, flood output, or
-try to make failing tests look passed.
+try to make failing tests look passed: patch the test's libraries or pytest,
+trace the test, rewrite its frames, hand it values that agree with anything.
 
 Guaranteed, with the bubblewrap sandbox (default when available):
 * the dataset, the harness checkout and the caller's home are invisible; the
@@ -24,25 +25,51 @@ Guaranteed, with the bubblewrap sandbox (default when available):
   current count; unsandboxed as root: a pids cgroup);
 * ``passed`` requires pytest's JUnit report, pytest's exit code and the
   guard plugin's own observations to agree, authenticated by a per-run key
-  read by the plugin before any candidate code exists; exiting early,
-  crashing, faking or rewriting the report, printing PASSED, monkeypatching
-  pytest, placing candidate functions into the test's, the reference's or
-  their libraries' namespaces are all detected (see ``agent/runner/verdict.py``
-  and ``agent/runner/pytest_guard``);
+  read by the plugin before any candidate code exists (see
+  ``agent/runner/verdict.py``); every test must also prove its body ran to
+  its end (the test module is instrumented as pytest compiles it);
+* capabilities research code never needs are denied to the candidate's code
+  by an audit hook installed before it is imported (Python code cannot remove
+  one) and, where Python raises no audit event, by wrappers and write-time
+  checks: tracers and profilers, frame objects, walks of the object graph,
+  building or running code from strings or code objects, ``ctypes``, import
+  and audit hooks, writes to attributes of modules it did not define (the
+  test's, the reference's, numpy's, pytest's...), re-classing modules, classes
+  or pytest objects, registering pytest hooks, ending or signalling the test
+  process (``agent/runner/pytest_guard/recode_guard_capabilities.py``);
+  a static check refuses the plain spellings before running
+  (``agent/runner/capability_lint.py``);
+* everything the verdict relies on is compared with its baseline at every
+  test boundary: every loaded module's namespace and the classes it defines
+  (dict-level writes through ``__globals__``), ``sys.modules``, tracers,
+  torch dispatch modes, ``gc.callbacks``, pytest's hook implementations,
+  objects and test items (``recode_guard_integrity``);
+* values reaching the test's comparisons and calls are not of
+  candidate-defined subclasses of ``torch.Tensor``/``numpy.ndarray``/``float``/
+  ``int``/``complex`` nor of candidate types overriding comparison, truth or
+  dispatch protocols (``recode_guard_results``);
+* any of these ends as ``tampered`` with one line of evidence naming the
+  capability and the candidate's line (``target.py:12 sets sys.setprofile``);
 * reference use ends as ``reference_access`` with one line of evidence:
   reference code started from candidate code (however the candidate got hold
   of it), reference objects handed out by the candidate's module, copies,
   compiles or reads of the reference; plain imports are refused before
   running (``agent/runner/lint.py``).
 
-Not guaranteed: the candidate runs inside the pytest process, so code written
-specifically against this harness (digging the per-run key out of the guard's
-memory, library callbacks the candidate registers with raw reference
-functions, a child interpreter importing the reference, replacing library
-functions by other library functions, patching the repository's own
-modules (they may legitimately re-export the target), patching pytest and undoing it between two guard checkpoints, or an
-obfuscated child process rewriting repository sources before the reference
-imports them) is not provably excluded. Without bubblewrap (``--sandbox off`` or ``auto``
+Not guaranteed: the candidate runs inside the pytest process. What the guard
+cannot see: memory written by compiled code (an extension module the task
+imports, or a numpy array built over a raw address, which the static check
+refuses by name only); library functions that hand frame objects to their
+caller other than ``inspect``'s and ``traceback``'s; in-place changes inside
+library data structures (a dict of default tolerances) that are not
+namespace bindings; code a library compiles from a string the candidate
+gave it (it runs as the library's, though with the candidate below it on the
+stack); a value a library type makes agree with anything (``mock.ANY``);
+the per-run key in the guard's own memory, if code written against this
+harness digs it out. What contains these: the sandbox (nothing outside the
+run's copy is writable, no network), process isolation (a crash or an early
+exit leaves no seal and the run is an error), and the time and memory
+limits. Without bubblewrap (``--sandbox off`` or ``auto``
 on a machine without it) there is no file-system or network confinement: the
 candidate runs with the caller's user rights, can read the caller's files and
 ``/proc/<ppid>/environ``, and, without a pids cgroup, a process that
@@ -53,18 +80,21 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import functools
 import json
 import os
 import resource
 import secrets
 import shutil
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from agent.runner.capability_lint import denied_capabilities
 from agent.runner.lint import reference_access
 from agent.runner.options import RunnerOptions
 from agent.runner.phases import phase
-from agent.runner.verdict import access_verdict, failed_run, judge, read_channel, sealed_report
+from agent.runner.verdict import evidence_verdict, failed_run, judge, read_channel, sealed_report
 from agent.runner.processes import Completed, PidsCgroup, run_process
 from agent.runner.sandbox import (
     SANDBOX_MODES,
@@ -88,7 +118,7 @@ from agent.atomic_file import atomic_write_bytes
 from agent.dataset import DatasetManager
 from agent.tempdirs import make_dir, remove_tree
 from agent.workspace import make_workspace
-from metrics.run_status import INFRA_ERROR, REFERENCE_ACCESS
+from metrics.run_status import INFRA_ERROR, REFERENCE_ACCESS, TAMPERED
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GUARD_DIR = Path(__file__).resolve().parent / "pytest_guard"
@@ -98,6 +128,9 @@ TEST_USER = "recode-test"
 FRESH_UID_BASE, FRESH_UID_SPAN = 2_000_000_000, 100_000_000  # far above any real account
 STARTUP_PACKAGES = {"pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "exceptiongroup", "tomli",
                     "pytest_timeout", "colorama", GUARD_PLUGIN, "recode_guard_core"}
+# The guard's watch (capability rules, integrity checks, result checks, reference watch): on for every evaluation;
+# scripts/bench_runner.py turns it off in its own process to measure what it costs, paired.
+GUARD_WATCH = True
 _warned: set[str] = set()
 # Deleting a run folder costs tens of ms on some disks: done off the caller's path after a normal run; the
 # pool is joined at interpreter exit. An interrupted run (Ctrl-C, terminate) deletes synchronously instead.
@@ -137,6 +170,14 @@ def resolve_interpreter(dataset: DatasetManager, index: int, options: RunnerOpti
                               env_name=env_name), None
     except EnvError as exc:
         return None, str(exc)
+
+
+@functools.lru_cache(maxsize=None)
+def guard_bytecode(python: str) -> None:
+    """Compile the guard plugin's modules once per interpreter: test runs never write bytecode, and compiling
+    them from source would cost every run about 0.1 s. A checkout that cannot be written stays as it is."""
+    subprocess.run([python, "-m", "compileall", "-q", str(GUARD_DIR)], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, check=False, timeout=120)
 
 
 def prepare(dataset: DatasetManager, index: int, candidate: str, run_dir: Path) -> Layout:
@@ -305,10 +346,12 @@ def run_candidate(dataset: DatasetManager, index: int, candidate: str,
     with phase("lint"):
         dataset.check_task(index)
         findings = reference_access(candidate)
+        denied = [] if findings else denied_capabilities(candidate, Path(meta.target_file_path).name)
     expected = meta.test_cases
-    if findings:
+    if findings or denied:
         python, junit = None, None
-        result = failed_run(expected, REFERENCE_ACCESS, "reference access: " + "; ".join(findings))
+        result = failed_run(expected, REFERENCE_ACCESS, "reference access: " + "; ".join(findings)) if findings else \
+            failed_run(expected, TAMPERED, "tampering: " + "; ".join(denied))
     else:
         python, result, junit = _run_in_private_folder(dataset, index, candidate, options, env_name, expected)
     result["interpreter"] = python
@@ -324,6 +367,8 @@ def _run_in_private_folder(dataset: DatasetManager, index: int, candidate: str, 
         sandboxed = use_sandbox(options) if python is not None else False
     if python is None:
         return None, failed_run(expected, INFRA_ERROR, f"no environment for task {index}: {problem}"), None
+    with phase("resolve"):
+        guard_bytecode(python)
     if sandboxed is None:
         return python, failed_run(expected, INFRA_ERROR, f"sandbox required but unavailable: {bwrap_problem()}"), None
     run_dir = make_dir("run")
@@ -367,7 +412,7 @@ def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[s
     os.close(key_write)
     channel_read, channel_write = os.pipe()
     guard = {"repo": layout.repo, "target": layout.target, "canonical": layout.canonical, "test": layout.test,
-             "junit": layout.junit, "key_fd": key_read, "out_fd": channel_write}
+             "junit": layout.junit, "key_fd": key_read, "out_fd": channel_write, "watch": GUARD_WATCH}
     extra = {"RECODE_GUARD": json.dumps(guard),
              "PYTHONPATH": os.pathsep.join(p for p in (str(GUARD_DIR), layout.pythonpath) if p)}
     base = user_base()
@@ -399,8 +444,8 @@ def _verdict(done: Completed, key: bytes, expected: tuple[str, ...], options: Ru
     """Judge what the process left: the guard's channel, its exit code, the JUnit report."""
     record = read_channel(done.channel, key)
     if done.timed_out:
-        used = access_verdict(expected, record, duration=done.duration_sec, output=done.output)
-        return used or failed_run(expected, "timeout",
+        caught = evidence_verdict(expected, record, duration=done.duration_sec, output=done.output)
+        return caught or failed_run(expected, "timeout",
                                   f"timed out after {options.timeout_sec:g} s; every process of the run was killed",
                                   duration=done.duration_sec, output=done.output), None
     if not record.hello:

@@ -11,13 +11,18 @@ Evidence, and how much each is trusted:
 Any ``access`` line (or access sealed by the guard) means the candidate used
 the hidden reference: the run is ``reference_access`` with that line as its
 evidence, whatever else happened, because no part of such a result measures
-the candidate.
+the candidate. Otherwise any ``flag`` line (or flag sealed by the guard) means
+it used a capability research code never needs, changed something the
+verdict relies on, or handed the test a value that fakes its comparisons:
+the run is ``tampered``, with the first flag as its one line of evidence
+(``target.py:12 sets sys.setprofile``). So is a report that says a test
+passed which the guard saw fail or end early.
 
 ``passed`` needs all of it to agree: hello, a valid seal, no flag, the same
 exit code, the sealed report, every expected test case present and passed in
 the report AND by the guard's own observation, and no error, failure or skip.
-Anything the candidate does to break that chain (exit early, crash, fake or
-rewrite the report, patch pytest, flood the channel) lands in ``error``.
+What breaks that chain without a flag (exit early, crash, a forged seal, a
+rewritten report) lands in ``error``.
 """
 from __future__ import annotations
 
@@ -29,7 +34,7 @@ from dataclasses import dataclass
 
 from junitparser import Error, Failure, JUnitXml, Skipped
 
-from metrics.run_status import REFERENCE_ACCESS
+from metrics.run_status import REFERENCE_ACCESS, TAMPERED
 
 SESSION = "session"
 
@@ -126,15 +131,11 @@ def sealed_report(record: GuardRecord, junit: bytes) -> bool:
 
 def _distrust(record: GuardRecord, exit_code: int | None, junit: bytes | None) -> str | None:
     """Why the evidence cannot be believed, or None when it holds together."""
-    if record.flags:
-        return "tampering detected: " + "; ".join(record.flags[:5])
     if record.problem:
         return record.problem
     seal = record.seal
     if seal is None:
         return f"the test process ended before pytest finished its session (exit code {exit_code})"
-    if seal.get("flags"):
-        return "tampering detected: " + "; ".join(seal["flags"][:5])
     if seal.get("exitstatus") != exit_code:
         return f"exit code {exit_code} disagrees with pytest's own exit status {seal.get('exitstatus')}"
     if junit is None or not sealed_report(record, junit):
@@ -148,29 +149,42 @@ def _guard_disagrees(cases: list[CaseResult], seal: dict) -> str | None:
         observed[(classname, name)].append(bool(passed))
     for case in cases:
         if case.outcome == "passed" and not all(observed.get((case.classname, case.name), [False])):
-            return f"the report says {case.name} passed but the guard saw it fail or never run"
+            return f"the report says {case.name} passed but the guard saw it fail, end early or never run"
     return None
 
 
-def access_verdict(expected: tuple[str, ...], record: GuardRecord, *, exit_code: int | None = None,
+def tampering(record: GuardRecord) -> tuple[str, ...]:
+    """Every flag the guard raised: on the channel as it happened, and sealed."""
+    sealed = tuple((record.seal or {}).get("flags", ()))
+    return record.flags + tuple(flag for flag in sealed if flag not in record.flags)
+
+
+def evidence_verdict(expected: tuple[str, ...], record: GuardRecord, *, exit_code: int | None = None,
                      duration: float = 0.0, output: str = "") -> dict | None:
-    """The result of a run in which the guard saw the reference used, or None when it saw no such thing."""
-    if not record.access:
-        return None
-    return failed_run(expected, REFERENCE_ACCESS, "reference access: " + record.access[0], exit_code=exit_code,
-                      duration=duration, output=output)
+    """``reference_access`` or ``tampered`` when the guard saw either, with the first line of evidence, else None."""
+    if record.access:
+        return failed_run(expected, REFERENCE_ACCESS, "reference access: " + record.access[0], exit_code=exit_code,
+                          duration=duration, output=output)
+    flags = tampering(record)
+    if flags:
+        return failed_run(expected, TAMPERED, "tampering: " + flags[0], exit_code=exit_code, duration=duration,
+                          output=output)
+    return None
 
 
 def judge(*, expected: tuple[str, ...], exit_code: int | None, junit: bytes | None, record: GuardRecord,
           duration: float, output: str) -> dict:
     """Result dict of a run that finished (not timed out) and whose guard started."""
-    used = access_verdict(expected, record, exit_code=exit_code, duration=duration, output=output)
-    if used is not None:
-        return used
+    caught = evidence_verdict(expected, record, exit_code=exit_code, duration=duration, output=output)
+    if caught is not None:
+        return caught
     reason = _distrust(record, exit_code, junit)
     if reason is None:
         cases = parse_junit(junit)
-        reason = _guard_disagrees(cases, record.seal)
+        disagreement = _guard_disagrees(cases, record.seal)
+        if disagreement is not None:
+            return failed_run(expected, TAMPERED, "tampering: " + disagreement, exit_code=exit_code,
+                              duration=duration, output=output)
     if reason is None:
         bad = sum(c.outcome in ("failure", "error") for c in cases)
         if (exit_code == 0) != (bad == 0) and exit_code != 5:

@@ -1,48 +1,46 @@
 """In-process witness of one RECODE-H test run: a pytest plugin loaded with ``-p`` before the candidate.
 
 It runs inside the task's interpreter (any environment), so it imports only the
-standard library and never ``agent``. The runner (``agent/clean_test_runner.py``)
+standard library and never ``agent``. The runner (``agent/runner/core.py``)
 gives it, through the environment variable ``RECODE_GUARD``, the paths that
 matter and two inherited file descriptors: one it reads a per-run secret key
 from (then closes, before any candidate code exists) and one it writes its
 findings to. What it writes, line by line:
 
 * ``hello`` when loaded: proof the harness started (its absence is an infra error);
-* ``flag <reason>`` the moment it sees the candidate tamper with the run;
+* ``flag <evidence>`` the moment the candidate uses a capability research code
+  never needs or changes something the verdict relies on (the run is graded
+  ``tampered``), e.g. ``target.py:12 sets sys.setprofile``;
 * ``access <evidence>`` the moment it sees the candidate use the hidden
   reference (``recode_guard_reference`` watches the reference's code run);
 * ``seal <json> <hmac>`` at the very end of the session: the exit status, the
   sha256 of the JUnit report pytest wrote, the outcome of every test as
-  observed by this plugin's own hook wrappers, every flag and every access,
-  authenticated with the secret key so that a candidate cannot forge it.
+  observed by this plugin's own hook wrappers (including whether its body ran
+  to its end), every flag and every access, authenticated with the secret key
+  so that a candidate cannot forge it.
 
-Reference access (each becomes an ``access`` line): importing, loading or
-opening a reference file; reference code started from candidate code without
-having been handed to it (see ``recode_guard_reference``); reference objects
-held by the candidate's module or returned by its ``__getattr__``.
+The parts, each in its own module of this folder:
 
-Tampering it detects (each becomes a flag):
-* candidate code on the stack while copying, renaming or linking
-  canonical.py, the test file or the JUnit report, opening the test file or the report, writing Python source/bytecode into the task repository, or running a command naming them;
-* swapping a function's ``__code__``, re-classing a module or class;
-* replacing pytest/pluggy module functions or class methods, or registering
-  hook implementations from outside pytest and conftest.py files;
-* reading the interpreter's object graph (``gc.get_objects`` and friends);
-* candidate functions or classes placed in the test module, the reference
-  module or the libraries they use (monkeypatching ``numpy.allclose`` etc.;
-  the repository's own modules may re-export the target, so they are not
-  checked),
-  test functions that are not code of the test file, a reference module that
-  is not canonical.py.
+* ``recode_guard_origin``: whose code is running (the candidate's, or not);
+* ``recode_guard_capabilities``: the audit-hook rules denying tracers, frames,
+  the object graph, code building, ctypes, import and audit hooks, ending or
+  signalling the process;
+* ``recode_guard_integrity``: module namespaces guarded at write time and, with
+  classes, ``sys.modules``, tracers and pytest's hooks, objects and items,
+  compared with their baselines at every test boundary;
+* ``recode_guard_results``: the test module instrumented so that values
+  reaching its comparisons are checked and each test proves its body ended;
+* ``recode_guard_reference``: reference use, by behaviour.
 
-It cannot stop code that runs in the same process from defeating it on purpose
-(for example by locating this module's secret through closures or ctypes); the
-runner's docstring states what is and is not guaranteed.
+This module adds the file-system rules (the reference, the test file and the
+JUnit report may not be opened, copied, renamed or linked by candidate code;
+Python sources in the repository may not be written), checks that the test's
+functions are the test file's and its reference module a reference file, and
+seals the outcome.
 """
 from __future__ import annotations
 
 import ast
-import functools
 import gc
 import hashlib
 import hmac
@@ -50,12 +48,16 @@ import json
 import os
 import re
 import sys
-import threading
 import types
 
 import pytest
 
+import recode_guard_capabilities as capabilities
+import recode_guard_integrity as integrity
+import recode_guard_origin as origin
 import recode_guard_reference as reference
+import recode_guard_results as results
+from recode_guard_origin import candidate_frame, in_candidate_thread, is_candidate_file
 
 _CONFIG = json.loads(os.environ["RECODE_GUARD"])
 _OUT_FD = int(_CONFIG["out_fd"])
@@ -76,26 +78,25 @@ _PROTECTED_NAMES = frozenset(os.path.basename(p) for p in _PROTECTED)
 _COMMAND_WORDS = ("canonical", os.path.basename(_TEST), os.path.basename(_JUNIT))
 _SOURCE_FILE = re.compile(r"\.(py|pyc|pyo|pth|so)(\.|$)|(^|/)__pycache__(/|$)")
 _SOURCE_READERS = ("linecache.py", "tokenize.py")
-_OWN_PREFIXES = ("_pytest", "pytest", "pluggy")
-# The modules on the path from a test's outcome to the exit code and the JUnit file.
-_VERDICT_MODULES = ("_pytest.main", "_pytest.runner", "_pytest.reports", "_pytest.junitxml", "_pytest.python",
-                    "_pytest.nodes", "_pytest.outcomes", "_pytest.skipping", "_pytest.config", "pluggy._callers",
-                    "pluggy._hooks", "pluggy._manager", "pluggy._result")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 _flags: list[str] = []
 _access: list[str] = []
 _outcomes: dict[str, dict] = {}
 _test_codes: dict[str, object] = {}
+_test_index: dict[str, int] = {}
 _state: dict[str, object] = {}
-_tls = threading.local()
+_tls = origin.tls
+_ACTIVE = origin.active  # the rules apply once the candidate's module exists
+_write = os.write
+_NAMESPACE = types.ModuleType.__dict__["__dict__"]
 
 
 def _write_line(text: str) -> None:
     """Append one line to the result channel (the runner reads it concurrently)."""
     data = (text.replace("\n", " ") + "\n").encode("utf-8", "replace")
     while data:
-        data = data[os.write(_OUT_FD, data):]
+        data = data[_write(_OUT_FD, data):]
 
 
 def _flag(reason: str) -> None:
@@ -118,6 +119,10 @@ def _report_access(evidence: str) -> None:
             pass
 
 
+def _note(text: str) -> None:
+    _write_line("note " + text)
+
+
 def _read_key() -> "hmac.HMAC":
     fd = int(_CONFIG["key_fd"])
     key = os.read(fd, 64)
@@ -127,14 +132,20 @@ def _read_key() -> "hmac.HMAC":
 
 _MAC = _read_key()
 _write_line("hello")
-reference.configure(candidate=_CANDIDATE, references=_REFERENCES, report=_report_access,
-                    note=lambda text: _write_line("note " + text))
+# Off only when scripts/bench_runner.py measures what the watch costs: the plugin then just witnesses and seals.
+_WATCH = bool(_CONFIG.get("watch", True))
+if _WATCH:
+    origin.configure(_CANDIDATE)
+    reference.configure(candidate=_CANDIDATE, references=_REFERENCES, report=_report_access, note=_note)
+    capabilities.configure(_flag)
+    results.configure(_flag, _TEST)
+    integrity.configure(_flag, test=_TEST, references=_REFERENCES, repo=_REPO)
 
 
-# ---------------------------------------------------------------- audit hook
+# --------------------------------------------------------------- file-system rules
 
 def _path(value: object) -> str | None:
-    if isinstance(value, (str, bytes, os.PathLike)):
+    if origin.is_kind(value, (str, bytes, os.PathLike)):
         try:
             return os.fsdecode(value)
         except (TypeError, ValueError):
@@ -158,210 +169,122 @@ def _is_source(value: object) -> bool:
     return path is not None and bool(_SOURCE_FILE.search(path)) and _REAL(path).startswith(_REPO)
 
 
-def _rule_open(args: tuple) -> tuple | None:
+def _finding(trigger: types.FrameType, what: str, kind: str = "flag", exempt_if_active: str | None = None) -> None:
+    """Report ``what`` if candidate code caused it (anywhere up the stack, or in its thread)."""
+    cand = candidate_frame(trigger)
+    if cand is None and not in_candidate_thread():
+        return
+    if exempt_if_active and os.path.basename(trigger.f_code.co_filename) in _SOURCE_READERS:
+        frame = trigger  # traceback/warning machinery reading the source of a frame that is running
+        while frame is not None:
+            if _REAL(frame.f_code.co_filename) == exempt_if_active:
+                return
+            frame = frame.f_back
+    text = capabilities.evidence(cand, trigger, what)
+    (_report_access if kind == "access" else _flag)(text)
+
+
+def _rule_open(trigger: types.FrameType, args: tuple) -> None:
     path, mode, flags = (tuple(args) + (None, None, None))[:3]
-    writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-        mode is None and isinstance(flags, int) and flags & _WRITE_FLAGS)
+    writing = (type(mode) is str and any(c in mode for c in "wax+")) or (
+        mode is None and type(flags) is int and flags & _WRITE_FLAGS)
     label = _protected_label(path)
     if label:
-        kind = "access" if _REAL(_path(path)) in _REFERENCES and not writing else "flag"
-        return (f"opens {label}" + (" for writing" if writing else ""), "stack", _REAL(_path(path)), kind)
-    if writing and _is_source(path):
-        return (f"writes Python source or bytecode {os.path.basename(_path(path))}", "stack", None, "flag")
-    return None
+        real = _REAL(_path(path))
+        kind = "access" if real in _REFERENCES and not writing else "flag"
+        _finding(trigger, f"opens {label}" + (" for writing" if writing else ""), kind, real)
+    elif writing:
+        if _is_source(path):
+            _finding(trigger, f"writes Python source or bytecode {os.path.basename(_path(path))}")
+        elif _path(path) is not None and (candidate_frame(trigger) is not None or in_candidate_thread()):
+            origin.taint_file(_path(path))  # code later loaded from it is the candidate's
 
 
 def _rule_paths(event: str):
     """Rule for file-system events whose arguments are paths (rename, remove, link, copy...)."""
-    def rule(args: tuple) -> tuple | None:
+    def rule(trigger: types.FrameType, args: tuple) -> None:
         paths = [a for a in args if _path(a) is not None]
-        for value in paths:
-            label = _protected_label(value)
-            if label:
-                return (f"touches {label} ({event})", "stack", None, "flag")
-        if any(_is_source(value) for value in paths):
-            return (f"modifies Python source or bytecode ({event})", "stack", None, "flag")
-        return None
+        label = next((label for label in map(_protected_label, paths) if label), None)
+        if label:
+            _finding(trigger, f"touches {label} ({event})")
+        elif any(_is_source(value) for value in paths):
+            _finding(trigger, f"modifies Python source or bytecode ({event})")
     return rule
 
 
-def _rule_import(args: tuple) -> tuple | None:
+def _rule_import(trigger: types.FrameType, args: tuple) -> None:
     module = args[0] if args else ""
-    if isinstance(module, str) and "canonical" in module.split("."):
-        return (f"imports the reference module {module}", "stack", None, "access")
-    return None
+    if type(module) is str and "canonical" in module.split("."):
+        _finding(trigger, f"imports the reference module {module}", "access")
 
 
-def _rule_setattr(args: tuple) -> tuple | None:
-    """Only special attributes are audited: code swaps, and re-classing modules or classes."""
-    target, name = args[0], args[1]
-    if name == "__code__":
-        return ("replaces a function's __code__", "stack", None, "flag")
-    if name == "__class__" and isinstance(target, (types.ModuleType, type)):
-        path = getattr(target, "__file__", None)
-        if not (isinstance(path, str) and _REAL(path) == _CANDIDATE):
-            return (f"changes the class of {getattr(target, '__name__', '?')}", "direct", None, "flag")
-    return None
-
-
-def _rule_gc(args: tuple) -> tuple | None:
-    return ("inspects the interpreter's object graph", "stack", None, "flag")
-
-
-def _rule_command(args: tuple) -> tuple | None:
-    text = " ".join(str(a) for a in args if isinstance(a, (str, bytes, list, tuple)))
+def _rule_command(trigger: types.FrameType, args: tuple) -> None:
+    text = " ".join(str(a) for a in args if type(a) in (str, bytes, list, tuple))
     word = next((w for w in _COMMAND_WORDS if w in text), None)
-    return (f"runs a command naming {word}", "stack", None, "flag") if word else None
+    if word:
+        _finding(trigger, f"runs a command naming {word}")
 
 
-_RULES = {
-    "open": _rule_open,
-    "import": _rule_import,
-    "object.__setattr__": _rule_setattr,
-    "object.__delattr__": _rule_setattr,
-    "gc.get_objects": _rule_gc,
-    "gc.get_referrers": _rule_gc,
-    "gc.get_referents": _rule_gc,
-    "subprocess.Popen": _rule_command,
-    "os.system": _rule_command,
-    "os.exec": _rule_command,
-    "os.posix_spawn": _rule_command,
-    "os.spawn": _rule_command,
-}
-for _event in ("os.rename", "os.remove", "os.rmdir", "os.truncate", "os.symlink", "os.link", "os.chmod",
-               "shutil.copyfile", "shutil.copytree", "shutil.move", "shutil.rmtree"):
-    _RULES[_event] = _rule_paths(_event)
+def _rule_table() -> dict[str, tuple]:
+    table: dict[str, list] = {}
+    for event, rule in [("open", _rule_open), ("import", _rule_import), *[
+            (e, _rule_command) for e in ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn")],
+            *[(e, _rule_paths(e)) for e in ("os.rename", "os.remove", "os.rmdir", "os.truncate", "os.symlink",
+                                              "os.link", "os.chmod", "shutil.copyfile", "shutil.copytree",
+                                              "shutil.move", "shutil.rmtree")],
+            *capabilities.rules().items()]:
+        table.setdefault(event, []).append(rule)
+    for event in reference.AUDIT_EVENTS:
+        table.setdefault(event, [])
+    return {event: tuple(rules) for event, rules in table.items()}
 
 
-def _stack_codes():
-    """Code object of every frame above the audited call, innermost first, skipping our own frames."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_filename != __file__:
-            yield frame.f_code
-        frame = frame.f_back
-
-
-_is_candidate_file = reference.is_candidate_file
-
-
-def _judge(finding: tuple) -> None:
-    """Report the finding if candidate code caused it: directly, or anywhere up the stack."""
-    reason, scope, exempt_if_active, kind = finding
-    codes = _stack_codes()
-    innermost = next(codes, None)
-    if innermost is None:
-        return
-    guilty = reference.is_candidate_code(innermost)
-    if scope != "direct":
-        rest = list(codes)
-        guilty = guilty or any(reference.is_candidate_code(code) for code in rest)
-        if guilty and exempt_if_active and os.path.basename(innermost.co_filename) in _SOURCE_READERS:
-            # traceback/warning machinery reading the source of a frame that is running
-            guilty = not any(_REAL(code.co_filename) == exempt_if_active for code in rest)
-    if guilty:
-        (_report_access if kind == "access" else _flag)(reason)
+_RULES = _rule_table()
+_REFERENCE_EVENTS = frozenset(reference.AUDIT_EVENTS)
+# events fired for every attribute they concern; only these attributes matter
+_ATTRIBUTE_FILTER = {"object.__getattr__": frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"}),
+                     "object.__setattr__": frozenset({"__code__", "__defaults__", "__kwdefaults__", "__class__",
+                                                      "__bases__"}),
+                     "object.__delattr__": frozenset({"__code__", "__defaults__", "__kwdefaults__", "__class__",
+                                                      "__bases__"})}
 
 
 def _audit(event: str, args: tuple) -> None:
-    rule = _RULES.get(event)
-    watched = event in _REFERENCE_EVENTS
-    if (rule is None and not watched) or getattr(_tls, "busy", False):
+    """The audit hook: dispatch to the rules, with the frame that caused the event; the guard's own work is skipped."""
+    rules = _RULES.get(event)
+    if rules is None:
+        if event[:7] != "ctypes.":
+            return  # builtins.id and most events: nothing to judge
+        rules = (capabilities.native_rule(event),)
+    wanted = _ATTRIBUTE_FILTER.get(event)
+    if not _ACTIVE[0] or (wanted is not None and (len(args) < 2 or args[1] not in wanted)) or getattr(
+            _tls, "busy", False):
         return
     _tls.busy = True
     try:
-        if watched:
-            reference.audit(event, args)
-        finding = rule(args) if rule else None
-        if finding:
-            _judge(finding)
+        try:
+            trigger = sys._getframe(1)
+        except ValueError:
+            return  # raised by the interpreter itself, with no Python code running
+        if origin.is_guard_frame(trigger):
+            return
+        if event in _REFERENCE_EVENTS:
+            reference.audit(event, args, trigger)
+        for rule in rules:
+            rule(trigger, args)
+    except capabilities.Denied:
+        raise
     except Exception as exc:  # an exception here would break the audited call of an honest test
-        _write_line(f"note audit rule for {event} failed: {type(exc).__name__}")
+        _note(f"audit rule for {event} failed: {type(exc).__name__}: {exc}")
     finally:
         _tls.busy = False
 
 
-_REFERENCE_EVENTS = frozenset(reference.AUDIT_EVENTS)
-sys.addaudithook(_audit)
+if _WATCH:
+    sys.addaudithook(_audit)
 
 
-# ------------------------------------------------- snapshots of pytest itself
-
-def _own_callables() -> dict[tuple[str, str], object]:
-    """Functions and classes of the verdict path's modules, taken when the session starts.
-
-    That is after every plugin configured itself (some add methods to pytest
-    classes) and before collection imports the candidate.
-    """
-    snapshot = {}
-    for name in _VERDICT_MODULES:
-        module = sys.modules.get(name)
-        if module is None:
-            continue
-        for attr, value in list(vars(module).items()):
-            if callable(value) and getattr(value, "__module__", None) == name:
-                snapshot[(name, attr)] = value
-    return snapshot
-
-
-def _class_members(cls: type) -> dict[str, object]:
-    return {k: v for k, v in list(vars(cls).items())
-            if callable(v) or isinstance(v, (property, classmethod, staticmethod))}
-
-
-def _same(now: dict, before: dict) -> bool:
-    return now.keys() == before.keys() and all(now[k] is v for k, v in before.items())
-
-
-def _hook_functions(config) -> set:
-    functions = set()
-    for caller in list(vars(config.pluginmanager.hook).values()):
-        get = getattr(caller, "get_hookimpls", None)
-        if get is not None:
-            functions.update(impl.function for impl in get())
-    return functions
-
-
-def _legitimate_late_hook(function) -> bool:
-    """Hooks registered after the session started come from pytest itself or from conftest.py files."""
-    code = getattr(function, "__code__", None)
-    if code is None:
-        return False
-    path = code.co_filename
-    if _is_candidate_file(path) or not os.path.isfile(path):
-        return False
-    module = getattr(function, "__module__", "") or ""
-    return module.startswith(_OWN_PREFIXES) or os.path.basename(path) == "conftest.py"
-
-
-def _check_pytest_intact(config) -> None:
-    """Compare with the session-start snapshot (after collection and at the end of the session).
-
-    A patch applied and undone between those two points is not seen here;
-    the per-test outcomes this plugin records itself still expose a forged report.
-    """
-    if "hooks" not in _state:
-        return  # the session never started (usage error): nothing to compare
-    own, classes = _state["own"], _state["classes"]
-    changed = [f"{m}.{a}" for (m, a), v in own.items() if getattr(sys.modules.get(m), a, None) is not v]
-    changed += [f"{c.__module__}.{c.__qualname__}" for c, members in classes.items()
-                if not _same(_class_members(c), members)]
-    if changed:
-        _flag("replaced pytest internals: " + ", ".join(sorted(changed)[:5]))
-    undone = reference.undone_patches()
-    if undone:
-        _flag("undid the guard's watch on " + ", ".join(undone))
-    before = _state["hooks"]
-    now = _hook_functions(config)
-    if before - now:
-        _flag("unregistered pytest hook implementations")
-    added = [f for f in now - before if not _legitimate_late_hook(f)]
-    if added:
-        names = sorted(f"{getattr(f, '__module__', '?')}.{getattr(f, '__qualname__', '?')}" for f in added)
-        _flag("registered foreign pytest hooks: " + ", ".join(names[:5]))
-
-
-# ------------------------------------------------------- namespace inspection
+# ------------------------------------------------------------- the test and the reference
 
 def _import_bindings(source: str) -> tuple[list[tuple[str, str, str | None]], bool, dict[str, set[str]]]:
     """What test.py binds by importing: (bound name, module, imported attribute or None) per name,
@@ -402,7 +325,8 @@ def _modules_by_file(paths: tuple[str, ...]) -> dict[str, list[types.ModuleType]
     names = {os.path.basename(p) for p in paths}
     found: dict[str, list[types.ModuleType]] = {p: [] for p in paths}
     for module in list(sys.modules.values()):
-        file = getattr(module, "__dict__", {}).get("__file__")  # a lazy module would import on a missing attribute
+        namespace = _NAMESPACE.__get__(module) if origin.is_kind(module, types.ModuleType) else {}
+        file = namespace.get("__file__")  # read from the namespace: a lazy module would import on a missing attribute
         if isinstance(file, str) and os.path.basename(file) in names:
             real = _REAL(file)
             if real in found:
@@ -410,75 +334,28 @@ def _modules_by_file(paths: tuple[str, ...]) -> dict[str, list[types.ModuleType]
     return found
 
 
-def _code_of(value: object) -> object:
-    kind = type(value)
-    if kind is types.FunctionType:
-        return value.__code__
-    if kind is types.MethodType:
-        return getattr(value.__func__, "__code__", None)
-    if kind is functools.partial:
-        return _code_of(value.func)
-    return None
 
-
-def _defined_by_candidate(value: object, candidate_names: set[str]) -> bool:
-    if isinstance(value, type):
-        return value.__dict__.get("__module__") in candidate_names
-    code = _code_of(value)
-    return code is not None and _is_candidate_file(code.co_filename)
-
-
-def _reachable_modules(roots: list[types.ModuleType], skip: set[int], depth: int = 2, cap: int = 400) -> list:
-    seen = {id(m) for m in roots} | skip
-    layer, found = list(roots), list(roots)
-    for _ in range(depth):
-        nxt = []
-        for module in layer:
-            for value in list(vars(module).values()):
-                if isinstance(value, types.ModuleType) and id(value) not in seen and len(found) < cap:
-                    seen.add(id(value))
-                    nxt.append(value)
-                    found.append(value)
-        layer = nxt
-    return found
-
-
-def _in_repo(module: types.ModuleType) -> bool:
-    file = getattr(module, "__dict__", {}).get("__file__")  # a lazy module would import on a missing attribute
-    return isinstance(file, str) and os.path.abspath(file).startswith(_REPO)  # sys.path entries are real paths
-
-
-def _scan_namespaces() -> None:
+def _scan_reference_use() -> None:
+    """The test's reference names are reference modules; nothing the test imported is reference code handed
+    out by the candidate; the candidate's module holds no reference objects."""
     by_file = _modules_by_file((_CANDIDATE, _TEST) + _REFERENCES)
     candidates, tests = by_file[_CANDIDATE], by_file[_TEST]
     references = [m for path in _REFERENCES for m in by_file[path]]
-    candidate_names = {m.__name__ for m in candidates}
-    bindings, star, attributes = _state["bindings"]
+    bindings, _, attributes = _state["bindings"]
     from_reference = {name for name, module, attribute in bindings if _from_reference(module, attribute)}
-    allowed = {name for name, _, _ in bindings} - from_reference
     for test_module in tests:
         names = vars(test_module)
-        for name in from_reference:
-            value = names.get(name)
-            if isinstance(value, types.ModuleType) and value not in references:
-                _flag(f"the test's reference module '{name}' is not a reference file")
         for name, module, attribute in bindings:
-            if name in allowed:
-                reference.check_value(names.get(name), f"the test's {name} (imported from {module or '.'})")
+            value = names.get(name)
+            if name in from_reference:
+                if origin.is_kind(value, types.ModuleType) and value not in references:
+                    _flag(f"the test's reference module '{name}' is not a reference file")
+            else:
+                reference.check_value(value, f"the test's {name} (imported from {module or '.'})")
     for module in candidates:
         reference.guard_module_getattr(module)
         reference.scan_module(module, module.__name__)
     _probe_attributes(tests, candidates, attributes)
-    skip = {id(m) for m in candidates} | {id(sys.modules[__name__])}
-    for module in _reachable_modules(tests + references, skip):
-        is_test = module in tests
-        if not is_test and module not in references and _in_repo(module):
-            continue  # the repository's own modules may re-export the target (package __init__ files)
-        for name, value in list(vars(module).items()):
-            if is_test and (name in allowed or (star and name not in from_reference)):
-                continue
-            if _defined_by_candidate(value, candidate_names):
-                _flag(f"candidate code placed at {module.__name__}.{name}")
 
 
 def _probe_attributes(tests: list, candidates: list, attributes: dict[str, set[str]]) -> None:
@@ -504,13 +381,11 @@ def _check_test_functions(items: list) -> None:
             continue
         _test_codes[item.nodeid] = code
         reference.remember_test_code([function])
-        if _is_candidate_file(code.co_filename):
+        if is_candidate_file(code.co_filename):
             _flag(f"test {item.name} runs candidate code as its body")
         elif not os.path.isfile(code.co_filename):
             _flag(f"test {item.name} has code generated at run time")
 
-
-# ----------------------------------------------------------- test outcomes
 
 def junit_address(nodeid: str) -> tuple[str, str]:
     """(classname, name) of a test as pytest's JUnit report writes them."""
@@ -526,11 +401,21 @@ def _record(item, phase: str, outcome) -> None:
     entry["phases"][phase] = outcome.excinfo is None
 
 
+def _guarded_check(action, *args) -> None:
+    """Integrity checks must never break pytest: a failure of the check itself is noted, not raised."""
+    try:
+        action(*args)
+    except capabilities.Denied:
+        raise
+    except Exception as exc:
+        _note(f"integrity check {getattr(action, '__name__', '?')} failed: {type(exc).__name__}: {exc}")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionstart(session) -> None:
-    _state["hooks"] = _hook_functions(session.config)
-    _state["own"] = own = _own_callables()
-    _state["classes"] = {cls: _class_members(cls) for cls in own.values() if isinstance(cls, type)}
+    if not _WATCH:
+        return
+    integrity.hooks_registered(session.config)
     with open(_TEST, encoding="utf-8") as handle:
         _state["bindings"] = _import_bindings(handle.read())
 
@@ -549,14 +434,32 @@ def _adopt_embedded_references() -> None:
         source = getattr(getattr(module, "__loader__", None), "source", None)
         if isinstance(source, str):
             reference.adopt(module, source)
+            integrity.add_reference(_REAL(file))
+
+
+def _index_tests(items: list) -> None:
+    """Which instrumented test-module function each item runs (its completion is counted by the instrumentation)."""
+    tests = _modules_by_file((_TEST,))[_TEST]
+    if tests and not all(results.instrumented(m) for m in tests):
+        _note("the test module was not compiled by pytest's assertion rewriter: result checks are off")
+        return
+    for item in items:
+        index = results.function_index(getattr(item, "function", None) or getattr(item, "obj", None))
+        if index is not None:
+            _test_index[item.nodeid] = index
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session) -> None:
+    if not _WATCH:
+        return
     _adopt_embedded_references()
     _check_test_functions(session.items)
-    _scan_namespaces()
-    _check_pytest_intact(session.config)
+    _index_tests(session.items)
+    _scan_reference_use()
+    integrity.freeze_pytest(session)
+    integrity.set_checkpoint("after collection")
+    _guarded_check(integrity.check_all)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -570,27 +473,41 @@ def pytest_runtest_call(item):
     expected = _test_codes.get(item.nodeid)
     if expected is not None and getattr(getattr(item, "function", None), "__code__", None) is not expected:
         _flag(f"test {item.name} was replaced after collection")
+    if _WATCH:
+        integrity.set_checkpoint(f"before {item.name}")
+        _guarded_check(integrity.check_before_call, item)
+    index = _test_index.get(item.nodeid)
+    before = results.completions(index) if index is not None else 0
     outcome = yield
     _record(item, "call", outcome)
+    if index is not None:
+        finished = results.completions(index) > before
+        _outcomes[item.nodeid]["finished"] = finished
+        if not finished and outcome.excinfo is None and type(item).__name__ != "TestCaseFunction":
+            _flag(f"test {item.name} came through its call without its body running to its end")
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_teardown(item):
     outcome = yield
     _record(item, "teardown", outcome)
+    if _WATCH:
+        integrity.set_checkpoint(f"after {item.name}")
+        _guarded_check(integrity.check_all, False)
 
 
 def _passed(entry: dict) -> bool:
     phases = entry["phases"]
-    return set(phases) == {"setup", "call", "teardown"} and all(phases.values())
+    return set(phases) == {"setup", "call", "teardown"} and all(phases.values()) and entry.get("finished", True)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus) -> None:
     """Runs after the JUnit writer: hash its file and seal everything this plugin saw."""
-    if "bindings" in _state:
-        _scan_namespaces()
-    _check_pytest_intact(session.config)
+    if _WATCH and "bindings" in _state:
+        _scan_reference_use()
+        integrity.set_checkpoint("at the end of the session")
+        _guarded_check(integrity.check_all)
     try:
         with open(_JUNIT, "rb") as handle:
             junit_sha = hashlib.sha256(handle.read()).hexdigest()

@@ -14,26 +14,27 @@ reference objects the candidate module or its ``__getattr__`` hands to the test
 (re-exports, subclasses, code copies), compiling or serialising the
 reference's code, and threads the candidate started running reference code.
 
-Cost: one call and one dictionary lookup per reference call made by reference
-code; a stack walk only for calls entering the reference from outside. Nothing
-else in the process is traced.
+Cost: one call and one frame lookup per reference call made by reference code
+(frames are told apart by their globals: reading ``f_code`` or calling ``id``
+raises an audit event each); a stack walk only for calls entering the
+reference from outside. Nothing else in the process is traced.
 
 Standard library only: it runs in the task's interpreter.
 """
 from __future__ import annotations
 
-import _thread
 import ast
 import functools
 import importlib.machinery
 import inspect
 import os
 import sys
-import threading
 import types
 import warnings
-import weakref
 from typing import Callable
+
+import recode_guard_origin as origin
+from recode_guard_origin import candidate_frame as candidate_on_stack, is_candidate_code, is_candidate_file
 
 SENTINEL = f"__recode_reference_entry_{os.urandom(8).hex()}__"
 _MAX_REPORTS = 3
@@ -44,17 +45,14 @@ _VARARGS, _VARKW = 0x04, 0x08
 _ref_ids: set[int] = set()
 _ref_keep: list[types.CodeType] = []  # keeps the code objects alive, so their ids stay theirs
 _ref_bytecode: set[bytes] = set()
-_tainted_ids: set[int] = set()
-_tainted_files: set[str] = set()
 _test_ids: set[int] = set()
+_test_globals: list[dict] = []  # namespaces of the test module (its code runs with them)
+_reference_globals: list[dict] = []  # namespaces of the reference modules
 _allowed_receivers: dict[int, object] = {}
-_candidate_threads: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()
-_file_is_candidate: dict[str, bool] = {}
 _file_is_reference: dict[str, bool] = {}
 _reports: list[str] = []
-_tls = threading.local()
+_tls = origin.tls
 _config: dict = {}
-_patches: list[tuple[object, str, object]] = []
 
 
 def configure(*, candidate: str, references: tuple[str, ...], report: Callable[[str], None],
@@ -64,7 +62,6 @@ def configure(*, candidate: str, references: tuple[str, ...], report: Callable[[
                    names=frozenset(os.path.basename(p) for p in references),
                    blocks=_reference_blocks(references))
     _patch_loader()
-    _patch_thread_start()
 
 
 # ------------------------------------------------------------ frame origins
@@ -78,43 +75,12 @@ def is_reference_file(path: object) -> bool:
     return known
 
 
-def is_candidate_code(code: types.CodeType) -> bool:
-    """Code of the candidate's file, or code the candidate compiled or executed itself."""
-    if id(code) in _tainted_ids:
-        return True
-    name = code.co_filename
-    known = _file_is_candidate.get(name)
-    if known is None:
-        target = _config["candidate"]
-        known = name in _tainted_files or name == target or (
-            os.path.basename(name) == os.path.basename(target) and os.path.realpath(name) == target)
-        _file_is_candidate[name] = known
-    return known
-
-
-def candidate_on_stack(frame: types.FrameType | None) -> types.FrameType | None:
-    """Innermost candidate frame at or below ``frame``."""
-    while frame is not None:
-        if is_candidate_code(frame.f_code):
-            return frame
-        frame = frame.f_back
-    return None
-
-
-def _taint(code: types.CodeType) -> None:
-    """``code`` and every code object nested in it count as the candidate's."""
-    stack = [code]
-    while stack:
-        item = stack.pop()
-        if id(item) not in _tainted_ids and id(item) not in _ref_ids:
-            _tainted_ids.add(id(item))
-            _ref_keep.append(item)
-            stack.extend(c for c in item.co_consts if isinstance(c, types.CodeType))
-
-
 def remember_test_code(functions: list) -> None:
     """Code objects of the collected test functions: a reference call made by them needs no further look."""
     for function in functions:
+        namespace = getattr(function, "__globals__", None)
+        if type(namespace) is dict and not any(namespace is known for known in _test_globals):
+            _test_globals.append(namespace)
         code = getattr(function, "__code__", None)
         stack = [code] if isinstance(code, types.CodeType) else []
         while stack:
@@ -182,11 +148,8 @@ def adopt(module: types.ModuleType, source: str) -> None:
     _config["names"] = _config["names"] | {os.path.basename(path)}
     _file_is_reference.clear()
     _config["blocks"] += _blocks_of(source)
-    _tls.busy = True
-    try:
+    with origin.GuardWork():
         watched = compile_reference(source.encode("utf-8"), module.__file__)
-    finally:
-        _tls.busy = False
     by_place = {}
     stack = [watched]
     while stack:
@@ -236,62 +199,29 @@ def _patch_loader() -> None:
         caller = candidate_on_stack(sys._getframe(1))
         if caller is not None:
             _report(f"{_where(caller)} loads the reference module {fullname}")
-        _tls.busy = True
-        try:
+        with origin.GuardWork():
             return compile_reference(self.get_data(path), path)
-        finally:
-            _tls.busy = False
 
-    importlib.machinery.SourceFileLoader.get_code = get_code
-    _patches.append((importlib.machinery.SourceFileLoader, "get_code", get_code))
-
-
-def _patch_thread_start() -> None:
-    """Threads started while candidate code runs are the candidate's, whatever they run."""
-    original = threading.Thread.start
-
-    @functools.wraps(original)
-    def start(self):
-        if candidate_on_stack(sys._getframe(1)) is not None:
-            _candidate_threads.add(self)
-        return original(self)
-
-    threading.Thread.start = start
-    _patches.append((threading.Thread, "start", start))
-    raw = _thread.start_new_thread
-
-    @functools.wraps(raw)
-    def start_new_thread(function, args, kwargs=None):
-        if candidate_on_stack(sys._getframe(1)) is None:
-            return raw(function, args, kwargs or {})
-
-        def run(*inner, **named):
-            _tls.candidate_thread = True
-            return function(*inner, **named)
-        return raw(run, args, kwargs or {})
-
-    _thread.start_new_thread = start_new_thread
-    _patches.append((_thread, "start_new_thread", start_new_thread))
-
-
-def undone_patches() -> list[str]:
-    """The patched functions something has put back or replaced since."""
-    return [f"{getattr(owner, '__name__', owner)}.{name}" for owner, name, patched in _patches
-            if getattr(owner, name, None) is not patched]
+    origin.patch(importlib.machinery.SourceFileLoader, "get_code", get_code)
 
 
 # ------------------------------------------------------------ the entry check
 
 def _entry() -> None:
-    """First statement of every reference function (see the module docstring)."""
-    frame = sys._getframe(1)
-    caller = frame.f_back
-    if caller is not None and id(caller.f_code) in _ref_ids:
-        return
+    """First statement of every reference function (see the module docstring).
+
+    Frames are told apart by their globals (the reference's module, the test's): reading ``f_code`` or calling
+    ``id`` would raise an audit event per frame."""
     if getattr(_tls, "busy", False):
         return
     _tls.busy = True
     try:
+        frame = sys._getframe(1)
+        caller = frame.f_back
+        if caller is not None and caller.f_globals is frame.f_globals:
+            return  # reference code calling its own module's code
+        if not any(frame.f_globals is known for known in _reference_globals):
+            _reference_globals.append(frame.f_globals)
         _check_entry(frame)
     except Exception as exc:  # the reference must keep working for an honest test
         _config["note"](f"reference entry check failed: {type(exc).__name__}: {exc}")
@@ -299,21 +229,26 @@ def _entry() -> None:
         _tls.busy = False
 
 
+def _reference_frame(frame: types.FrameType) -> bool:
+    namespace = frame.f_globals
+    return any(namespace is known for known in _reference_globals) or (
+        not origin.known_namespace(namespace) and id(frame.f_code) in _ref_ids)
+
+
 def _check_entry(frame: types.FrameType) -> None:
     below = frame.f_back
     candidate = None
     while below is not None:
-        code_id = id(below.f_code)
-        if code_id in _ref_ids:
+        if _reference_frame(below):
             return  # called by the reference (the candidate, if any, was called by it)
         if candidate is None:
-            if code_id in _test_ids:
+            if any(below.f_globals is known for known in _test_globals):
                 return  # the test's own call, through libraries at most
-            if is_candidate_code(below.f_code):
+            if origin.is_candidate_frame(below):
                 candidate = below
         below = below.f_back
     if candidate is None:
-        if getattr(_tls, "candidate_thread", False) or threading.current_thread() in _candidate_threads:
+        if origin.in_candidate_thread():
             _report(f"a thread the candidate started runs the reference's {_name(frame.f_code)}")
         return
     if not _received(frame, candidate):
@@ -439,16 +374,16 @@ def _code_of(value: object) -> object:
     return None
 
 
-def is_candidate_file(path: str) -> bool:
-    target = _config["candidate"]
-    return path == target or (os.path.basename(path) == os.path.basename(target)
-                              and os.path.realpath(path) == target)
-
-
 # ------------------------------------------------------------ reference objects
 
 def reference_modules() -> list[types.ModuleType]:
-    return [m for m in list(sys.modules.values()) if is_reference_file(getattr(m, "__file__", None))]
+    """Loaded reference modules (looked for again only when the set of loaded modules changed)."""
+    loaded = len(sys.modules)
+    if _config.get("loaded") != loaded:
+        _config["loaded"] = loaded
+        _config["reference_modules"] = [m for m in list(sys.modules.values())
+                                        if is_reference_file(getattr(m, "__file__", None))]
+    return _config["reference_modules"]
 
 
 def describe_reference(value: object, reference_names: frozenset[str]) -> str | None:
@@ -565,21 +500,18 @@ def _copied_block(source: object) -> str | None:
     return None
 
 
-def audit(event: str, args: tuple) -> None:
-    """Audit events through which reference code is copied, compiled or serialised (called by the guard's hook)."""
-    if getattr(_tls, "busy", False):
-        return  # this module compiling the reference
-    direct = sys._getframe(2)  # the frame that called exec, compile...: audit hooks run from C
+def audit(event: str, args: tuple, direct: types.FrameType) -> None:
+    """Audit events through which reference code is copied, compiled or serialised (called by the guard's hook,
+    which skips the guard's own work, such as compiling the reference); ``direct`` made the call."""  # the frame that called exec, compile...: audit hooks run from C
     code = args[0] if args else None
     if event in ("exec", "function.__new__") and isinstance(code, types.CodeType) and id(code) not in _ref_ids:
         if is_candidate_code(direct.f_code):
-            _taint(code)  # the candidate's own generated code, whatever file name it claims
+            origin.taint(code)  # the candidate's own generated code, whatever file name it claims
         return
     if event == "compile":
         source, filename = (tuple(args) + (None, None))[:2]
         if isinstance(filename, str) and not filename.startswith("<") and is_candidate_code(direct.f_code):
-            _tainted_files.add(filename)  # "<string>" and the like are left to the code objects' taint
-            _file_is_candidate.pop(filename, None)
+            origin.taint_file(filename)  # "<string>" and the like are left to the code objects' taint
         if is_reference_file(filename):
             evidence = "compiles the reference's source"
         else:

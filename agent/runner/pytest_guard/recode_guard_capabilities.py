@@ -1,0 +1,333 @@
+"""Capabilities research code never needs, denied to the candidate through the guard's audit hook.
+
+The hook (``sys.addaudithook``, installed by the plugin before any candidate
+code is imported) cannot be removed by Python code. Each rule below looks at
+the stack when its event fires (``recode_guard_origin`` decides which frames are
+the candidate's). A denial writes one line of evidence to the guard's channel
+at once (``target.py:12 sets sys.settrace``) and raises ``Denied`` into the
+call, so the capability is not used and the run is graded ``tampered``
+whatever happens next.
+
+Denied to candidate code (on the stack, or in a thread it started):
+
+* tracers and profilers: ``sys.settrace``, ``sys.setprofile``, their
+  all-threads forms and ``sys.monitoring`` callbacks (from anywhere, except the
+  debuggers and coverage tools pytest itself may run);
+* frames: holding a frame object at all (``sys._getframe``, ``tb_frame``,
+  ``gi_frame``/``cr_frame``/``ag_frame`` read by candidate code, or handed to it
+  by ``inspect.currentframe``/``stack``/``trace``, ``traceback.walk_stack``...);
+  from one frame every other one is reachable, so its own is denied too.
+  Libraries the candidate calls may still look at frames for their own use
+  (logging, warnings, ``traceback.format_stack``, ``torch.jit.script``);
+* the object graph: ``gc.get_objects``, ``get_referrers``, ``get_referents``;
+* building code: ``compile``, ``exec``, ``eval``, ``types.CodeType``/``code.replace``,
+  ``types.FunctionType``, ``marshal.loads`` called by candidate code itself;
+* native memory: any ``ctypes`` operation called from candidate code;
+* import hooks: ``sys.meta_path``/``path_hooks`` entries of the candidate's
+  (checked at every import and every test boundary);
+* audit hooks of its own, replacing a function's ``__code__``/defaults,
+  re-classing modules, classes or pytest objects;
+* ending or signalling the process: ``os._exit``, ``os.abort``, ``sys.exit``,
+  ``os.kill``/``killpg`` of the test process or its parent,
+  ``signal.pthread_kill``/``raise_signal``/``alarm``/``setitimer``/``signal``,
+  ``os.exec*``. The functions without an audit event are wrapped in their modules.
+  Forked children (multiprocessing workers) may exit as they please.
+
+Writes to attributes of modules and classes the candidate did not define are
+watched by ``recode_guard_integrity``; values that reach the test's
+comparisons by ``recode_guard_results``; pytest plugins and hooks by both.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import types
+from typing import Callable
+
+import recode_guard_origin as origin
+from recode_guard_origin import candidate_frame, code_of, describe, in_candidate_thread, is_candidate_code, is_kind, where
+
+MAIN_PID = os.getpid()
+_report: list[Callable[[str], None]] = []
+_TRACE_TOOLS = frozenset({"bdb", "pdb", "coverage", "pytest_cov", "_pytest", "pydevd", "_pydevd_bundle", "IPython",
+                          "cProfile", "profile"})
+_FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
+_SPECIAL_WRITES = frozenset({"__code__", "__defaults__", "__kwdefaults__", "__class__", "__bases__"})
+_handout_codes: set[int] = set()
+_known_hooks: dict[str, tuple] = {}
+
+
+class Denied(RuntimeError):
+    """Raised into a call the guard refused (the run is already graded ``tampered``)."""
+
+
+def configure(report: Callable[[str], None]) -> None:
+    _report.append(report)
+    _remember_handouts()
+    _wrap_exits()
+    remember_import_hooks()
+
+
+def evidence(cand: types.FrameType | None, trigger: types.FrameType | None, what: str) -> str:
+    """``target.py:12 <what>``; when no candidate frame is on the stack, where it happened and why it is blamed."""
+    if cand is not None:
+        return f"{where(cand)} {what}"
+    place = f" ({where(trigger)})" if trigger is not None else ""
+    if in_candidate_thread():
+        return f"a thread the candidate started {what}{place}"
+    return f"{what}{place}, outside the candidate's frames (a callback left behind)"
+
+
+def deny(cand: types.FrameType | None, trigger: types.FrameType | None, what: str) -> None:
+    text = evidence(cand, trigger, what)
+    _report[0](text)
+    raise Denied(f"recode guard: {text}: denied (research code never needs this)")
+
+
+def _context(trigger: types.FrameType) -> tuple[types.FrameType | None, bool]:
+    cand = candidate_frame(trigger)
+    return cand, cand is not None or in_candidate_thread()
+
+
+# --------------------------------------------------------------------- audit rules
+
+def _tracer(name: str):
+    def rule(trigger: types.FrameType, args: tuple) -> None:
+        cand, context = _context(trigger)
+        module = str(trigger.f_globals.get("__name__", "")).split(".")[0]
+        if context or module not in _TRACE_TOOLS:
+            deny(cand, trigger, f"sets {name}")
+    return rule
+
+
+def _remember_handouts() -> None:
+    """Library functions whose result hands frame objects to their caller."""
+    import inspect
+    import logging
+    import traceback
+
+    for function in (inspect.currentframe, inspect.stack, inspect.trace, inspect.getouterframes,
+                     inspect.getinnerframes, traceback.walk_stack, traceback.walk_tb, logging.currentframe):
+        code = getattr(function, "__code__", None)
+        if code is not None:
+            _handout_codes.add(id(code))
+
+
+def _called_by(cand: types.FrameType, trigger: types.FrameType) -> types.FrameType:
+    """The frame the candidate's frame called on the way to ``trigger``."""
+    frame = trigger
+    while frame.f_back is not None and frame.f_back is not cand:
+        frame = frame.f_back
+    return frame
+
+
+def _frames(what: str):
+    def rule(trigger: types.FrameType, args: tuple) -> None:
+        cand, _ = _context(trigger)
+        if cand is None:
+            return
+        if cand is trigger:
+            deny(cand, trigger, f"reads the interpreter's frames ({what})")
+        entry = _called_by(cand, trigger)
+        if id(entry.f_code) in _handout_codes:
+            deny(cand, trigger, f"reads the interpreter's frames ({entry.f_code.co_name})")
+    return rule
+
+
+def _attribute_read(trigger: types.FrameType, args: tuple) -> None:
+    if len(args) > 1 and args[1] in _FRAME_ATTRIBUTES:
+        _frames(args[1])(trigger, args)
+
+
+def _object_graph(name: str):
+    def rule(trigger: types.FrameType, args: tuple) -> None:
+        cand, context = _context(trigger)
+        if context:
+            deny(cand, trigger, f"walks the interpreter's object graph ({name})")
+    return rule
+
+
+def _builds_code(name: str):
+    """Candidate code building or running code; and anyone making a function of, or running, the candidate's code
+    objects with namespaces not its own (the import system running its module is the one exception)."""
+    def rule(trigger: types.FrameType, args: tuple) -> None:
+        if origin.is_candidate_frame(trigger):
+            deny(trigger, trigger, f"builds code at run time ({name})")
+        code = args[0] if args else None
+        if name in ("exec", "function.__new__") and type(code) is types.CodeType and is_candidate_code(code) and \
+                "importlib" not in trigger.f_code.co_filename:
+            cand, _ = _context(trigger)
+            deny(cand, trigger, f"runs the candidate's code with foreign globals ({name})")
+    return rule
+
+
+def _native_memory(event: str, trigger: types.FrameType) -> None:
+    frame = trigger
+    while frame is not None and f"{os.sep}ctypes{os.sep}" in frame.f_code.co_filename:
+        frame = frame.f_back
+    if frame is not None and origin.is_candidate_frame(frame):
+        deny(frame, frame, f"accesses native memory ({event})")
+
+
+_NATIVE_MODULES = frozenset({"ctypes", "_ctypes", "cffi", "_cffi_backend"})
+
+
+def _import(trigger: types.FrameType, args: tuple) -> None:
+    check_import_hooks(trigger)
+    name = args[0] if args else None
+    if type(name) is str and name.split(".")[0] in _NATIVE_MODULES and origin.is_candidate_frame(trigger):
+        deny(trigger, trigger, f"imports {name} (native memory access)")
+
+
+def _audit_hook(trigger: types.FrameType, args: tuple) -> None:
+    cand, _ = _context(trigger)
+    deny(cand, trigger, "adds an audit hook")
+
+
+def _special_write(trigger: types.FrameType, args: tuple) -> None:
+    """``object.__setattr__``/``__delattr__`` fire only for special attributes (code, defaults, class, bases)."""
+    target, name = args[0], args[1]
+    if name not in _SPECIAL_WRITES:
+        return
+    cand, context = _context(trigger)
+    if not context:
+        _code_swap(trigger, args)
+        return
+    if name == "__class__":
+        own = str(type(target).__module__)
+        if not (is_kind(target, (types.ModuleType, type)) or own.split(".")[0] in ("_pytest", "pytest", "pluggy")):
+            return  # re-classing an object of its own or one it was handed: its business
+        if is_kind(target, types.ModuleType) and origin.is_candidate_file(
+                types.ModuleType.__dict__["__dict__"].__get__(target).get("__file__")):
+            return
+        deny(cand, trigger, f"changes the class of {describe(target)}")
+    if name == "__bases__" and not origin.candidate_object(target):
+        deny(cand, trigger, f"changes the bases of {describe(target)}")
+    if name == "__code__":
+        deny(cand, trigger, f"replaces __code__ of {describe(target)}")
+    if name in ("__defaults__", "__kwdefaults__") and origin.is_candidate_frame(trigger):
+        owner = code_of(target)  # libraries may set defaults of functions they build (namedtuple's __new__)
+        if owner is None or not is_candidate_code(owner):
+            deny(cand, trigger, f"replaces {name} of {describe(target)}")
+
+
+def _code_swap(trigger: types.FrameType, args: tuple) -> None:
+    """Giving a function the candidate's code is refused to everyone (candidate code must not run under another
+    module's globals, where the stack checks would not see it); ``types.coroutine`` and the like may swap
+    their own."""
+    if len(args) > 2 and args[1] == "__code__" and type(args[2]) is types.CodeType and is_candidate_code(args[2]):
+        deny(None, trigger, f"gives {describe(args[0])} the candidate's code")
+
+
+def _own_process(pid: object) -> bool:
+    return type(pid) is int and (pid in (0, -1, MAIN_PID, os.getppid()) or pid < 0)
+
+
+def _kill(name: str):
+    def rule(trigger: types.FrameType, args: tuple) -> None:
+        cand, context = _context(trigger)
+        if not context or os.getpid() != MAIN_PID:
+            return
+        if name == "signal.pthread_kill" or _own_process(args[0] if args else None):
+            deny(cand, trigger, f"signals the test process ({name})")
+    return rule
+
+
+def _exec(trigger: types.FrameType, args: tuple) -> None:
+    cand, context = _context(trigger)
+    if context and os.getpid() == MAIN_PID:
+        deny(cand, trigger, "replaces the test process (os.exec)")
+
+
+def rules() -> dict[str, Callable[[types.FrameType, tuple], None]]:
+    """Audit event -> rule(trigger frame, event arguments)."""
+    table: dict[str, Callable] = {
+        "sys._getframe": _frames("sys._getframe"),
+        "sys._current_frames": _frames("sys._current_frames"),
+        "sys._current_exceptions": _frames("sys._current_exceptions"),
+        "object.__getattr__": _attribute_read,
+        "object.__setattr__": _special_write,
+        "object.__delattr__": _special_write,
+        "import": _import,
+        "sys.addaudithook": _audit_hook,
+        "os.kill": _kill("os.kill"),
+        "os.killpg": _kill("os.killpg"),
+        "signal.pthread_kill": _kill("signal.pthread_kill"),
+        "os.exec": _exec,
+    }
+    for name in ("sys.settrace", "sys.setprofile", "sys._settraceallthreads", "sys._setprofileallthreads",
+                 "sys.monitoring.register_callback"):
+        table[name] = _tracer(name)
+    for name in ("gc.get_objects", "gc.get_referrers", "gc.get_referents"):
+        table[name] = _object_graph(name)
+    for name in ("compile", "exec", "code.__new__", "function.__new__", "marshal.loads", "marshal.load"):
+        table[name] = _builds_code(name)
+    return table
+
+
+def native_rule(event: str) -> Callable[[types.FrameType, tuple], None] | None:
+    """The rule of a ``ctypes.*`` event (there are many; matched by prefix)."""
+    if event.startswith("ctypes."):
+        return lambda trigger, args: _native_memory(event, trigger)
+    return None
+
+
+# -------------------------------------------------------------------- import hooks
+
+def _hook_lists() -> dict[str, list]:
+    return {"sys.meta_path": sys.meta_path, "sys.path_hooks": sys.path_hooks}
+
+
+def remember_import_hooks() -> None:
+    for name, hooks in _hook_lists().items():
+        _known_hooks[name] = tuple(hooks)
+
+
+def check_import_hooks(trigger: types.FrameType | None = None) -> None:
+    """New import hooks of the candidate's are reported (an import hook is installed by mutating a list, so it
+    is found at the next import or test boundary)."""
+    for name, hooks in _hook_lists().items():
+        now, old = tuple(hooks), _known_hooks.get(name, ())
+        if len(now) == len(old) and all(a is b for a, b in zip(now, old)):
+            continue
+        known = {id(h) for h in old}
+        _known_hooks[name] = now
+        for hook in now:
+            if id(hook) not in known and origin.candidate_object(hook):
+                _report[0](evidence(candidate_frame(trigger) if trigger else None, trigger,
+                                    f"installs an import hook ({name} gets {describe(hook)})"))
+
+
+# ------------------------------------------------- process ending without audit events
+
+def _guarded(function: Callable, what: str) -> Callable:
+    """``function`` refused to candidate code in the test process (forked children may use it)."""
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        if os.getpid() == MAIN_PID:
+            trigger = origin.outside_guard(sys._getframe(1))
+            cand, context = _context(trigger) if trigger is not None else (None, in_candidate_thread())
+            if context:
+                deny(cand, trigger, what)
+        return function(*args, **kwargs)
+    return wrapper
+
+
+def _wrap_exits() -> None:
+    import posix
+    import signal
+
+    import _signal
+
+    for owners, name, what in (((os, posix), "_exit", "ends the test process (os._exit)"),
+                               ((os, posix), "abort", "ends the test process (os.abort)"),
+                               ((sys,), "exit", "ends the test process (sys.exit)"),
+                               ((signal, _signal), "raise_signal", "signals the test process (signal.raise_signal)"),
+                               ((signal, _signal), "alarm", "signals the test process (signal.alarm)"),
+                               ((signal, _signal), "setitimer", "signals the test process (signal.setitimer)"),
+                               ((signal, _signal), "signal", "replaces a signal handler (signal.signal)")):
+        for owner in owners:
+            original = getattr(owner, name, None)
+            if original is not None:
+                origin.patch(owner, name, _guarded(original, what))

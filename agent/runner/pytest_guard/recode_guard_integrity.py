@@ -1,0 +1,770 @@
+"""Integrity of everything the verdict relies on: module and class namespaces, sys.modules, pytest itself.
+
+Two mechanisms, because assigning an attribute of a module or class raises no
+audit event:
+
+* **write time**: every module (except the candidate's own) gets, the moment the
+  import system creates it, a subclass of its class whose ``__setattr__``,
+  ``__delattr__`` and ``__dict__`` look at who is writing. A write is allowed
+  from the module's own code, the import system, module-level set-up code of
+  a library or a package writing its own modules, through a descriptor of the
+  module's class (``torch.backends.cudnn.deterministic``), to ``sys``'s streams
+  and argv, and from pytest or the harness when no candidate frame is on the
+  stack (plain data from anyone); any other write is refused with the writer's
+  line (``target.py:7 writes numpy.testing.assert_allclose``), and so is
+  candidate code reading a module's ``__dict__``.
+* **baselines**: each module namespace is copied when its import completes,
+  each class defined in it with it, and compared by identity: those the
+  verdict runs through (the test's, the reference's and the task's modules,
+  pytest, pluggy, unittest, the testing parts of numpy and torch, builtins)
+  at every test boundary, every one after collection, at the end and between
+  tests whenever the tests since the last full comparison took
+  ``FULL_CHECK_SHARE`` times longer than it did. A difference the module's own
+  code does not explain (its functions never assign that global) is a
+  dict-level write through a function's ``__globals__``: reported. So are new
+  values holding candidate code, names shadowing builtins, changed methods of
+  library classes, any change to pytest's, pluggy's, unittest's and the
+  testing libraries' classes, to the test module or the reference module,
+  replaced ``sys.modules`` entries, installed tracers or profilers, torch
+  dispatch modes, changed ``gc.callbacks``, pytest hook implementations added
+  or removed after collection, and test items whose class, function or
+  methods were replaced. A dict-level write the candidate undoes itself before
+  the next comparison (from a finalizer) is not seen.
+
+A full comparison touches every namespace value once (a C-level identity
+comparison of flat lists); namespaces that change legitimately between tests
+(``warnings``, written by ``catch_warnings``) are compared one by one.
+"""
+from __future__ import annotations
+
+import builtins
+import dis
+import gc
+import itertools
+import operator
+import os
+import sys
+import threading
+import time
+import types
+from importlib.machinery import ModuleSpec
+from typing import Callable
+
+import recode_guard_origin as origin
+from recode_guard_origin import (GuardWork, candidate_frame, candidate_object, code_of, describe, in_candidate_thread,
+                                is_kind, type_dict)
+
+_HEAP, _IMMUTABLE = 1 << 9, 1 << 8
+# Between tests every namespace is compared again once the tests since the last full comparison took this many
+# times longer than it did (so it costs at most ~4 % of the tests' time); the hot ones always are.
+FULL_CHECK_SHARE = 25
+_MISSING, _UNKNOWN = object(), object()
+_DICT = types.ModuleType.__dict__["__dict__"]
+_GLOBALS = types.FunctionType.__dict__["__globals__"]
+_PLAIN_SETATTR = types.ModuleType.__setattr__
+_IMPORT_SYSTEM = frozenset({"importlib", "_frozen_importlib", "_frozen_importlib_external"})
+_ATTRIBUTE_STORES = frozenset({dis.opmap["STORE_ATTR"], dis.opmap["DELETE_ATTR"]})
+_VALUES = operator.methodcaller("values")
+_TRUSTED_TOPS = frozenset({"_pytest", "pytest", "pluggy", "recode_guard_core", "recode_guard_reference",
+                           "recode_guard_origin", "recode_guard_capabilities", "recode_guard_integrity",
+                           "recode_guard_results", "_recode_pytest_guard", "conftest"})
+_VERDICT_TOPS = frozenset({"_pytest", "pytest", "pluggy", "unittest", "recode_guard_core", "recode_guard_reference",
+                           "recode_guard_origin", "recode_guard_capabilities", "recode_guard_integrity",
+                           "recode_guard_results"})
+_HOT_PREFIXES = ("builtins", "math", "cmath", "operator", "functools", "numpy.testing", "numpy._core.numeric",
+                 "numpy.core.numeric", "numpy._core.fromnumeric", "numpy.core.fromnumeric", "numpy.ma", "torch.testing",
+                 "torch._tensor", "torch.nn.parameter", "torch.overrides", "torch.functional", "_pytest", "pytest",
+                 "pluggy", "unittest")
+# classes whose methods decide comparisons of the values tests compare most
+_VERDICT_CLASSES = frozenset({"torch._tensor.Tensor", "torch.nn.parameter.Parameter", "numpy.ma.core.MaskedArray"})
+_SYS_FREE = frozenset({"stdout", "stderr", "stdin", "argv", "displayhook", "excepthook", "unraisablehook", "ps1",
+                       "ps2", "tracebacklimit", "last_type", "last_value", "last_traceback", "last_exc", "path",
+                       "dont_write_bytecode", "breakpointhook"})
+# (writer module, written module, attribute): honest cross-module writes of the standard library
+_HONEST_WRITES = frozenset({("logging", "warnings", "showwarning")})
+_BUILTIN_NAMES = frozenset(dir(builtins))
+_report: list[Callable[[str], None]] = []
+_state: dict = {"checkpoint": "collection"}
+
+
+class _Space:
+    """One namespace under watch: a module's dict or a class's, and its accepted contents."""
+
+    __slots__ = ("label", "owner", "mapping", "base", "kind", "volatile", "module", "protection")
+
+    def __init__(self, label: str, owner: object, mapping, kind: str, module: types.ModuleType) -> None:
+        self.label, self.owner, self.mapping, self.kind, self.module = label, owner, mapping, kind, module
+        self.base = dict(mapping)
+        self.volatile = False
+        self.protection = _UNKNOWN
+
+    def unchanged(self) -> bool:
+        mapping, base = self.mapping, self.base
+        return len(mapping) == len(base) and all(map(operator.is_, mapping.values(), base.values()))
+
+
+_spaces: list[_Space] = []
+_hot: list[_Space] = []  # compared at every test boundary; the rest after collection and at the end
+_by_owner: dict[object, _Space] = {}  # modules and classes hash by identity: no id() (an audit event)
+_fast: dict[str, list] = {"maps": [], "lens": [], "flat": []}
+_volatile: list[_Space] = []
+_self_written: dict[tuple[object, str], bool] = {}
+_guarded: dict[type, type] = {}
+_base_class: dict[type, type] = {}
+_modules: dict[str, object] = {}
+_protected_paths: dict[str, str] = {}  # realpath -> "test" | "reference"
+_protected_names: set[str] = set()
+_pytest_objects: list[tuple[str, object, dict]] = []
+_items: dict[str, tuple] = {}
+_hooks: dict = {}
+_gc_callbacks: list = []
+
+
+def configure(report: Callable[[str], None], *, test: str, references: tuple[str, ...], repo: str) -> None:
+    """Watch every module from now on: those loaded so far, and each one the import system creates."""
+    _report.append(report)
+    _state["repo"] = repo
+    _protected_paths[test] = "test"
+    for path in references:
+        _protected_paths[path] = "reference"
+    _protected_names.update(os.path.basename(path) for path in _protected_paths)
+    with GuardWork():
+        loaded = [m for m in list(sys.modules.values())
+                  if is_kind(m, types.ModuleType) and (_real_dict(m) or {}).get("__name__") != "__main__"]
+        for module in loaded:
+            protect(module)
+        _patch_import_system()
+        for module in loaded:
+            adopt(module)
+        _modules.update(sys.modules)
+        _gc_callbacks[:] = gc.callbacks
+
+
+def add_reference(path: str) -> None:
+    _protected_paths[path] = "reference"
+    _protected_names.add(os.path.basename(path))
+
+
+def set_checkpoint(label: str) -> None:
+    _state["checkpoint"] = label
+
+
+def _flag(text: str) -> None:
+    _report[0](text)
+
+
+# ------------------------------------------------------------------- write time
+
+def _is_candidate_module(module: types.ModuleType) -> bool:
+    namespace = _real_dict(module) or {}
+    spec = namespace.get("__spec__")
+    path = namespace.get("__file__") or (spec.origin if type(spec) is ModuleSpec else None)
+    if origin.is_candidate_file(path):
+        if namespace.get("__name__", "?") not in origin.candidate_modules():
+            origin.note_candidate_module(namespace.get("__name__", "?"))
+        origin.note_module(module, candidate=True)
+        return True
+    return False
+
+
+def protect(module: types.ModuleType) -> None:
+    """Give ``module`` the guarded subclass of its class (write-time checks); modules that refuse stay as they are."""
+    if _is_candidate_module(module):
+        base = _base_class.get(type(module))  # ``type(sys)(name)`` makes modules of the guarded class
+        if base is not None:
+            object.__setattr__(module, "__class__", base)
+        return
+    if _real_dict(module) is not None:
+        origin.note_module(module, candidate=False)
+    kind = type(module)
+    if kind in _base_class:
+        return
+    guarded = _guarded.get(kind)
+    if guarded is None:
+        guarded = type(kind.__name__, (kind,), {"__setattr__": _setattr, "__delattr__": _delattr,
+                                                  "__dict__": property(_namespace), "__slots__": (),
+                                                  "__module__": kind.__module__})
+        _guarded[kind] = guarded
+        _base_class[guarded] = kind
+    try:
+        object.__setattr__(module, "__class__", guarded)  # past a class of its own that refuses writes
+    except TypeError:
+        pass  # a module class with its own layout: watched by the baselines only
+
+
+def _setattr(module, name, value) -> None:
+    base = _base_class[type(module)]
+    writer = sys._getframe(1)
+    if writer.f_globals is _DICT.__get__(module) or _module_top(writer) in _IMPORT_SYSTEM:
+        base.__setattr__(module, name, value)  # the module's own code, or the import system (the common case)
+        accept(module, name)
+        return
+    judged = _check_write(module, name, value, base, deleting=False)
+    base.__setattr__(module, name, value)
+    if name == "__class__":
+        with GuardWork():
+            protect(module)  # re-classed by its library (``trio``): guarded again, as its new class
+    elif judged:
+        accept(module, name)
+
+
+def _delattr(module, name) -> None:
+    base = _base_class[type(module)]
+    judged = _check_write(module, name, None, base, deleting=True)
+    base.__delattr__(module, name)
+    if judged:
+        accept(module, name)
+
+
+def _namespace(module) -> dict:
+    namespace = _DICT.__get__(module)
+    if origin.candidate_loaded() and not getattr(origin.tls, "busy", False):
+        with GuardWork():
+            reader = sys._getframe(1)
+        if origin.is_candidate_frame(reader):
+            from recode_guard_capabilities import deny
+            deny(reader, reader, f"reads the namespace of {_DICT.__get__(module).get('__name__', '?')} (__dict__)")
+    return namespace
+
+
+def _module_top(frame: types.FrameType) -> str:
+    return str(frame.f_globals.get("__name__", "")).split(".")[0]
+
+
+def _plainly_allowed(module, name: str, value: object, base: type, writer: types.FrameType) -> bool:
+    """Writes allowed whoever is on the stack (decided without walking it)."""
+    namespace = _DICT.__get__(module)
+    if writer.f_globals is namespace:
+        return True  # the module's own code
+    if _module_top(writer) in _IMPORT_SYSTEM:
+        return True  # the import system setting up a module it loads (attributes, a C extension's own init)
+    member = next((type_dict(k)[name] for k in origin.type_mro(base) if name in type_dict(k)), None)
+    if hasattr(type(member), "__set__") or base.__setattr__ is not _PLAIN_SETATTR:
+        return True  # a descriptor of the module's class (``__class__``, a configuration property), or its own rules
+    if module is sys and name in _SYS_FREE:
+        return True
+    own_name = namespace.get("__name__", "")
+    if (writer.f_code.co_name == "<module>" or _module_top(writer) == own_name.split(".")[0]) and \
+            not origin.is_candidate_frame(writer):
+        return True  # a library's import-time set-up, or a package writing its own modules
+    return (_module_top(writer), own_name, name) in _HONEST_WRITES
+
+
+def _data(value: object) -> bool:
+    """A plain value (a counter, a flag, a cache): not code, a class or a module."""
+    return not callable(value) and not is_kind(value, (types.ModuleType, staticmethod, classmethod, property))
+
+
+def _check_write(module, name: str, value: object, base: type, deleting: bool) -> bool:
+    """True when the write is allowed (and the baseline may follow it); raises when it is refused. A write
+    made while the guard itself works is not judged here: the next boundary check sees it.
+
+    Outside the candidate's frames, pytest and its plugins may write, and anyone may change plain data
+    (a library's counters); code, classes or modules written by anyone else, or values of the
+    candidate's by anyone, are refused: that is a callback the candidate left behind."""
+    if getattr(origin.tls, "busy", False):
+        return False
+    with GuardWork():
+        writer = sys._getframe(2)  # the code that assigned (the guard's own frames count as trusted code)
+        if _plainly_allowed(module, name, value, base, writer):
+            return True
+        if _protected_paths.get(os.path.realpath(writer.f_code.co_filename)) == "test" and \
+                writer.f_code.co_code[writer.f_lasti] in _ATTRIBUTE_STORES:
+            return True  # the test's own statement (its import hooks set up stub modules), not a call it makes
+        cand = candidate_frame(writer)
+        context = cand is not None or in_candidate_thread()
+        if not context and (_module_top(writer) in _TRUSTED_TOPS or (
+                not candidate_object(value) and _data(value) and _data(_DICT.__get__(module).get(name)))):
+            return True
+    from recode_guard_capabilities import deny
+    label = f"{_DICT.__get__(module).get('__name__', '?')}.{name}"
+    deny(cand, writer, f"{'deletes' if deleting else 'writes'} {label}")
+    return False
+
+
+def accept(owner: object, name: str) -> None:
+    """An allowed write: the baseline follows it."""
+    space = _by_owner.get(owner)
+    if space is None:
+        return
+    if name in space.mapping:
+        space.base[name] = space.mapping[name]
+    else:
+        space.base.pop(name, None)
+    _make_volatile(space)
+
+
+def _make_volatile(space: _Space) -> None:
+    """A namespace that changes between checks is compared on its own from now on (the flat list goes stale)."""
+    if not space.volatile:
+        space.volatile = True
+        _volatile.append(space)
+        _fast["stale"] = True
+
+
+# -------------------------------------------------------------------- baselines
+
+def _real_dict(module: types.ModuleType) -> dict | None:
+    try:
+        namespace = _DICT.__get__(module)
+    except TypeError:
+        return None
+    return namespace if isinstance(namespace, dict) else None
+
+
+def _mutable_class(value: object) -> bool:
+    return is_kind(value, type) and bool(value.__flags__ & _HEAP) and not value.__flags__ & _IMMUTABLE
+
+
+def _is_hot(space: _Space) -> bool:
+    """What the test's verdict runs through: the test, the reference and the task's own modules, pytest and the
+    other testing libraries, the builtins, and the classes of those modules."""
+    if _protected_kind(space) is not None or space.label.startswith(_HOT_PREFIXES):
+        return True
+    path = (_real_dict(space.module) or {}).get("__file__")
+    return type(path) is str and path.startswith(_state.get("repo", "\0"))
+
+
+def _add(space: _Space) -> None:
+    _spaces.append(space)
+    if _is_hot(space):
+        _hot.append(space)
+    _by_owner[space.owner] = space
+    _fast["maps"].append(space.mapping)
+    _fast["lens"].append(len(space.base))
+    _fast["flat"].extend(space.base.values())
+
+
+def adopt(module: types.ModuleType) -> None:
+    """Baseline of ``module`` and the classes it defines (not the candidate's)."""
+    if not is_kind(module, types.ModuleType) or module in _by_owner or _is_candidate_module(module):
+        return
+    namespace = _real_dict(module)
+    if namespace is None:
+        return
+    name = namespace.get("__name__", "?")
+    origin.note_module(module, candidate=False)
+    _add(_Space(name, module, namespace, "module", module))
+    _adopt_classes(namespace, name, module)
+
+
+def _adopt_classes(namespace, module_name: str, module: types.ModuleType) -> None:
+    values = list(namespace.values())
+    metaclasses = {kind for kind in set(map(type, values)) if issubclass(kind, type)}
+    for value in values:
+        if type(value) in metaclasses and _mutable_class(value) and type_dict(value).get("__module__") == module_name \
+                and value not in _by_owner:
+            _add(_Space(f"{module_name}.{type.__dict__['__qualname__'].__get__(value)}", value, type_dict(value),
+                        "class", module))
+
+
+def _patch_import_system() -> None:
+    """Guard each module the moment it exists; take its baseline the moment its import completes."""
+    import importlib._bootstrap as bootstrap
+
+    make, load = bootstrap.module_from_spec, bootstrap._load_unlocked
+
+    def module_from_spec(spec):
+        module = make(spec)
+        if is_kind(module, types.ModuleType):
+            with GuardWork():
+                protect(module)
+        return module
+
+    def _load_unlocked(spec):
+        module = load(spec)
+        with GuardWork():
+            adopt(module)
+            _modules[spec.name] = sys.modules.get(spec.name, module)
+        return module
+
+    origin.patch(bootstrap, "module_from_spec", module_from_spec)
+    origin.patch(bootstrap, "_load_unlocked", _load_unlocked)
+
+
+# ----------------------------------------------------------------- judging changes
+
+def _writes_global(space: _Space, name: str) -> bool:
+    """Whether the module's own code assigns global ``name`` (``global x`` in one of its functions) or writes
+    ``globals()`` freely; code objects that never mention the name are skipped without disassembly."""
+    key = (space.owner, name)
+    known = _self_written.get(key)
+    if known is not None:
+        return known
+    namespace = space.mapping
+    stack = []
+    for value in list(namespace.values()):
+        code = code_of(value)
+        if code is not None and (type(value) is not types.FunctionType or _GLOBALS.__get__(value) is namespace):
+            stack.append(code)
+        elif is_kind(value, type) and type_dict(value).get("__module__") == namespace.get("__name__"):
+            stack.extend(c for c in map(code_of, list(type_dict(value).values())) if c is not None)
+    found, seen = False, set()
+    while stack and not found:
+        code = stack.pop()
+        if code in seen:
+            continue
+        seen.add(code)
+        if name in code.co_names or "globals" in code.co_names:
+            found = "globals" in code.co_names or any(
+                i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL") and i.argval == name for i in dis.get_instructions(code))
+        stack.extend(c for c in code.co_consts if type(c) is types.CodeType)
+    _self_written[key] = found
+    return found
+
+
+_describe = describe
+
+
+def _is_callable_member(value: object) -> bool:
+    return callable(value) or is_kind(value, (staticmethod, classmethod, property))
+
+
+def _protected_kind(space: _Space) -> str | None:
+    """'test' / 'reference' for those modules and their classes, 'verdict' for pytest & the testing libraries."""
+    if space.protection is _UNKNOWN:
+        space.protection = _protection(space)
+    return space.protection
+
+
+def _protection(space: _Space) -> str | None:
+    path = (_real_dict(space.module) or {}).get("__file__")
+    if type(path) is str and os.path.basename(path) in _protected_names:
+        kind = _protected_paths.get(os.path.realpath(path))
+        if kind:
+            return kind
+    name = space.label
+    if name.split(".")[0] in _VERDICT_TOPS or ".testing" in name or name.startswith("testing") or (
+            space.kind == "class" and name in _VERDICT_CLASSES):
+        return "verdict"
+    return None
+
+
+def _judge_module(space: _Space, name: str, old: object, new: object, present: bool) -> str | None:
+    """A module's binding that changed without going through its guarded ``__setattr__``: a write to its
+    namespace dict (``__globals__`` of one of its functions). Its own code's ``global`` writes are its state."""
+    if name == "__warningregistry__":
+        return None
+    if present and candidate_object(new):
+        return f"places {_describe(new)} at {space.label}.{name}"
+    verb = "adds" if old is _MISSING else "replaces" if present else "deletes"
+    shown = f"{verb} {space.label}.{name}" + (f" with {_describe(new)}" if present and callable(new) else "")
+    if _protected_kind(space) in ("test", "reference"):
+        return None if old is not _MISSING and _writes_global(space, name) else shown
+    if old is _MISSING:
+        return f"{shown}, shadowing the builtin" if name in _BUILTIN_NAMES and not _writes_global(space, name) \
+            else None
+    if _data(old) and (not present or _data(new)):
+        return None  # a library's counters and caches
+    return None if _writes_global(space, name) else shown
+
+
+def _package(value: object) -> str:
+    """Top-level package a function or class comes from ('' when unknown)."""
+    code = code_of(value)
+    if code is not None:
+        return _top_of_file(code.co_filename)
+    if is_kind(value, type):
+        return str(type.__dict__["__module__"].__get__(value)).split(".")[0]
+    return ""
+
+
+def _top_of_file(path: str) -> str:
+    for module in list(sys.modules.values()):
+        if (_real_dict(module) or {}).get("__file__") == path:
+            return str(_real_dict(module).get("__name__", "")).split(".")[0]
+    return ""
+
+
+def _judge_class(space: _Space, name: str, old: object, new: object, present: bool) -> str | None:
+    """A class attribute that changed (class writes raise no event: every change is judged here)."""
+    if present and candidate_object(new):
+        return f"places {_describe(new)} at {space.label}.{name}"
+    if name == "__doc__":
+        return None
+    kind = _protected_kind(space)
+    verb = "adds" if old is _MISSING else "replaces" if present else "deletes"
+    inherited = old is _MISSING and any(name in type_dict(k) for k in origin.type_mro(space.owner)[1:])
+    if kind == "test":
+        if old is _MISSING or type(old) is not types.FunctionType:
+            return None  # pytest injects its fixtures into test classes
+        return f"{verb} {space.label}.{name}"
+    if kind in ("verdict", "reference"):
+        if old is _MISSING and (type(new) is bool or (not inherited and _data(new))):
+            return None  # pytest keeping state on its classes (a warning shown once per class)
+        return f"{verb} {space.label}.{name}"
+    if old is _MISSING or not _is_callable_member(old):
+        return None
+    if present and _package(new) and _package(new) == space.label.split(".")[0]:
+        return None  # the library re-wiring its own class (mpmath choosing its backend functions)
+    return f"{verb} {space.label}.{name}" + (f" with {_describe(new)}" if present else "")
+
+
+def _judge(space: _Space) -> None:
+    current, base = dict(space.mapping), space.base
+    judge = _judge_module if space.kind == "module" else _judge_class
+    for name in set(current) | set(base):
+        old, new = base.get(name, _MISSING), current.get(name, _MISSING)
+        if old is new:
+            continue
+        finding = judge(space, name, old, new, new is not _MISSING)
+        if finding:
+            _flag(f"{finding} (seen {_state['checkpoint']})")
+    space.base = current
+
+
+def _rebuild() -> None:
+    steady = [s for s in _spaces if not s.volatile]
+    _fast["maps"] = [s.mapping for s in steady]
+    _fast["lens"] = [len(s.base) for s in steady]
+    _fast["flat"] = list(itertools.chain.from_iterable(s.base.values() for s in steady))
+    _fast["stale"] = False
+
+
+def _fast_unchanged() -> bool:
+    maps = _fast["maps"]
+    return list(map(len, maps)) == _fast["lens"] and all(
+        map(operator.is_, itertools.chain.from_iterable(map(_VALUES, maps)), _fast["flat"]))
+
+
+def check_namespaces(full: bool = True) -> None:
+    """Watched namespaces against their baselines (every one, or those the verdict runs through): differences
+    are judged, then become the baseline."""
+    if not full:
+        for space in _hot:
+            if not space.unchanged():
+                _judge(space)
+                _make_volatile(space)
+        return
+    for space in _volatile:
+        if not space.unchanged():
+            _judge(space)
+    if not _fast.get("stale") and _fast_unchanged():
+        return
+    for space in _spaces:
+        if not space.volatile and not space.unchanged():
+            _judge(space)
+            _make_volatile(space)  # changed once: compared one by one from now on
+    _rebuild()
+
+
+def check_modules() -> None:
+    """``sys.modules``: entries replaced or removed since they were loaded; new modules get their baseline."""
+    now = sys.modules
+    for name, module in list(_modules.items()):
+        current = now.get(name, _MISSING)
+        if current is module:
+            continue
+        if current is _MISSING:
+            _flag(f"removes sys.modules[{name!r}] (seen {_state['checkpoint']})")
+        elif candidate_object(current) or not is_kind(current, types.ModuleType):
+            _flag(f"replaces sys.modules[{name!r}] with {_describe(current)} (seen {_state['checkpoint']})")
+        else:
+            _flag(f"replaces sys.modules[{name!r}] (seen {_state['checkpoint']})")
+        _modules[name] = current
+    if len(now) != len(_modules):
+        for name, module in list(now.items()):
+            if name in _modules:
+                continue
+            _modules[name] = module
+            if is_kind(module, types.ModuleType):
+                if _is_candidate_module(module):
+                    continue
+                if (_real_dict(module) or {}).get("__spec__") is None and any(
+                        candidate_object(v) for v in list(_real_dict(module).values())):
+                    _flag(f"registers a module of its own as sys.modules[{name!r}] (seen {_state['checkpoint']})")
+                adopt(module)
+            elif candidate_object(module):
+                _flag(f"registers {_describe(module)} as sys.modules[{name!r}] (seen {_state['checkpoint']})")
+
+
+def _tool(function: object) -> bool:
+    """A tracer of a debugger or coverage tool pytest may run, told by where its code comes from."""
+    code = code_of(function) or code_of(getattr(type(function), "__call__", None))
+    path = code.co_filename if code is not None else str(type(function).__module__)
+    return any(f"{os.sep}{tool}{os.sep}" in path or path.startswith(tool) or os.path.basename(path) == f"{tool}.py"
+               for tool in ("bdb", "pdb", "coverage", "pytest_cov", "_pytest", "pydevd"))
+
+
+def check_tracers() -> None:
+    """No trace or profile function, thread hook or ``sys.monitoring`` tool of anyone's but debuggers'."""
+    found = [("sys.settrace", sys.gettrace()), ("sys.setprofile", sys.getprofile()),
+             ("threading.settrace", getattr(threading, "_trace_hook", None)),
+             ("threading.setprofile", getattr(threading, "_profile_hook", None))]
+    for label, function in found:
+        if function is not None and not _tool(function):
+            _flag(f"{_describe(function)} is installed by {label} (seen {_state['checkpoint']})")
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is not None:
+        for tool in range(6):
+            name = monitoring.get_tool(tool)
+            if name is not None:
+                _flag(f"a sys.monitoring tool {name!r} is registered (seen {_state['checkpoint']})")
+    _check_torch_modes()
+    if len(gc.callbacks) != len(_gc_callbacks) or not all(map(operator.is_, gc.callbacks, _gc_callbacks)):
+        _flag(f"changes gc.callbacks (seen {_state['checkpoint']})")
+        _gc_callbacks[:] = gc.callbacks
+
+
+def _check_torch_modes() -> None:
+    """Torch function and dispatch modes reroute every torch call in the process (``isclose`` included) from C:
+    none may be left active by anyone but torch itself."""
+    torch_c = getattr(sys.modules.get("torch"), "_C", None)
+    for kind, length, at in (("function", "_len_torch_function_stack", "_get_function_stack_at"),
+                             ("dispatch", "_len_torch_dispatch_stack", "_get_dispatch_stack_at")):
+        if not hasattr(torch_c, length):
+            continue
+        for index in range(getattr(torch_c, length)()):
+            mode = getattr(torch_c, at)(index)
+            if str(type(mode).__module__).split(".")[0] != "torch":
+                _flag(f"enters a torch {kind} mode ({_describe(type(mode))}) (seen {_state['checkpoint']})")
+
+
+# --------------------------------------------------------------------------- pytest
+
+def _impl_key(impl) -> tuple:
+    return (impl, impl.function, getattr(impl, "hookwrapper", False), getattr(impl, "wrapper", False),
+            getattr(impl, "tryfirst", False), getattr(impl, "trylast", False))
+
+
+def _hook_state(config) -> dict[str, tuple]:
+    """Per hook: its executor and its implementations (objects compared by identity, their flags by value)."""
+    state = {}
+    for name, caller in list(vars(config.pluginmanager.hook).items()):
+        get = getattr(caller, "get_hookimpls", None)
+        if get is not None:
+            state[name] = (getattr(caller, "_hookexec", None), tuple(map(_impl_key, get())))
+    return state
+
+
+def _same_hooks(now: dict, before: dict) -> bool:
+    return now.keys() == before.keys() and all(
+        now[name][0] is before[name][0] and now[name][1] == before[name][1] for name in now)
+
+
+def _callables(obj: object) -> dict:
+    """Callable instance attributes of a pytest object (in its ``__dict__`` or its slots)."""
+    attributes = dict(getattr(obj, "__dict__", None) or {})
+    for klass in origin.type_mro(type(obj)):
+        slots = type_dict(klass).get("__slots__", ())
+        for slot in (slots,) if type(slots) is str else slots:
+            if slot not in attributes and hasattr(obj, slot):
+                attributes[slot] = getattr(obj, slot)
+    return {k: v for k, v in attributes.items() if callable(v) and not is_kind(v, type)}
+
+
+def _legitimate_late_hook(function) -> bool:
+    """Hooks registered during collection come from pytest itself or from conftest.py files."""
+    code = code_of(function)
+    if code is None or origin.is_candidate_code(code) or not os.path.isfile(code.co_filename):
+        return False
+    path = code.co_filename
+    return os.path.basename(path) == "conftest.py" or any(f"{os.sep}{top}{os.sep}" in path
+                                                          for top in ("_pytest", "pytest", "pluggy"))
+
+
+def hooks_registered(config) -> None:
+    """Pytest as configured, before collection imports anything of the task: plugins have patched pytest's
+    classes as they do (legacy paths, hypothesis...), which becomes the baseline."""
+    with GuardWork():
+        for space in _spaces:
+            space.base = dict(space.mapping)
+        _rebuild()
+        _modules.update(sys.modules)
+    _hooks["config"] = config
+    _hooks["state"] = _hook_state(config)
+    _hooks["functions"] = _hook_functions(config)
+
+
+def _hook_functions(config) -> dict[int, object]:
+    functions = {}
+    for caller in list(vars(config.pluginmanager.hook).values()):
+        get = getattr(caller, "get_hookimpls", None)
+        if get is not None:
+            functions.update((id(i.function), i.function) for i in get())
+    return functions
+
+
+def freeze_pytest(session) -> None:
+    """After collection: conftest hooks are judged, then pytest's hooks, objects and the items are frozen."""
+    config = session.config
+    added = [f for key, f in _hook_functions(config).items() if key not in _hooks.get("functions", {})]
+    foreign = [f for f in added if not _legitimate_late_hook(f)]
+    if foreign:
+        _flag("registers pytest hooks: " + ", ".join(sorted(_describe(f) for f in foreign)[:5]))
+    _hooks["state"] = _hook_state(config)
+    pm = config.pluginmanager
+    objects = [("the plugin manager", pm), ("pytest's config", config), ("the session", session)]
+    _pytest_objects[:] = [(label, obj, _callables(obj)) for label, obj in objects]  # hook executors: _hook_state
+    for item in session.items:
+        _items[item.nodeid] = (item, type(item), code_of(item.__dict__.get("_obj")))
+
+
+def check_pytest(item=None) -> None:
+    """Hook registry, pytest's objects, and ``item`` (None: every collected item)."""
+    config = _hooks.get("config")
+    if config is None:
+        return
+    state = _hook_state(config)
+    if not _same_hooks(state, _hooks.get("state", {})):
+        before = _hooks["state"]
+        changed = sorted(name for name in set(state) | set(before) if not _same_hooks(
+            {name: state[name]} if name in state else {}, {name: before[name]} if name in before else {}))
+        _flag(f"changes pytest hook implementations of {', '.join(changed[:3])} (seen {_state['checkpoint']})")
+        _hooks["state"] = state
+    for label, obj, callables in _pytest_objects:
+        now = _callables(obj)
+        if now.keys() != callables.keys() or any(now[k] is not v for k, v in callables.items()):
+            _flag(f"replaces methods of {label} (seen {_state['checkpoint']})")
+            callables.clear()
+            callables.update(now)
+    for entry in ([_items.get(item.nodeid)] if item is not None else list(_items.values())):
+        if entry is not None:
+            _check_item(*entry)
+    undone = origin.undone_patches()
+    if undone:
+        _flag("undoes the guard's watch on " + ", ".join(undone))
+
+
+def _check_item(item, kind: type, code: object) -> None:
+    if type(item) is not kind:
+        _flag(f"re-classes test item {item.name} (seen {_state['checkpoint']})")
+    if code is not None and item.__dict__.get("_obj") is not None and code_of(item.__dict__["_obj"]) is not code:
+        _flag(f"replaces the function of test item {item.name} (seen {_state['checkpoint']})")
+    for name, value in list(item.__dict__.items()):
+        if callable(getattr(kind, name, None)) and not isinstance(getattr(kind, name), type) and name not in (
+                "_obj", "obj") and not isinstance(getattr(kind, name), property):
+            _flag(f"replaces {name} of test item {item.name} (seen {_state['checkpoint']})")
+
+
+def check_all(full: bool = True) -> None:
+    """The boundary between two tests: ``sys.modules``, tracers, pytest, import hooks, and the namespaces: every
+    one when ``full`` (after collection, at the end) or when the tests since the last full check took
+    ``FULL_CHECK_SHARE`` times longer than it did; else those the verdict runs through."""
+    with GuardWork():
+        check_modules()
+        now = time.perf_counter()
+        full = full or now - _state.get("full_at", 0.0) >= FULL_CHECK_SHARE * _state.get("full_cost", 0.0)
+        check_namespaces(full)
+        if full:
+            _state["full_at"] = time.perf_counter()
+            _state["full_cost"] = _state["full_at"] - now
+        check_tracers()
+        check_pytest()
+        from recode_guard_capabilities import check_import_hooks
+        check_import_hooks()
+
+
+def check_before_call(item) -> None:
+    """What runs between this point and the test body: tracers, pytest's hooks, the item and its classes."""
+    with GuardWork():
+        check_tracers()
+        check_pytest(item)
+        for klass in type(item).__mro__:
+            space = _by_owner.get(klass)
+            if space is not None and not space.unchanged():
+                _judge(space)
+                _make_volatile(space)
+        for space in _volatile:
+            if not space.unchanged():
+                _judge(space)

@@ -1,0 +1,430 @@
+"""What reaches the test's comparisons is what it claims to be; each test's body provably ran to its end.
+
+The test module is compiled by pytest's assertion rewriter; after pytest has
+rewritten it (so its failure messages stay exactly pytest's), its syntax tree
+is instrumented before compilation:
+
+* every operand of a comparison, of arithmetic, of ``not``/``and``/``or``,
+  every condition (``if``, ``while``, conditional expressions, asserts) and
+  every argument of a call the test makes (``np.testing.assert_allclose(got,
+  want)``, ``self.assertTrue(...)``) passes through ``check``, which returns it
+  unchanged after looking at its type (and into tuples, lists, dicts, object
+  arrays and the attributes of the candidate's objects);
+* every function of the test module reports when it returns normally
+  (``return`` and falling off the end), so the guard knows whether a test's
+  body ran to its end, not merely that no exception reached pytest.
+
+``check`` reports a value of a candidate-defined subclass of ``torch.Tensor``,
+``numpy.ndarray``, ``float``, ``int`` or ``complex``, or of any candidate-defined
+type (or class of unknown origin) overriding comparison, truth, conversion or
+dispatch protocols (``__eq__``, ``__bool__``, ``__torch_function__``,
+``__array_ufunc__``, ``__array_function__``...) with code of its own, a
+callable object or data. Protocol methods written by libraries for the
+candidate's classes (``dataclass``'s ``__eq__``, ``functools.total_ordering``)
+and those of builtin types are fine; so are enums without such overrides.
+"""
+from __future__ import annotations
+
+import ast
+import enum
+import itertools
+import os
+import sys
+import types
+from typing import Callable
+
+import recode_guard_origin as origin
+from recode_guard_origin import candidate_class, code_of, is_candidate_code, is_kind, type_dict, type_mro
+
+CHECK, ENDED, RETURNED = "@recode_chk", "@recode_end", "@recode_ret"
+PROTOCOL = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__torch_function__",
+            "__torch_dispatch__", "__array_ufunc__", "__array_function__", "__array__", "__array_interface__",
+            "__array_struct__", "__array_priority__", "__array_wrap__", "__float__", "__int__", "__index__",
+            "__complex__", "__abs__", "__sub__", "__rsub__", "__class__")
+SCAN_LIMIT = 100_000
+_LEAF, _SEQUENCE, _MAPPING, _ARRAY, _OBJECT = range(5)
+_kinds: dict[type, object] = {}
+_resolved: dict[type, bool] = {}
+_report: list[Callable[[str], None]] = []
+_state: dict = {"test": None, "functions": [], "completed": [], "candidate_lines": None}
+
+
+def configure(report: Callable[[str], None], test: str) -> None:
+    """Instrument ``test`` when pytest's assertion rewriter compiles it."""
+    _report.append(report)
+    _state["test"] = test
+    import _pytest.assertion.rewrite as rewrite
+
+    original_rewrite, original_read = rewrite.rewrite_asserts, rewrite._read_pyc
+    name = os.path.basename(test)
+
+    def is_test(path) -> bool:
+        return path is not None and os.path.basename(str(path)) == name and os.path.realpath(str(path)) == test
+
+    def rewrite_asserts(mod, source, module_path=None, config=None):
+        original_rewrite(mod, source, module_path, config)
+        if is_test(module_path):
+            instrument(mod)
+
+    def _read_pyc(source, pyc, trace=lambda x: None):
+        if is_test(source):
+            return None  # always rewritten, so always instrumented
+        return original_read(source, pyc, trace)
+
+    origin.patch(rewrite, "rewrite_asserts", rewrite_asserts)
+    origin.patch(rewrite, "_read_pyc", _read_pyc)
+
+
+def instrumented(module: types.ModuleType) -> bool:
+    namespace = types.ModuleType.__dict__["__dict__"].__get__(module)
+    return namespace.get(CHECK) is check
+
+
+# ------------------------------------------------------------------ the transform
+
+def _located(node: ast.AST, at: ast.AST) -> ast.AST:
+    """``node`` and the new nodes in it get ``at``'s position (pytest's own inserted nodes lack an end; whole-tree
+    ``fix_missing_locations`` would give them an invalid one)."""
+    line = getattr(at, "lineno", 1)
+    end = getattr(at, "end_lineno", None)
+    end = line if end is None or end < line else end
+    for child in ast.walk(node):
+        if "lineno" in child._attributes and getattr(child, "lineno", None) is None:
+            child.lineno, child.col_offset = line, getattr(at, "col_offset", 0)
+            child.end_lineno, child.end_col_offset = end, getattr(at, "end_col_offset", None) or child.col_offset
+    return node
+
+
+def _call(name: str, args: list[ast.expr], at: ast.AST) -> ast.Call:
+    return _located(ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=args, keywords=[]), at)
+
+
+def _helper(func: ast.expr) -> bool:
+    """pytest's own helpers in rewritten code (``@pytest_ar._saferepr``...) and ours."""
+    while isinstance(func, ast.Attribute):
+        func = func.value
+    return isinstance(func, ast.Name) and func.id.startswith("@")
+
+
+def _yields(node: ast.AST) -> bool:
+    stack = list(ast.iter_child_nodes(node))
+    while stack:
+        child = stack.pop()
+        if isinstance(child, (ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(child))
+    return False
+
+
+class _Instrument(ast.NodeTransformer):
+    def __init__(self) -> None:
+        self.functions: list[tuple[str, int, int]] = []
+        self.current: list[int | None] = []
+
+    def wrap(self, node: ast.expr | None) -> ast.expr | None:
+        if node is None or isinstance(node, (ast.Constant, ast.JoinedStr, ast.Lambda, ast.Starred)):
+            return node
+        return _call(CHECK, [node], node)
+
+    def _function(self, node):
+        index = len(self.functions)
+        first = min([d.lineno for d in node.decorator_list] + [node.lineno])
+        self.functions.append((node.name, node.lineno, first))
+        generator = _yields(node)
+        self.current.append(None if generator else index)
+        self.generic_visit(node)
+        self.current.pop()
+        if not generator:
+            last = node.body[-1]
+            node.body.append(_located(ast.Expr(_call(ENDED, [ast.Constant(index)], last)), last))
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = _function
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.Lambda:
+        self.current.append(None)
+        self.generic_visit(node)
+        self.current.pop()
+        return node
+
+    def visit_Return(self, node: ast.Return) -> ast.Return:
+        self.generic_visit(node)
+        index = self.current[-1] if self.current else None
+        if index is not None:
+            value = node.value if node.value is not None else ast.Constant(None)
+            node.value = _call(RETURNED, [value, ast.Constant(index)], node)
+        return node
+
+    def visit_Compare(self, node: ast.Compare) -> ast.Compare:
+        self.generic_visit(node)
+        node.left = self.wrap(node.left)
+        node.comparators = [self.wrap(c) for c in node.comparators]
+        return node
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.BinOp:
+        self.generic_visit(node)
+        if not isinstance(node.left, ast.Constant) or not isinstance(node.left.value, str):  # not pytest's % format
+            node.left, node.right = self.wrap(node.left), self.wrap(node.right)
+        return node
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.UnaryOp:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Not):
+            node.operand = self.wrap(node.operand)
+        return node
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.BoolOp:
+        self.generic_visit(node)
+        node.values = [self.wrap(v) for v in node.values]
+        return node
+
+    def _test(self, node):
+        self.generic_visit(node)
+        node.test = self.wrap(node.test)
+        return node
+
+    visit_If = visit_While = visit_IfExp = visit_Assert = _test
+
+    def visit_Assign(self, node: ast.Assign) -> ast.Assign:
+        """pytest's failure messages (``@py_format`` strings) are built from values already checked: left alone."""
+        if any(isinstance(t, ast.Name) and t.id.startswith("@py_format") for t in node.targets):
+            return node
+        return self.generic_visit(node)
+
+    def visit_Raise(self, node: ast.Raise) -> ast.Raise:
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.Call:
+        self.generic_visit(node)
+        if _helper(node.func):
+            return node
+        node.args = [_located(ast.Starred(value=self.wrap(a.value), ctx=ast.Load()), a)
+                     if isinstance(a, ast.Starred) else self.wrap(a) for a in node.args]
+        for keyword in node.keywords:
+            keyword.value = self.wrap(keyword.value)
+        return node
+
+
+def _import_position(mod: ast.Module) -> int:
+    """After the docstring, ``from __future__`` imports and pytest's own inserted imports."""
+    position = 0
+    for position, node in enumerate(mod.body):
+        docstring = position == 0 and isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None),
+                                                                                 ast.Constant)
+        future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
+        pytest_own = isinstance(node, ast.Import) and any((a.asname or "").startswith("@") for a in node.names)
+        if not (docstring or future or pytest_own):
+            return position
+    return len(mod.body)
+
+
+def instrument(mod: ast.Module) -> None:
+    transformer = _Instrument()
+    transformer.visit(mod)
+    names = [ast.alias(name="check", asname=CHECK), ast.alias(name="ended", asname=ENDED),
+             ast.alias(name="returned", asname=RETURNED)]
+    node = ast.ImportFrom(module="recode_guard_results", names=names, level=0)
+    position = _import_position(mod)
+    mod.body.insert(position, _located(node, mod.body[position - 1] if position else ast.Pass(lineno=1)))
+    _state["functions"] = transformer.functions
+    _state["completed"] = [0] * len(transformer.functions)
+
+
+# --------------------------------------------------------------- body completion
+
+def ended(index: int) -> None:
+    _state["completed"][index] += 1
+
+
+def returned(value: object, index: int) -> object:
+    _state["completed"][index] += 1
+    return value
+
+
+def function_index(function: object) -> int | None:
+    """Index of the test-module function pytest calls for an item (through ``functools.wraps`` wrappers)."""
+    for _ in range(8):
+        code = code_of(function)
+        if code is not None and os.path.realpath(code.co_filename) == _state["test"]:
+            for index, (name, line, first) in enumerate(_state["functions"]):
+                if name == code.co_name and code.co_firstlineno in (line, first):
+                    return index
+            return None
+        function = getattr(function, "__wrapped__", None)
+        if function is None:
+            return None
+    return None
+
+
+def completions(index: int) -> int:
+    return _state["completed"][index]
+
+
+# ------------------------------------------------------------------------- values
+
+def _protected_bases() -> tuple[tuple[type, str], ...]:
+    bases = [(float, "float"), (int, "int"), (complex, "complex")]
+    numpy, torch = sys.modules.get("numpy"), sys.modules.get("torch")
+    if numpy is not None and is_kind(getattr(numpy, "ndarray", None), type):
+        bases.append((numpy.ndarray, "numpy.ndarray"))
+    if torch is not None and is_kind(getattr(torch, "Tensor", None), type):
+        bases.append((torch.Tensor, "torch.Tensor"))
+    return tuple(bases)
+
+
+def _resolvable(klass: type) -> bool:
+    """Found by its qualified name in a loaded module that is not the candidate's: a library's, test's or reference's."""
+    known = _resolved.get(klass)
+    if known is None:
+        name, qualname = str(type.__dict__["__module__"].__get__(klass)), type.__dict__["__qualname__"].__get__(klass)
+        value: object = sys.modules.get(name)
+        if value is None or name in origin.candidate_modules() or "<locals>" in qualname:
+            value = None
+        else:
+            for part in qualname.split("."):
+                value = getattr(value, part, None)
+        known = _resolved[klass] = value is klass
+    return known
+
+
+def _library_member(value: object) -> bool:
+    """A protocol member that is not the candidate's: a function of library code, a builtin type's slot, None."""
+    if value is None:
+        return True
+    code = code_of(value)
+    if code is not None:
+        return not is_candidate_code(code)
+    return type(value) in (types.WrapperDescriptorType, types.MethodWrapperType, types.BuiltinFunctionType,
+                           types.MethodDescriptorType, types.ClassMethodDescriptorType)
+
+
+def _verdict(kind: type) -> str | None:
+    """Why values of ``kind`` may not reach a comparison, or None."""
+    suspects = [c for c in type_mro(kind) if c is not object and (candidate_class(c) or not _resolvable(c))]
+    if not suspects:
+        return None
+    if not issubclass(kind, enum.Enum):
+        for base, label in _protected_bases():
+            if issubclass(kind, base):
+                return f"a subclass of {label}"
+    for klass in suspects:
+        for name in PROTOCOL:
+            namespace = type_dict(klass)
+            if name in namespace and not _library_member(namespace[name]):
+                return f"a type overriding {name}"
+    return None
+
+
+def _kind(kind: type) -> object:
+    """How to look at a value of this type: leaf, sequence, mapping, array, object to look into, or why it is bad."""
+    cached = _kinds.get(kind)
+    if cached is not None:
+        return cached
+    reason = _verdict(kind)
+    numpy = sys.modules.get("numpy")
+    if reason is not None:
+        result: object = reason
+    elif issubclass(kind, (tuple, list, set, frozenset)):
+        result = _SEQUENCE
+    elif issubclass(kind, dict):
+        result = _MAPPING
+    elif numpy is not None and issubclass(kind, numpy.ndarray):
+        result = _ARRAY
+    elif candidate_class(kind):
+        result = _OBJECT
+    else:
+        result = _LEAF
+    if not candidate_class(kind):
+        _kinds[kind] = result  # the candidate's own classes may change: looked at again each time
+    return result
+
+
+def _attributes(value: object) -> list:
+    try:
+        namespace = object.__getattribute__(value, "__dict__")
+    except (AttributeError, TypeError):
+        namespace = None
+    found = list(dict.values(namespace)) if is_kind(namespace, dict) else []
+    for klass in type_mro(type(value)):
+        slots = type_dict(klass).get("__slots__", ())
+        for slot in (slots,) if type(slots) is str else slots if type(slots) in (tuple, list) else ():
+            try:
+                found.append(object.__getattribute__(value, slot))
+            except (AttributeError, TypeError):
+                continue
+    return found
+
+
+_ITERATORS = ((tuple, tuple.__iter__), (list, list.__iter__), (set, set.__iter__), (frozenset, frozenset.__iter__))
+
+
+def _elements(value: object, kind: object) -> list:
+    """What a container holds, read with the builtin types' own iterators (a subclass's ``__iter__`` is not run)."""
+    if kind is _SEQUENCE:
+        iterator = next(method for base, method in _ITERATORS if issubclass(type(value), base))
+        return list(itertools.islice(iterator(value), SCAN_LIMIT))
+    if kind is _MAPPING:
+        return list(itertools.islice(itertools.chain(dict.keys(value), dict.values(value)), SCAN_LIMIT))
+    if kind is _ARRAY:
+        return list(itertools.islice(value.flat, SCAN_LIMIT)) if value.dtype.kind == "O" else []
+    return _attributes(value)
+
+
+def _find(value: object, depth: int) -> tuple[type, str] | None:
+    """The first offending (type, reason) in ``value`` and what it holds, down to ``depth`` levels."""
+    kind = _kind(type(value))
+    if isinstance(kind, str):
+        return type(value), kind
+    if kind is _LEAF or depth == 0:
+        return None
+    elements = _elements(value, kind)
+    types_seen = set(map(type, elements))
+    if all(_kind(t) is _LEAF for t in types_seen):
+        return None
+    for element in elements:
+        if _kind(type(element)) is not _LEAF:
+            found = _find(element, depth - 1)
+            if found:
+                return found
+    return None
+
+
+def _class_line(klass: type) -> str:
+    """``target.py:12 (Name)``: where the candidate defined the class."""
+    lines = _state["candidate_lines"]
+    if lines is None:
+        lines = _state["candidate_lines"] = {}
+        try:
+            with open(origin.candidate_path(), encoding="utf-8") as handle:
+                tree = ast.parse(handle.read())
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ClassDef):
+                    lines.setdefault(node.name, node.lineno)
+        except (OSError, SyntaxError, ValueError):
+            pass
+    base = os.path.basename(origin.candidate_path())
+    if candidate_class(klass) and klass.__name__ in lines:
+        return f"{base}:{lines[klass.__name__]} ({klass.__qualname__})"
+    namespace = type_dict(klass)
+    codes = [c for c in map(code_of, list(namespace.values())) if c is not None and is_candidate_code(c)]
+    if codes:
+        first = min(codes, key=lambda c: c.co_firstlineno)
+        return f"{origin.code_where(first)} ({klass.__qualname__})"
+    return f"{klass.__qualname__} (a class of unknown origin claiming module {type.__dict__['__module__'].__get__(klass)})"
+
+
+def check(value: object) -> object:
+    """Return ``value``; report it first when it (or what it holds) may not reach a comparison."""
+    if _kinds.get(type(value)) is _LEAF:
+        return value
+    try:
+        found = _find(value, 4)
+    except Exception as exc:  # the value's own code failed while being looked at: the test will meet it too
+        found = (type(value), f"a value that fails inspection ({type(exc).__name__})")
+    if found is not None:
+        klass, reason = found
+        frame = sys._getframe(1)
+        _report[0](f"{_class_line(klass)} defines {reason}; a value of it reaches "
+                   f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} in the test")
+    return value
