@@ -8,44 +8,27 @@ import pytest
 
 from agent.action import ACTIONS, RELEASE_ACTIONS
 from agent.agents import CodeAgent, TaskBrief
-from agent.models.build import Completion, Usage
 from agent.protocols.base import FeedbackShown, TurnInput
 from agent.protocols.digest import format_test_digest
 from agent.protocols.improved import ImprovedProtocol, format_feedback, merge_roles
 from agent.protocols.notes import MAX_SUMMARY_CHARS
 from agent.rcb.snippet import SnippetTask, build_prompt
 from agent.workspace import RepoWorkspace
+from tests.chat_doubles import ListModel, small_repo
 
 SUBMIT = "reflect: done\naction: SUBMIT"
 
 
-class ScriptModel:
-    """Answers from a list (the last answer repeats) and records every request."""
-
-    def __init__(self, answers: list[str], summary: str = "SUMMARY-TEXT") -> None:
-        self.answers = list(answers)
-        self.summary = summary
-        self.requests: list[list[dict]] = []
-
-    def complete(self, messages: list[dict], *, response_schema: dict | None = None) -> Completion:
-        self.requests.append([dict(m) for m in messages])
-        if "Summarise the history below" in messages[-1]["content"]:
-            text = self.summary
-        else:
-            text = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        return Completion(text, Usage("fake", "m", 7, 3, 0, 0, 0.0, 0.01))
+def script_model(answers: list[str], summary: str = "SUMMARY-TEXT") -> ListModel:
+    return ListModel(answers, lambda messages: "Summarise the history below" in messages[-1]["content"], summary)
 
 
 @pytest.fixture()
 def ws(tmp_path: Path) -> RepoWorkspace:
-    repo = tmp_path / "repo"
-    (repo / "pkg").mkdir(parents=True)
-    (repo / "pkg" / "target.py").write_text("")
-    (repo / "pkg" / "util.py").write_text("def helper():\n    return 41\n")
-    return RepoWorkspace(repo, "pkg/target.py")
+    return small_repo(tmp_path)
 
 
-def make_agent(model: ScriptModel, ws: RepoWorkspace, setting: str = "agent", max_steps: int = 3,
+def make_agent(model: ListModel, ws: RepoWorkspace, setting: str = "agent", max_steps: int = 3,
                threshold: int = 100, keep: int = 2, actions: tuple[str, ...] = RELEASE_ACTIONS,
                **options) -> CodeAgent:
     brief = TaskBrief(latex="PAPER-LATEX", instruction="TASK-INSTRUCTION", target="pkg/target.py")
@@ -60,12 +43,12 @@ RECORDS = [{"interface": "f", "category": "T2", "description": "FEEDBACK-TEXT", 
             "direct_code_feedback": ""}]
 
 
-def last_prompt(model: ScriptModel, call: int) -> str:
+def last_prompt(model: ListModel, call: int) -> str:
     return model.requests[call][-1]["content"]
 
 
 def test_a_turn_reads_replaces_and_submits(ws: RepoWorkspace) -> None:
-    model = ScriptModel(["reflect: look\naction: READ pkg/util.py",
+    model = script_model(["reflect: look\naction: READ pkg/util.py",
                          "reflect: write\naction: REPLACE\n"
                          "```python\nfrom pkg.util import helper\nx = helper() + 1\n```",
                          SUBMIT])
@@ -88,7 +71,7 @@ def test_a_turn_reads_replaces_and_submits(ws: RepoWorkspace) -> None:
 
 
 def test_every_step_sees_the_digest_and_the_feedback(ws: RepoWorkspace) -> None:
-    model = ScriptModel(["reflect: look\naction: BROWSE", SUBMIT])
+    model = script_model(["reflect: look\naction: BROWSE", SUBMIT])
     make_agent(model, ws).run_turn(TurnInput(2, EXECUTION, FeedbackShown(RECORDS, 1)))
     for call in (0, 1):
         prompt = last_prompt(model, call)
@@ -97,7 +80,7 @@ def test_every_step_sees_the_digest_and_the_feedback(ws: RepoWorkspace) -> None:
 
 
 def test_malformed_answers_get_the_format_and_the_file_is_auto_submitted(ws: RepoWorkspace) -> None:
-    model = ScriptModel(["I think the answer is 42", "action: EDIT 1 0\n```python\ny = 1\n```"])
+    model = script_model(["I think the answer is 42", "action: EDIT 1 0\n```python\ny = 1\n```"])
     result = make_agent(model, ws, max_steps=2, actions=ACTIONS).run_turn(TurnInput(0))
     assert result.actions[0]["action"] == "INVALID" and not result.actions[0]["ok"]
     retry = last_prompt(model, 1)
@@ -108,7 +91,7 @@ def test_malformed_answers_get_the_format_and_the_file_is_auto_submitted(ws: Rep
 
 
 def test_a_refused_read_is_reported_to_the_agent(ws: RepoWorkspace) -> None:
-    model = ScriptModel(["action: READ ../../etc/passwd", SUBMIT])
+    model = script_model(["action: READ ../../etc/passwd", SUBMIT])
     result = make_agent(model, ws).run_turn(TurnInput(0))
     assert result.actions[0]["ok"] is False
     assert "Refused: path leaves the repository" in last_prompt(model, 1)
@@ -116,7 +99,7 @@ def test_a_refused_read_is_reported_to_the_agent(ws: RepoWorkspace) -> None:
 
 def test_baseline_takes_the_python_block_in_one_call(ws: RepoWorkspace) -> None:
     ws.write_code("old = 1\n")
-    model = ScriptModel(["Here it is:\n```python\nnew = 2\n```\nThanks."])
+    model = script_model(["Here it is:\n```python\nnew = 2\n```\nThanks."])
     result = make_agent(model, ws, setting="baseline").run_turn(TurnInput(1, EXECUTION, FeedbackShown(RECORDS, 1)))
     assert result.code == "new = 2\n" and len(model.requests) == 1
     prompt = last_prompt(model, 0)
@@ -126,13 +109,13 @@ def test_baseline_takes_the_python_block_in_one_call(ws: RepoWorkspace) -> None:
 
 def test_baseline_without_a_block_keeps_the_file(ws: RepoWorkspace) -> None:
     ws.write_code("old = 1\n")
-    result = make_agent(ScriptModel(["I cannot do that."]), ws, setting="baseline").run_turn(TurnInput(0))
+    result = make_agent(script_model(["I cannot do that."]), ws, setting="baseline").run_turn(TurnInput(0))
     assert result.code == "old = 1\n"
     assert result.actions[0]["ok"] is False and "no closed python block" in result.actions[0]["argument"]
 
 
 def test_agent_setting_forgets_between_turns(ws: RepoWorkspace) -> None:
-    model = ScriptModel([SUBMIT])
+    model = script_model([SUBMIT])
     agent = make_agent(model, ws)
     agent.run_turn(TurnInput(0))
     agent.run_turn(TurnInput(1, EXECUTION))
@@ -150,7 +133,7 @@ FEEDBACK = format_feedback(FEEDBACK_RECORDS, 4)
 
 
 def test_memory_agent_carries_compact_notes_across_turns(ws: RepoWorkspace) -> None:
-    model = ScriptModel(["reflect: write it\naction: REPLACE\n```python\ndef dpo_loss(x):\n    return x\n```",
+    model = script_model(["reflect: write it\naction: REPLACE\n```python\ndef dpo_loss(x):\n    return x\n```",
                          SUBMIT, "action: BROWSE", SUBMIT])
     agent = make_agent(model, ws, setting="memory_agent")
     first = agent.run_turn(TurnInput(0))
@@ -176,7 +159,7 @@ def test_memory_agent_carries_compact_notes_across_turns(ws: RepoWorkspace) -> N
 
 
 def test_a_turn_sees_its_own_observations_in_full_and_memory_keeps_them_in_brief(ws: RepoWorkspace) -> None:
-    model = ScriptModel(["reflect: look\naction: READ pkg/util.py", "action: BROWSE", SUBMIT])
+    model = script_model(["reflect: look\naction: READ pkg/util.py", "action: BROWSE", SUBMIT])
     result = make_agent(model, ws, setting="memory_agent").run_turn(TurnInput(0))
     assert "2 |     return 41" in model.requests[2][3]["content"]  # step 3 still sees the file read at step 1
     assert result.memory[2]["content"] == ("[Turn 0, step 2]\nResult of READ pkg/util.py: pkg/util.py:\n"
@@ -185,7 +168,7 @@ def test_a_turn_sees_its_own_observations_in_full_and_memory_keeps_them_in_brief
 
 
 def test_memory_is_summarised_past_the_threshold_keeping_the_last_messages(ws: RepoWorkspace) -> None:
-    model = ScriptModel(["action: BROWSE", "action: READ pkg/util.py", "action: BROWSE", SUBMIT],
+    model = script_model(["action: BROWSE", "action: READ pkg/util.py", "action: BROWSE", SUBMIT],
                         summary="SUMMARY-TEXT " * 2000)
     agent = make_agent(model, ws, setting="memory_agent", threshold=4, keep=2)
     result = agent.run_turn(TurnInput(0))
@@ -205,7 +188,7 @@ def test_memory_is_summarised_past_the_threshold_keeping_the_last_messages(ws: R
 
 
 def test_keep_zero_summarises_everything(ws: RepoWorkspace) -> None:
-    model = ScriptModel([SUBMIT])
+    model = script_model([SUBMIT])
     agent = make_agent(model, ws, setting="memory_agent", threshold=1, keep=0)
     result = agent.run_turn(TurnInput(0))
     assert len(result.memory) == 1 and "SUMMARY-TEXT" in result.memory[0]["content"]
@@ -219,14 +202,14 @@ def test_merge_roles_joins_consecutive_messages() -> None:
 
 def test_a_snippet_setting_without_its_task_is_refused(ws: RepoWorkspace) -> None:
     with pytest.raises(ValueError, match="snippet task"):
-        make_agent(ScriptModel([SUBMIT]), ws, setting="snippet")
+        make_agent(script_model([SUBMIT]), ws, setting="snippet")
 
 
 def test_snippet_turns_send_rcbs_prompt_then_add_digest_and_feedback(ws: RepoWorkspace) -> None:
     masked = 'def f(x):\n    # TODO: Implement block "double"\n    # Approximately 1 line(s) of code.\n'
     task = SnippetTask(index=1, block="double", file_path="pkg/target.py", masked_file=masked, paper="PAPER",
                        context_files=())
-    model = ScriptModel(["```python\nreturn x + x\n```", "no code this time"])
+    model = script_model(["```python\nreturn x + x\n```", "no code this time"])
     brief = TaskBrief(latex="PAPER", instruction="", target="pkg/target.py")
     protocol = ImprovedProtocol(10, 2)
     agent = CodeAgent(model, protocol, protocol.settings["snippet"], brief, ws, max_steps=3, actions=RELEASE_ACTIONS,

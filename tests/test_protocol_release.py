@@ -9,12 +9,14 @@ import pytest
 
 from agent.action import RELEASE_ACTIONS
 from agent.agents import CodeAgent, TaskBrief
-from agent.models.build import Completion, InferenceError, Usage
+from agent.models.build import InferenceError
 from agent.prompts import RELEASE_SLOTS
 from agent.protocols.base import FeedbackShown, TurnInput
 from agent.protocols.release import FEEDBACKS_SCHEMA, ReleaseProtocol, numbered_lines
 from agent.protocols.release_texts import SLOTS, load_release_texts
 from agent.workspace import RepoWorkspace
+from tests import chat_doubles as doubles
+from tests.chat_doubles import small_repo
 
 TEXTS = load_release_texts(None)
 EXECUTION = {"status": "failed", "tests": 2, "failures": 1, "errors": 0, "skipped": 0,
@@ -25,35 +27,17 @@ RECORD = {"interface": "f", "category": "free text", "description": "DESC", "ana
           "actionable_feedback": "HOW", "direct_code_feedback": "return 2"}
 
 
-class ListModel:
-    """Answers from a list (the last repeats); ``fail`` raises InferenceError on the given call numbers."""
-
-    def __init__(self, answers: list[str], fail: tuple[int, ...] = (), summary: str = "SUMMARY") -> None:
-        self.answers, self.fail, self.summary = list(answers), fail, summary
-        self.requests: list[list[dict]] = []
-
-    def complete(self, messages: list[dict], *, response_schema: dict | None = None) -> Completion:
-        self.requests.append([dict(m) for m in messages])
-        if len(self.requests) in self.fail:
-            raise InferenceError("context too long", usage=Usage("fake", "m", 5, 0, 0, 0, 0.0, 0.0))
-        if messages[0]["content"] == TEXTS.fill("summary_system"):
-            text = self.summary
-        else:
-            text = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
-        return Completion(text, Usage("fake", "m", 7, 3, 0, 0, 0.0, 0.01))
+def list_model(answers: list[str], fail: tuple[int, ...] = (), summary: str = "SUMMARY") -> doubles.ListModel:
+    return doubles.ListModel(answers, lambda messages: messages[0]["content"] == TEXTS.fill("summary_system"),
+                             summary, fail)
 
 
 @pytest.fixture()
 def ws(tmp_path: Path) -> RepoWorkspace:
-    repo = tmp_path / "repo"
-    (repo / "pkg").mkdir(parents=True)
-    (repo / "pkg" / "target.py").write_text("")
-    (repo / "pkg" / "util.py").write_text("def helper():\n    return 41\n")
-    (tmp_path / "canonical.py").write_text("SECRET = 1\n")
-    return RepoWorkspace(repo, "pkg/target.py")
+    return small_repo(tmp_path)
 
 
-def agent(model: ListModel, ws: RepoWorkspace, setting: str = "memory_agent", threshold: int = 15,
+def agent(model: doubles.ListModel, ws: RepoWorkspace, setting: str = "memory_agent", threshold: int = 15,
           max_steps: int = 3) -> CodeAgent:
     protocol = ReleaseProtocol(TEXTS, threshold)
     brief = TaskBrief("PAPER-LATEX\n", "TASK-INSTRUCTION\n", "pkg/target.py")
@@ -76,7 +60,7 @@ REPLACE = "reflect: write\naction:\n```\nREPLACE\nx = 1\n```"
 
 
 def test_every_call_is_system_and_one_six_slot_user_message(ws: RepoWorkspace) -> None:
-    model = ListModel([READ, REPLACE, SUBMIT])
+    model = list_model([READ, REPLACE, SUBMIT])
     result = agent(model, ws).run_turn(TurnInput(0))
     system = TEXTS.fill("system", tools="\n".join(TEXTS.fill(f"tool_{n}") for n in
                                                   ("READ", "RETRIEVE", "REPLACE", "SUBMIT", "BROWSE")))
@@ -109,7 +93,7 @@ def test_the_file_is_numbered_as_the_release_numbers_it() -> None:
 
 
 def test_a_turn_opens_with_its_test_information_and_its_feedback_only(ws: RepoWorkspace) -> None:
-    model = ListModel([SUBMIT])
+    model = list_model([SUBMIT])
     bot = agent(model, ws)
     bot.run_turn(TurnInput(1, EXECUTION, FeedbackShown([RECORD], 2)))
     bot.run_turn(TurnInput(2, EXECUTION, None))
@@ -143,7 +127,7 @@ def test_the_agent_setting_carries_memory_but_is_never_shown_a_result() -> None:
 
 
 def test_memory_is_summarised_before_a_step_from_the_raw_transcript_keeping_five(ws: RepoWorkspace) -> None:
-    model = ListModel([READ, READ, READ, SUBMIT], summary="THE SUMMARY")
+    model = list_model([READ, READ, READ, SUBMIT], summary="THE SUMMARY")
     result = agent(model, ws, threshold=5, max_steps=4).run_turn(TurnInput(0))
     summary_calls = [r for r in model.requests if r[0]["content"] == TEXTS.fill("summary_system")]
     assert len(summary_calls) == 1 and model.requests[3] is summary_calls[0]  # before step 4: 6 entries > 5
@@ -159,7 +143,7 @@ def test_memory_is_summarised_before_a_step_from_the_raw_transcript_keeping_five
 
 
 def test_a_failed_call_clears_a_short_history_and_is_retried_three_calls_in_all(ws: RepoWorkspace) -> None:
-    model = ListModel([READ, SUBMIT], fail=(2,))
+    model = list_model([READ, SUBMIT], fail=(2,))
     result = agent(model, ws).run_turn(TurnInput(0))
     assert TEXTS.fill("history_empty") not in model.requests[1][1]["content"]
     assert TEXTS.fill("history_empty") in model.requests[2][1]["content"]  # the retry: the history was cleared
@@ -167,14 +151,14 @@ def test_a_failed_call_clears_a_short_history_and_is_retried_three_calls_in_all(
                                                           TEXTS.fill("feedback_none"),
                                                           wrapped("def helper():\n    return 41\n"))
     assert [u["purpose"] for u in result.usage] == ["step", "failed", "step"]
-    failing = ListModel([READ], fail=(1, 2, 3, 4))
+    failing = list_model([READ], fail=(1, 2, 3, 4))
     with pytest.raises(InferenceError):
         agent(failing, ws).run_turn(TurnInput(0))
     assert len(failing.requests) == 3
 
 
 def test_answers_are_read_as_the_release_reads_them(ws: RepoWorkspace) -> None:
-    model = ListModel(["I would rather not.", "action: READ ../canonical.py", "action: REFLECT", SUBMIT])
+    model = list_model(["I would rather not.", "action: READ ../canonical.py", "action: REFLECT", SUBMIT])
     result = agent(model, ws, max_steps=4).run_turn(TurnInput(0))
     invalid = TEXTS.fill("invalid")
     assert model.requests[1][1]["content"].endswith(invalid + "\n")  # not wrapped as a command result

@@ -121,8 +121,10 @@ def test_index_renders_tables_and_figures_from_disk(report: Path, browser: Page)
     text = browser.evaluate("document.body.innerText")
     assert "Unit-test pass rate, Recall@10 (% of tasks)" in text and "Runs: memory_agent · dynamic" in text
     browser.evaluate("document.getElementById('figures').scrollIntoView()")
-    browser.wait_for("Array.from(document.images).filter(i => i.getBoundingClientRect().top < innerHeight)"
-                     ".every(i => i.complete && i.naturalWidth > 0)")            # the figures load lazily
+    visible = "Array.from(document.images).filter(i => i.getBoundingClientRect().top < innerHeight)"
+    browser.wait_for(f"{visible}.every(i => i.complete && i.naturalWidth > 0)")  # the figures load lazily
+    browser.evaluate(f"Promise.all({visible}.map(i => i.decode())).then(() => new Promise("  # decoded and painted
+                     "done => requestAnimationFrame(() => requestAnimationFrame(done))))")
     shot = browser.screenshot(screens(report) / "figures.png")
     image = pytest.importorskip("PIL.Image").open(shot).convert("RGB")
     blue = sum(count for count, pixel in image.getcolors(1 << 24)
