@@ -305,6 +305,7 @@ def _guarded(function: Callable, what: str) -> Callable:
     """``function`` refused to candidate code in the test process (forked children may use it)."""
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
+        __tracebackhide__ = True
         if os.getpid() == MAIN_PID:
             trigger = origin.outside_guard(sys._getframe(1))
             cand, context = _context(trigger) if trigger is not None else (None, in_candidate_thread())

@@ -364,7 +364,10 @@ def _patch_import_system() -> None:
 
     make, load = bootstrap.module_from_spec, bootstrap._load_unlocked
 
+    # Both wrappers hide their frame from pytest's tracebacks: the test information the model is shown stays
+    # the same as an unguarded run's (importlib's own frames are hidden there too).
     def module_from_spec(spec):
+        __tracebackhide__ = True
         module = make(spec)
         if is_kind(module, types.ModuleType):
             with GuardWork():
@@ -372,6 +375,7 @@ def _patch_import_system() -> None:
         return module
 
     def _load_unlocked(spec):
+        __tracebackhide__ = True
         module = load(spec)
         with GuardWork():
             adopt(module)

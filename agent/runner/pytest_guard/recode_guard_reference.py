@@ -193,6 +193,7 @@ def _patch_loader() -> None:
 
     @functools.wraps(original)
     def get_code(self, fullname):
+        __tracebackhide__ = True  # a candidate's syntax error reads as in an unguarded run
         path = self.get_filename(fullname)
         if not is_reference_file(path):
             return original(self, fullname)
