@@ -285,8 +285,9 @@ class RayExecutor:
         except ImportError:
             raise ExecutorError(f"parallel-mode ray needs the optional Ray package: {RAY_HINT}") from None
         self.ray = ray
+        # SPREAD: jobs go to every node of a cluster (Ray's default packs them onto the driver's node first)
         self.options = {"num_cpus": num_cpus, "num_gpus": num_gpus, "max_retries": max_retries,
-                        "retry_exceptions": False}
+                        "retry_exceptions": False, "scheduling_strategy": "SPREAD"}
         self.refs: dict[Future, Any] = {}
         self.remotes: dict[Callable, Any] = {}
         self.owns_runtime = not ray.is_initialized()

@@ -250,7 +250,7 @@ def test_scripted_reference_answers_rebuild_canonical(import_with_stub):
     assert complete_file(task, placeholder["responses"][0]) == task.masked_file
     submit, replace = answer_rules([(task, dataset.canonical(1))], "reference", "agent")
     assert parse_answer(replace["responses"][0]).code == dataset.canonical(1)
-    assert re.search(replace["when"], f"## Target file `{task.file_path}` (9 lines)")
+    assert re.search(replace["when"], dataset.instruction(1))  # the task's own instruction names its file
     assert parse_answer(submit["responses"][0]).name == "SUBMIT"
     assert re.search(submit["when"], "## Result of your last action (REPLACE)\nwritten")
 
