@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from agent.runner.processes import session_members
+from agent.scheduler import run_job
 from tests.run_support import (
     SOLVE_AT, STANDARD_RUN, cli_env, reference_results, results, start_cli, write_config, write_scripts,
 )
@@ -147,7 +148,7 @@ def test_jobs_run_on_both_nodes_and_a_lost_node_loses_no_job(cluster: Cluster, t
     main = start_cli(config, env=driver_env(tmp_path / "home", RAY_AUTH_TOKEN_PATH=str(token_file)))
     try:
         deadline = time.monotonic() + 240
-        while not any(node == "worker" and fn == "_run_job" for node, fn, _, _ in cluster.placements()):
+        while not any(node == "worker" and fn == run_job.__name__ for node, fn, _, _ in cluster.placements()):
             assert main.poll() is None, main.communicate()
             assert time.monotonic() < deadline, "no job reached the worker node"
             time.sleep(0.1)
@@ -161,6 +162,6 @@ def test_jobs_run_on_both_nodes_and_a_lost_node_loses_no_job(cluster: Cluster, t
     print("\n".join(f"{node:6} {fn}({words}) on {node_id[:12]}" for node, fn, words, node_id in placed))
     assert {node for node, *_ in placed} == {"head", "worker"}
     assert len({node_id for *_, node_id in placed}) == 2
-    jobs = {words for _, fn, words, _ in placed if fn == "_run_job"}
+    jobs = {words for _, fn, words, _ in placed if fn == run_job.__name__}
     assert len(jobs) == len(STANDARD_RUN["task-ids"]) * len(STANDARD_RUN["guidance-level"])
     assert results(tmp_path / "out") == reference
