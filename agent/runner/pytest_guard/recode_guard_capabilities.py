@@ -90,18 +90,9 @@ def _context(trigger: types.FrameType) -> tuple[types.FrameType | None, bool]:
     library module's body running between the two (``import numpy`` in the candidate's file, numpy's first
     import) makes it the library's: its initialisation writes what it defines (bases, defaults)."""
     cand = candidate_frame(trigger)
-    if cand is not None and _library_body_between(cand, trigger):
+    if cand is not None and origin.library_body_between(cand, trigger):
         return None, False
     return cand, cand is not None or in_candidate_thread()
-
-
-def _library_body_between(cand: types.FrameType, trigger: types.FrameType) -> bool:
-    frame: types.FrameType | None = trigger
-    while frame is not None and frame is not cand:
-        if frame.f_code.co_name == "<module>" and not origin.is_candidate_frame(frame):
-            return True
-        frame = frame.f_back
-    return False
 
 
 # --------------------------------------------------------------------- audit rules

@@ -4,15 +4,18 @@ Two mechanisms, because assigning an attribute of a module or class raises no
 audit event:
 
 * **write time**: every module (except the candidate's own) gets, the moment the
-  import system creates it, a subclass of its class whose ``__setattr__``,
-  ``__delattr__`` and ``__dict__`` look at who is writing. A write is allowed
+  import system creates it, a subclass of its class whose ``__setattr__`` and
+  ``__delattr__`` look at who is writing. A write is allowed
   from the module's own code, the import system, module-level set-up code of
   a library or a package writing its own modules, through a descriptor of the
   module's class (``torch.backends.cudnn.deterministic``), to ``sys``'s streams
   and argv, and from pytest or the harness when no candidate frame is on the
   stack (plain data from anyone); any other write is refused with the writer's
-  line (``target.py:7 writes numpy.testing.assert_allclose``), and so is
-  candidate code reading a module's ``__dict__``.
+  line (``target.py:7 writes numpy.testing.assert_allclose``). The subclass
+  defines nothing else: an own ``__dict__`` would hide the namespace from
+  ``inspect.getattr_static``, through which pluggy 1.7 finds the hooks of
+  plugin modules (conftest files, autoloaded plugins). Writes through a
+  module's ``__dict__`` are the baselines' to find.
 * **baselines**: each module namespace is copied when its import completes,
   each class defined in it with it, and compared by identity: those the
   verdict runs through (the test's, the reference's and the task's modules,
@@ -181,8 +184,7 @@ def protect(module: types.ModuleType) -> None:
         return
     guarded = _guarded.get(kind)
     if guarded is None:
-        guarded = type(kind.__name__, (kind,), {"__setattr__": _setattr, "__delattr__": _delattr,
-                                                  "__dict__": property(_namespace), "__slots__": (),
+        guarded = type(kind.__name__, (kind,), {"__setattr__": _setattr, "__delattr__": _delattr, "__slots__": (),
                                                   "__module__": kind.__module__})
         _guarded[kind] = guarded
         _base_class[guarded] = kind
@@ -214,17 +216,6 @@ def _delattr(module, name) -> None:
     base.__delattr__(module, name)
     if judged:
         accept(module, name)
-
-
-def _namespace(module) -> dict:
-    namespace = _DICT.__get__(module)
-    if origin.candidate_loaded() and not getattr(origin.tls, "busy", False):
-        with GuardWork():
-            reader = sys._getframe(1)
-        if origin.is_candidate_frame(reader):
-            from recode_guard_capabilities import deny
-            deny(reader, reader, f"reads the namespace of {_DICT.__get__(module).get('__name__', '?')} (__dict__)")
-    return namespace
 
 
 def _module_top(frame: types.FrameType) -> str:
@@ -272,6 +263,8 @@ def _check_write(module, name: str, value: object, base: type, deleting: bool) -
                 writer.f_code.co_code[writer.f_lasti] in _ATTRIBUTE_STORES:
             return True  # the test's own statement (its import hooks set up stub modules), not a call it makes
         cand = candidate_frame(writer)
+        if cand is not None and origin.library_body_between(cand, writer):
+            return True  # a library's import-time set-up reaching into another module
         context = cand is not None or in_candidate_thread()
         if not context and (_module_top(writer) in _TRUSTED_TOPS or (
                 not candidate_object(value) and _data(value) and _data(_DICT.__get__(module).get(name)))):
@@ -376,7 +369,11 @@ def _patch_import_system() -> None:
 
     def _load_unlocked(spec):
         __tracebackhide__ = True
-        module = load(spec)
+        _enter_import(not origin.is_candidate_file(spec.origin))
+        try:
+            module = load(spec)
+        finally:
+            _leave_import()
         with GuardWork():
             adopt(module)
             _modules[spec.name] = sys.modules.get(spec.name, module)
@@ -384,6 +381,45 @@ def _patch_import_system() -> None:
 
     origin.patch(bootstrap, "module_from_spec", module_from_spec)
     origin.patch(bootstrap, "_load_unlocked", _load_unlocked)
+
+
+# A library's import is a window: what it changes in other libraries' namespaces (torchrl patching a torch class,
+# triton re-wiring its own) is its set-up. So changes made before a library's import starts (outside any such
+# window) are judged then, and those made inside are accepted when it ends; the candidate's own import inside a
+# library's (the test importing it) closes the window until it returns. Kinds of the imports in progress, the
+# innermost last: True for a library's.
+_importing: list[bool] = []
+
+
+def _in_library_import() -> bool:
+    return bool(_importing) and _importing[-1]
+
+
+def _enter_import(library: bool) -> None:
+    if library != _in_library_import() and origin.candidate_loaded():  # before, no candidate code has run
+        with GuardWork():
+            (check_namespaces if library else accept_changes)()
+    _importing.append(library)
+
+
+def _leave_import() -> None:
+    library = _importing.pop()
+    if library != _in_library_import() and origin.candidate_loaded():
+        with GuardWork():
+            (accept_changes if library else check_namespaces)()
+
+
+def accept_changes() -> None:
+    """Every watched namespace as it is now becomes its baseline (a library's import just did its set-up)."""
+    for space in _volatile:
+        if not space.unchanged():
+            space.base = dict(space.mapping)
+    if not _fast.get("stale") and _fast_unchanged():
+        return
+    for space in _spaces:
+        if not space.volatile and not space.unchanged():
+            space.base = dict(space.mapping)
+    _rebuild()
 
 
 # ----------------------------------------------------------------- judging changes
@@ -464,13 +500,12 @@ def _judge_module(space: _Space, name: str, old: object, new: object, present: b
 
 
 def _package(value: object) -> str:
-    """Top-level package a function or class comes from ('' when unknown)."""
+    """Top-level package a function, class or instance comes from (an instance: its class's; '' when unknown)."""
     code = code_of(value)
     if code is not None:
         return _top_of_file(code.co_filename)
-    if is_kind(value, type):
-        return str(type.__dict__["__module__"].__get__(value)).split(".")[0]
-    return ""
+    kind = value if is_kind(value, type) else type(value)
+    return str(type.__dict__["__module__"].__get__(kind)).split(".")[0]
 
 
 def _top_of_file(path: str) -> str:
@@ -500,7 +535,7 @@ def _judge_class(space: _Space, name: str, old: object, new: object, present: bo
     if old is _MISSING or not _is_callable_member(old):
         return None
     if present and _package(new) and _package(new) == space.label.split(".")[0]:
-        return None  # the library re-wiring its own class (mpmath choosing its backend functions)
+        return None  # the library re-wiring its own class (mpmath choosing its backend functions, triton its JIT)
     return f"{verb} {space.label}.{name}" + (f" with {_describe(new)}" if present else "")
 
 
@@ -563,6 +598,8 @@ def check_modules() -> None:
             _flag(f"removes sys.modules[{name!r}] (seen {_state['checkpoint']})")
         elif candidate_object(current) or not is_kind(current, types.ModuleType):
             _flag(f"replaces sys.modules[{name!r}] with {_describe(current)} (seen {_state['checkpoint']})")
+        elif _DICT.__get__(current).get("__name__") == name:
+            _modules[name] = current  # a library's module imported again under its own name (triton does)
         else:
             _flag(f"replaces sys.modules[{name!r}] (seen {_state['checkpoint']})")
         _modules[name] = current

@@ -284,6 +284,17 @@ def candidate_frame(frame: types.FrameType | None) -> types.FrameType | None:
     return None
 
 
+def library_body_between(cand: types.FrameType, frame: types.FrameType) -> bool:
+    """Whether a library module's body runs between the candidate's frame ``cand`` and ``frame`` (above it): a
+    library's first import, started from the candidate's file, doing its own set-up."""
+    current: types.FrameType | None = frame
+    while current is not None and current is not cand:
+        if current.f_code.co_name == "<module>" and not is_candidate_frame(current):
+            return True
+        current = current.f_back
+    return False
+
+
 def in_candidate_thread() -> bool:
     return getattr(tls, "candidate_thread", False) or threading.current_thread() in _candidate_threads
 
