@@ -50,7 +50,7 @@ import sys
 import threading
 import time
 import types
-from importlib.machinery import ModuleSpec
+from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec
 from typing import Callable
 
 import recode_guard_origin as origin
@@ -398,7 +398,7 @@ def _in_library_import() -> bool:
 def _enter_import(library: bool) -> None:
     if library != _in_library_import() and origin.candidate_loaded():  # before, no candidate code has run
         with GuardWork():
-            (check_namespaces if library else accept_changes)()
+            (_judge_changes if library else accept_changes)()
     _importing.append(library)
 
 
@@ -406,11 +406,18 @@ def _leave_import() -> None:
     library = _importing.pop()
     if library != _in_library_import() and origin.candidate_loaded():
         with GuardWork():
-            (accept_changes if library else check_namespaces)()
+            (accept_changes if library else _judge_changes)()
+
+
+def _judge_changes() -> None:
+    check_namespaces()
+    _check_gc_callbacks()
 
 
 def accept_changes() -> None:
-    """Every watched namespace as it is now becomes its baseline (a library's import just did its set-up)."""
+    """Every watched namespace (and ``gc.callbacks``) as it is now becomes its baseline: a library's import just
+    did its set-up (a JAX import registering its gc callback)."""
+    _gc_callbacks[:] = gc.callbacks
     for space in _volatile:
         if not space.unchanged():
             space.base = dict(space.mapping)
@@ -496,7 +503,14 @@ def _judge_module(space: _Space, name: str, old: object, new: object, present: b
             else None
     if _data(old) and (not present or _data(new)):
         return None  # a library's counters and caches
+    if _compiled(space.module) and (not present or _data(new) or is_kind(new, types.ModuleType)):
+        return None  # a compiled module's own globals (Cython), a module it imports lazily (pyarrow)
     return None if _writes_global(space, name) else shown
+
+
+def _compiled(module: types.ModuleType) -> bool:
+    """A C extension (Cython) module: its code cannot be read to tell which globals it writes."""
+    return str((_real_dict(module) or {}).get("__file__") or "").endswith(tuple(EXTENSION_SUFFIXES))
 
 
 def _package(value: object) -> str:
@@ -642,6 +656,10 @@ def check_tracers() -> None:
             if name is not None:
                 _flag(f"a sys.monitoring tool {name!r} is registered (seen {_state['checkpoint']})")
     _check_torch_modes()
+    _check_gc_callbacks()
+
+
+def _check_gc_callbacks() -> None:
     if len(gc.callbacks) != len(_gc_callbacks) or not all(map(operator.is_, gc.callbacks, _gc_callbacks)):
         _flag(f"changes gc.callbacks (seen {_state['checkpoint']})")
         _gc_callbacks[:] = gc.callbacks
