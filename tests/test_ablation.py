@@ -120,6 +120,7 @@ def unit_files(folder: Path) -> dict[str, dict]:
     return {re.sub(r"_[0-9a-f]{8}$", "", p.stem): json.loads(p.read_text()) for p in folder.glob("task_*.json")}
 
 
+@pytest.mark.slow
 def test_feedback_ablation_levels_from_another_feedback_model(source, counter, capsys, tmp_path) -> None:
     other = write_config(tmp_path / "other.yaml", source["root"] / "out", human_model="other-researcher")
     argv = ["--yaml-location", str(source["config"]), "--feedback-yaml", str(other), "--samples", "1", "--seed", "3"]
@@ -164,6 +165,7 @@ def test_feedback_that_cannot_be_produced_leaves_the_sample_incomplete(source, c
     assert sorted(unit_files(folder)) == [p.stem for p in folder.glob("task_*_feedback.json")]
 
 
+@pytest.mark.slow
 def test_human_feedback_against_llm_and_no_feedback(source, counter, capsys, tmp_path) -> None:
     human = tmp_path / "human.yaml"
     record = {"interface": "retinanet_classification_loss", "category": "T3", "analysis": "",
@@ -403,6 +405,7 @@ def without_volatile(value):
     return strip(json.loads(json.dumps(value)))
 
 
+@pytest.mark.slow
 def test_an_ablation_replay_is_the_record_the_main_jobs_replay_writes(source, counter, capsys, tmp_path) -> None:
     """The human-feedback ablation's ``llm`` condition shows the run's own records at --level: the
     main job's ``replay-feedback-level`` (that level) on that run writes the same record for that turn."""

@@ -20,6 +20,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_bench_prints_ratios_and_breakdown_per_paper(dataset: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = bench_runner.main(["--dataset-dir", str(dataset), "--repeats", "2", "--env-backend", "current"])
     out = capsys.readouterr().out

@@ -43,6 +43,7 @@ def turns_of(out: Path, task: int) -> list[dict]:
                          f"task_{task}_result.pkl").read_bytes())
 
 
+@pytest.mark.slow
 def test_task_cap_stops_each_job_at_a_turn_boundary_and_a_higher_cap_continues(
         tmp_path: Path, no_provider_env) -> None:  # noqa: F811
     scripts = write_scripts(tmp_path / "scripts", {1: 3, 2: None})
@@ -70,6 +71,7 @@ def test_task_cap_stops_each_job_at_a_turn_boundary_and_a_higher_cap_continues(
     assert calls == 8  # the steps of turns 2 and 3 of both tasks (memory summaries aside): nothing recomputed
 
 
+@pytest.mark.slow
 def test_run_cap_covers_all_jobs_and_earlier_invocations(tmp_path: Path, no_provider_env) -> None:  # noqa: F811
     scripts = write_scripts(tmp_path / "scripts", {1: None, 2: None})
     out = tmp_path / "out"

@@ -29,6 +29,7 @@ def reference(tmp_path_factory) -> dict:
     return reference_results(tmp_path_factory.getbasetemp())
 
 
+@pytest.mark.slow
 def test_reference_run_outcomes(reference: dict) -> None:
     assert len(reference) == 4
     task1 = reference["memory_agent_coder_feedback_fixed_guidance_2/task_1_result.pkl"]
@@ -42,6 +43,7 @@ def test_reference_run_outcomes(reference: dict) -> None:
 
 @pytest.mark.parametrize("mode", ["threads", "processes", pytest.param(
     "ray", marks=pytest.mark.skipif(not HAS_RAY, reason="ray not installed (optional extra)"))])
+@pytest.mark.slow
 def test_every_mode_writes_the_same_results(tmp_path: Path, scripts, reference: dict, mode: str) -> None:
     done = run_cli(write_config(tmp_path / "run.yaml", scripts, tmp_path / "out", **RUN), "--parallel-mode", mode)
     assert done.returncode == 0, done.stderr

@@ -150,6 +150,7 @@ def test_sequential_order_is_turn_zero_then_feedback_then_jobs(fake_loop, tmp_pa
         *[("job", m, 7, level) for m in ("m1", "m2") for level in (0, 2, 4)]]
 
 
+@pytest.mark.slow
 def test_a_level_0_job_runs_while_the_seed_feedback_is_asked_and_every_call_counts_once(tmp_path) -> None:
     """Turn 0 alone, then a level-0 job while the seed's lock is held (as by its feedback step waiting on the
     feedback model), then the feedback and a level-2 job: what a sequential run writes and calls (our protocol:

@@ -164,6 +164,7 @@ def test_sandbox_binds_device_nodes_only_for_gpu_runs(tmp_path: Path, monkeypatc
         assert pairs == bound
 
 
+@pytest.mark.slow
 def test_a_run_under_slot_limits_writes_what_a_sequential_run_writes(tmp_path: Path) -> None:
     """Two tasks x two levels (two seeds, four jobs) in flight with one test slot: the pickles equal mode none's."""
     import pickle

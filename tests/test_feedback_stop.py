@@ -37,6 +37,7 @@ def not_json(request) -> Reply:
     return Reply(body=openai_completion("I think the code is fine."))
 
 
+@pytest.mark.slow
 def test_a_feedback_model_that_never_answers_in_the_schema_stops_the_job_and_a_rerun_continues(
         tmp_path: Path, no_provider_env) -> None:  # noqa: F811
     scripts = write_scripts(tmp_path / "scripts", {1: 1})
@@ -75,6 +76,7 @@ def test_a_feedback_model_that_never_answers_in_the_schema_stops_the_job_and_a_r
     assert json.loads((folder / "task_1_state.json").read_text())[STOP_KEY] is None
 
 
+@pytest.mark.slow
 def test_a_file_source_without_the_turn_stops_there_and_continues_once_the_entry_exists(tmp_path: Path) -> None:
     feedback = tmp_path / "feedback.jsonl"
     feedback.write_text(json.dumps({"task_index": 3, "turn_number": 0, "feedback": [RECORD]}) + "\n")

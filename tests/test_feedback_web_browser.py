@@ -166,6 +166,7 @@ def test_a_person_answers_in_the_browser_and_the_run_continues_with_web_records(
     assert turn1["execution_result"] and turn1["status"] == "passed"
 
 
+@pytest.mark.slow
 def test_a_draft_typed_before_the_run_stopped_is_in_the_form_after_the_restart(browser: Browser,
                                                                                   tmp_path: Path) -> None:
     run = Run(tmp_path, [1])

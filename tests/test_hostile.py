@@ -160,6 +160,7 @@ def assert_all_gone(marker: str) -> None:
     assert marked_processes(marker) == []
 
 
+@pytest.mark.slow
 @NEEDS_BWRAP
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_hostile_candidate_in_sandbox(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

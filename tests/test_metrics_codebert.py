@@ -68,6 +68,7 @@ def test_identical_code_scores_one_and_different_code_less(tiny_model: str) -> N
     assert f1("", REFERENCE) == 0.0
 
 
+@pytest.mark.slow
 def test_long_files_are_scored_whole(tiny_model: str) -> None:
     f1 = metric_codebert.code_bert_f1(tiny_model, 1)
     long_reference = "".join(CORPUS * 3)

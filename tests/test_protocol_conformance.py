@@ -42,7 +42,8 @@ from tests.release_oracle import (
 from tests.run_support import REPO, cli_env
 
 UNAVAILABLE = release_unavailable()
-pytestmark = [pytest.mark.skipif(UNAVAILABLE is not None, reason=UNAVAILABLE or ""), pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.skipif(UNAVAILABLE is not None, reason=UNAVAILABLE or ""), pytest.mark.timeout(900),
+              pytest.mark.slow]  # the release and ours on five scenarios: about a minute
 CLI = REPO / "agent" / "research_code_generation.py"
 WRONG = "def placeholder():\n    return None\n"
 WRONG_AGAIN = "def placeholder():\n    return 0\n"

@@ -106,6 +106,7 @@ def no_auth_mode_of_ours(monkeypatch) -> None:
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
 
 
+@pytest.mark.slow
 def test_a_wrong_or_missing_token_is_named_in_one_line(cluster: Cluster, tmp_path: Path) -> None:
     scripts = write_scripts(tmp_path / "scripts", SOLVE_AT)
     config = write_config(tmp_path / "run.yaml", scripts, tmp_path / "out",

@@ -53,6 +53,7 @@ def test_snippet_answer_verbatim_versus_reindented(dataset):
     assert reindented["status"] == "passed", reindented["failure_messages"]
 
 
+@pytest.mark.slow
 def test_report_weak_flags_the_untested_snippet(dataset, capsys):
     plans = {(p.file, p.snippet): p for paper in load_pset(PSET) for p in plan_paper(paper)[0]}
     chosen = [plans[("tiny_norm/layers.py", "input check")], plans[("softmax.py", "scale logits")]]

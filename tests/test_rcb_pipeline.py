@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from scripts.import_researchcodebench import main as import_main
@@ -38,6 +39,7 @@ def write_config(tmp_path: Path, name: str, dataset: Path, setting: str, rules: 
     return config
 
 
+@pytest.mark.slow
 def test_imported_paper_runs_in_snippet_and_memory_agent_settings_and_is_scored(tmp_path: Path) -> None:
     dataset = tmp_path / "rcb"
     assert import_main(["--pset", str(PSET), "--out", str(dataset), "--papers", "temp-softmax", "--no-resolve"]) == 0

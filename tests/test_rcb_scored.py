@@ -35,6 +35,7 @@ def assert_scores(dataset: DatasetManager, task_ids: list[int], out: Path, expec
     assert placeholder == {p: e["placeholder"] for p, e in expected.items()}
 
 
+@pytest.mark.slow
 def test_fixture_scores_reference_100_and_placeholder_the_weak_share(tmp_path):
     dataset_dir = tmp_path / "rcb"
     assert import_main(["--pset", str(FIXTURE), "--out", str(dataset_dir), "--no-resolve"]) == 0

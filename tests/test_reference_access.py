@@ -282,6 +282,7 @@ def __getattr__(name):
 '''
 
 
+@pytest.mark.slow
 def test_researchcodebench_references_are_watched(tmp_path: Path) -> None:
     """Papers whose tests import ``<stem>_ref`` copies (served from canonical.py or embedded in the test):
     gold stays green, a candidate forwarding to the copy is caught."""

@@ -175,6 +175,7 @@ def write_pickle(path: Path, value: object) -> None:
 
 
 class TestReleaseConfigRunsUnchanged:
+    @pytest.mark.slow
     def test_the_filled_in_default_yaml_runs_records_and_skips_finished_work(self, checkout: Path) -> None:
         with ReleaseUserServer(solve_at=1) as server:
             done = run_release_command(checkout, server)
@@ -291,6 +292,7 @@ class TestReleaseResultsResumeAndSeeds:
 
 
 class TestReleaseReplay:
+    @pytest.mark.slow
     def test_replay_feedback_level_runs_one_new_turn_from_each_stored_turn(self, checkout: Path) -> None:
         """The configured level's run (1), each stored turn but the last continued once with its raw feedback
         shown at level K (4); into the configured level's folder; only with resume: true, as in the release."""
@@ -392,6 +394,7 @@ print(json.dumps({"ids": ids, "cases": get_model_passrates("gpt-4o", [1])[4],
 class TestReleaseCommandsAndNotebooksOnOurRun:
     """After the release's main command, its runner command and notebook cells work on what it wrote."""
 
+    @pytest.mark.slow
     def test_runner_command_and_notebook_cell(self, checkout: Path) -> None:
         dataset = checkout / "work_dir" / "dataset"
         dataset.unlink()  # a copy: the runner leaves its report inside the dataset, as the release's does

@@ -47,6 +47,7 @@ def all_ended(pids: set[int], timeout: float = 10.0) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_cleanly_then_resume_completes(slow_config: Path, reference: dict) -> None:
     out = slow_config.parent / "out"
     process = start_cli(slow_config)
@@ -68,6 +69,7 @@ def test_ctrl_c_stops_cleanly_then_resume_completes(slow_config: Path, reference
     assert results(out) == reference
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_equals_an_uninterrupted_run(slow_config: Path, reference: dict) -> None:
     out = slow_config.parent / "out"
     process = start_cli(slow_config)

@@ -263,6 +263,7 @@ def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_nothing_is_left_in_the_temp_folder_after_a_batch(dataset, private_tmp: Path, monkeypatch) -> None:
     """Success, failure, collection error, crash, refused candidate, locked files, timeout, Ctrl-C."""
     batch = [CANONICAL, WRONG, HALF_RIGHT, "def add(:\n", "import faulthandler\ngetattr(faulthandler, '_sigsegv')()\n",

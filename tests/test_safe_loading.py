@@ -15,6 +15,8 @@ import pytest
 
 from tests.run_support import REPO, SOLVE_AT, STANDARD_RUN, cli_env, run_cli, write_config, write_scripts
 
+pytestmark = pytest.mark.slow  # a finished run copied per test
+
 RUN = {**STANDARD_RUN, "task-ids": [1, 2], "guidance-level": [0], "max-turn": 2}
 CRAFTED = {"result": "*_guidance_0/task_1_result.pkl", "seed": "init_seed/coder_task1_init.pkl"}
 

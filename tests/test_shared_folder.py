@@ -15,6 +15,8 @@ from tests.run_support import (
     SOLVE_AT, STANDARD_RUN, results, run_cli, scripted_responder, start_cli, wait_for, write_config, write_scripts,
 )
 
+pytestmark = pytest.mark.slow  # several main commands on one folder
+
 SLOW_ANSWERS = 0.3  # seconds per call: runs started together overlap for several seconds
 
 
@@ -73,7 +75,6 @@ def test_runs_sharing_a_folder_make_the_calls_of_one_run_and_its_records(tmp_pat
     assert any("run by another process" in err for _, err in ended), "the two runs never met on a job"
 
 
-@pytest.mark.slow
 def test_a_run_killed_mid_job_is_taken_over_by_the_others(tmp_path: Path, scripts) -> None:
     with Servers(scripts) as alone:
         assert run_cli(alone.config(tmp_path / "alone.yaml", scripts, tmp_path / "alone")).returncode == 0

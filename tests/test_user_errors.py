@@ -83,6 +83,7 @@ def test_a_refused_connection_names_the_base_url(tmp_path: Path) -> None:
                               "check base-url and that the server is running"), listed[0]
 
 
+@pytest.mark.slow
 def test_an_unusable_result_file_footer_says_what_to_do(tmp_path: Path) -> None:
     config = write_config(tmp_path / "run.yaml", write_scripts(tmp_path / "s", SOLVE_AT), tmp_path / "out", **ONE_JOB)
     assert run_cli(config).returncode == 0

@@ -42,6 +42,7 @@ def run(cfg, level: int, task: int, **kwargs) -> tuple[dict, list[dict]]:
     return outcome, store.load()
 
 
+@pytest.mark.slow
 def test_levels_share_turn_zero_and_reveal_more_feedback(tmp_path: Path) -> None:
     cfg = make_config(tmp_path, evaluation_setting="memory_agent", guidance_level=[0, 1, 2, 3, 4])
     assert ensure_seed(cfg, cfg.models[0], 3) is True
@@ -92,6 +93,7 @@ class Interrupt(BaseException):
     """Stands for SIGINT/SIGKILL between two turns (not an Exception, so run_task does not catch it)."""
 
 
+@pytest.mark.slow
 def test_dynamic_levels_rise_and_a_resumed_run_equals_an_uninterrupted_one(tmp_path: Path) -> None:
     common = dict(evaluation_setting="memory_agent", guidance_type="dynamic", guidance_level=1, max_turn=4,
                   memory_threshold=6, memory_to_keep=2, init_seed=str(tmp_path / "seeds"))
@@ -140,6 +142,7 @@ def test_the_seed_is_computed_once_when_processes_race(tmp_path: Path) -> None:
     assert len(seed) == 1 and seed[0]["status"] == "passed" and seed[0]["feedback_items"] == []
 
 
+@pytest.mark.slow
 def test_a_run_on_replayed_feedback_formats_it_at_this_level_with_a_documented_fallback(tmp_path: Path) -> None:
     source_cfg = make_config(tmp_path, evaluation_setting="agent", guidance_level=4, max_turn=3)
     _, level4 = run(source_cfg, 4, 3)
@@ -154,6 +157,7 @@ def test_a_run_on_replayed_feedback_formats_it_at_this_level_with_a_documented_f
     assert turns[1]["feedback_items"] and turns[1]["feedback_usage"]
 
 
+@pytest.mark.slow
 def test_release_replay_continues_each_stored_turn_but_the_last_with_its_feedback_at_level_k(tmp_path: Path) -> None:
     """The release's direction: the configured level's run (1), its records shown at level K (4)."""
     source_cfg = make_config(tmp_path, evaluation_setting="agent", guidance_level=1, max_turn=3)
