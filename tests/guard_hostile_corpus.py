@@ -491,7 +491,7 @@ def _install():
 
 
 _install()
-''', r"places a rl\.gae\._Forward object at rl\.canonical\.\w+ \(seen after collection\)", "__globals__"),
+''', r"places a rl\.gae\._Forward object at rl\.canonical\.\w+ \(seen (after )?collection\)", "__globals__"),
     # the assertion libraries, patched
     "assert_allclose_callable_instance": Hack(5, "patching the assertion libraries", GAE_STUB + '''
 
