@@ -4,7 +4,6 @@ from __future__ import annotations
 import pickle
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,11 @@ from tests.metrics_helpers import REPO
 from tests.report_helpers import HOSTILE, MODEL, SYSTEM_PROMPT, build_results
 from tests.synthetic_run import write_run
 from result_files import run_folder_name
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the TOML reader pytest itself uses there
+    import tomli as tomllib
 
 log_api = pytest.importorskip("inspect_ai.log", reason="the Inspect export needs the optional extra inspect_ai "
                                                       "(pip install inspect_ai)")
