@@ -47,6 +47,7 @@ class RunParts:
                                      cfg.feedback_source, cfg.replay_run_feedback_level is not None,
                                      self.protocol.copies_seed_feedback and self.setting.shares_seed)
         self._task_fingerprints: dict[int, str] = {}
+        self._seed_fingerprints: dict[tuple[ModelSpec, int], dict[str, Any]] = {}
 
     @cached_property
     def dataset(self) -> DatasetManager:
@@ -72,9 +73,14 @@ class RunParts:
 
     def seed_fingerprint(self, model: ModelSpec, task_index: int) -> dict[str, Any]:
         """What shapes a turn-0 seed: a job's fingerprint without what only later turns depend on (levels, the
-        feedback's source and model; the model that gave the seed's feedback is kept in its meta file)."""
-        return {key: value for key, value in self.fingerprint(Job(model, 0, task_index)).items()
-                if key not in SEED_BLIND_KEYS and not key.startswith("feedback.")}
+        feedback's source and model; the model that gave the seed's feedback is kept in its meta file). Made once
+        per seed: every load of the seed checks it."""
+        key = (model, task_index)
+        if key not in self._seed_fingerprints:
+            self._seed_fingerprints[key] = {
+                name: value for name, value in self.fingerprint(Job(model, 0, task_index)).items()
+                if name not in SEED_BLIND_KEYS and not name.startswith("feedback.")}
+        return self._seed_fingerprints[key]
 
     def task_fingerprint(self, task_index: int) -> str:
         if task_index not in self._task_fingerprints:
