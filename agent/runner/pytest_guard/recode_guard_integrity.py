@@ -34,9 +34,11 @@ audit event:
   methods were replaced. A dict-level write the candidate undoes itself before
   the next comparison (from a finalizer) is not seen.
 
-A full comparison touches every namespace value once (a C-level identity
-comparison of flat lists); namespaces that change legitimately between tests
-(``warnings``, written by ``catch_warnings``) are compared one by one.
+A full comparison touches every namespace value once: namespaces are kept in
+blocks of ``BLOCK_SIZE``, each compared by one C-level identity pass over a
+flat list of its values, and only a block that changed is looked at namespace
+by namespace. A namespace that changed once is also compared before each
+test's call.
 """
 from __future__ import annotations
 
@@ -93,28 +95,66 @@ _state: dict = {"checkpoint": "collection"}
 class _Space:
     """One namespace under watch: a module's dict or a class's, and its accepted contents."""
 
-    __slots__ = ("label", "owner", "mapping", "base", "kind", "volatile", "module", "protection")
+    __slots__ = ("label", "owner", "mapping", "base", "kind", "volatile", "module", "protection", "block")
 
-    def __init__(self, label: str, owner: object, mapping, kind: str, module: types.ModuleType) -> None:
+    def __init__(self, label: str, owner: object, mapping, kind: str, module: types.ModuleType,
+                 protection: object = _UNKNOWN) -> None:
         self.label, self.owner, self.mapping, self.kind, self.module = label, owner, mapping, kind, module
-        self.base = dict(mapping)
+        self.base = mapping.copy()  # a class's mappingproxy copies its dict in C
         self.volatile = False
-        self.protection = _UNKNOWN
+        self.protection = protection
 
     def unchanged(self) -> bool:
         mapping, base = self.mapping, self.base
         return len(mapping) == len(base) and all(map(operator.is_, mapping.values(), base.values()))
 
+    def rebase(self, base: dict) -> None:
+        self.base = base
+        self.block.stale = True
 
-_spaces: list[_Space] = []
+
+class _Block:
+    """Up to ``BLOCK_SIZE`` namespaces compared together: one C-level identity pass over all their values, so
+    a comparison looks at namespaces one by one (and copies a flat list again) only in a block that changed."""
+
+    __slots__ = ("spaces", "maps", "lens", "flat", "stale")
+
+    def __init__(self) -> None:
+        self.spaces: list[_Space] = []
+        self.maps: list = []
+        self.lens: list[int] = []
+        self.flat: list = []
+        self.stale = False
+
+    def add(self, space: _Space) -> None:
+        space.block = self
+        self.spaces.append(space)
+        self.maps.append(space.mapping)
+        self.lens.append(len(space.base))
+        self.flat.extend(space.base.values())
+
+    def unchanged(self) -> bool:
+        if self.stale:
+            self.lens = [len(s.base) for s in self.spaces]
+            self.flat = list(itertools.chain.from_iterable(s.base.values() for s in self.spaces))
+            self.stale = False
+        return list(map(len, self.maps)) == self.lens and all(
+            map(operator.is_, itertools.chain.from_iterable(map(_VALUES, self.maps)), self.flat))
+
+    def changed(self) -> list[_Space]:
+        return [] if self.unchanged() else [s for s in self.spaces if not s.unchanged()]
+
+
+BLOCK_SIZE = 64
+_blocks: dict[str, list[_Block]] = {"module": [], "class": []}
 _hot: list[_Space] = []  # compared at every test boundary; the rest after collection and at the end
 _by_owner: dict[object, _Space] = {}  # modules and classes hash by identity: no id() (an audit event)
-_fast: dict[str, list] = {"maps": [], "lens": [], "flat": []}
-_volatile: list[_Space] = []
+_volatile: list[_Space] = []  # changed once: compared again before each test's call
 _self_written: dict[tuple[object, str], bool] = {}
 _guarded: dict[type, type] = {}
 _base_class: dict[type, type] = {}
 _modules: dict[str, object] = {}
+_modules_seen: list = []  # sys.modules' values in order, as the last check_modules left them
 _protected_paths: dict[str, str] = {}  # realpath -> "test" | "reference"
 _protected_names: set[str] = set()
 _pytest_objects: list[tuple[str, object, dict]] = []
@@ -194,9 +234,20 @@ def protect(module: types.ModuleType) -> None:
         pass  # a module class with its own layout: watched by the baselines only
 
 
+def _writer() -> types.FrameType:
+    """The frame that assigned (the caller of ``__setattr__``), read with the guard's audit hook told it is the
+    guard's own read: writes come by the thousand while libraries import."""
+    tls = origin.tls
+    previous, tls.busy = getattr(tls, "busy", False), True
+    try:
+        return sys._getframe(2)
+    finally:
+        tls.busy = previous
+
+
 def _setattr(module, name, value) -> None:
     base = _base_class[type(module)]
-    writer = sys._getframe(1)
+    writer = _writer()
     if writer.f_globals is _DICT.__get__(module) or _module_top(writer) in _IMPORT_SYSTEM:
         base.__setattr__(module, name, value)  # the module's own code, or the import system (the common case)
         accept(module, name)
@@ -284,15 +335,15 @@ def accept(owner: object, name: str) -> None:
         space.base[name] = space.mapping[name]
     else:
         space.base.pop(name, None)
+    space.block.stale = True
     _make_volatile(space)
 
 
 def _make_volatile(space: _Space) -> None:
-    """A namespace that changes between checks is compared on its own from now on (the flat list goes stale)."""
+    """A namespace that changed is compared again before each test's call (set-up may have changed it)."""
     if not space.volatile:
         space.volatile = True
         _volatile.append(space)
-        _fast["stale"] = True
 
 
 # -------------------------------------------------------------------- baselines
@@ -311,21 +362,21 @@ def _mutable_class(value: object) -> bool:
 
 def _is_hot(space: _Space) -> bool:
     """What the test's verdict runs through: the test, the reference and the task's own modules, pytest and the
-    other testing libraries, the builtins, and the classes of those modules."""
+    other testing libraries, the builtins (a module's classes: see ``_adopt_classes``)."""
     if _protected_kind(space) is not None or space.label.startswith(_HOT_PREFIXES):
         return True
     path = (_real_dict(space.module) or {}).get("__file__")
     return type(path) is str and path.startswith(_state.get("repo", "\0"))
 
 
-def _add(space: _Space) -> None:
-    _spaces.append(space)
-    if _is_hot(space):
+def _add(space: _Space, hot: bool) -> None:
+    blocks = _blocks[space.kind]
+    if not blocks or len(blocks[-1].spaces) >= BLOCK_SIZE:
+        blocks.append(_Block())
+    blocks[-1].add(space)
+    if hot:
         _hot.append(space)
     _by_owner[space.owner] = space
-    _fast["maps"].append(space.mapping)
-    _fast["lens"].append(len(space.base))
-    _fast["flat"].extend(space.base.values())
 
 
 def adopt(module: types.ModuleType) -> None:
@@ -337,18 +388,25 @@ def adopt(module: types.ModuleType) -> None:
         return
     name = namespace.get("__name__", "?")
     origin.note_module(module, candidate=False)
-    _add(_Space(name, module, namespace, "module", module))
-    _adopt_classes(namespace, name, module)
+    space = _Space(name, module, namespace, "module", module)
+    hot = _is_hot(space)
+    _add(space, hot)
+    _adopt_classes(space, hot)
 
 
-def _adopt_classes(namespace, module_name: str, module: types.ModuleType) -> None:
+_QUALNAME = type.__dict__["__qualname__"]
+
+
+def _adopt_classes(module: _Space, hot: bool) -> None:
+    """The classes ``module`` defines: hot and protected as their module is (or as a verdict class)."""
+    namespace, module_name = module.mapping, module.label
     values = list(namespace.values())
     metaclasses = {kind for kind in set(map(type, values)) if issubclass(kind, type)}
-    for value in values:
-        if type(value) in metaclasses and _mutable_class(value) and type_dict(value).get("__module__") == module_name \
-                and value not in _by_owner:
-            _add(_Space(f"{module_name}.{type.__dict__['__qualname__'].__get__(value)}", value, type_dict(value),
-                        "class", module))
+    for value in itertools.compress(values, map(metaclasses.__contains__, map(type, values))):
+        if value not in _by_owner and _mutable_class(value) and type_dict(value).get("__module__") == module_name:
+            label = f"{module_name}.{_QUALNAME.__get__(value)}"
+            protection = module.protection or _name_protection(label, "class")
+            _add(_Space(label, value, type_dict(value), "class", module.module, protection), hot or bool(protection))
 
 
 def _patch_import_system() -> None:
@@ -383,11 +441,13 @@ def _patch_import_system() -> None:
     origin.patch(bootstrap, "_load_unlocked", _load_unlocked)
 
 
-# A library's import is a window: what it changes in other libraries' namespaces (torchrl patching a torch class,
-# triton re-wiring its own) is its set-up. So changes made before a library's import starts (outside any such
-# window) are judged then, and those made inside are accepted when it ends; the candidate's own import inside a
-# library's (the test importing it) closes the window until it returns. Kinds of the imports in progress, the
-# innermost last: True for a library's.
+# A library's import is a window: what it changes in other libraries' classes (torchrl patching a torch class,
+# triton re-wiring its own) is its set-up. So class changes made before a library's import starts (outside any
+# such window) are judged then, and those made inside are accepted when it ends; the candidate's own import inside
+# a library's (the test importing it) closes the window until it returns. Module namespaces need no window: a
+# library's import-time writes to other modules go through their guarded ``__setattr__``, which accepts them as
+# they happen, and a dict-level write is judged as anywhere else. Kinds of the imports in progress, the innermost
+# last: True for a library's.
 _importing: list[bool] = []
 
 
@@ -410,23 +470,17 @@ def _leave_import() -> None:
 
 
 def _judge_changes() -> None:
-    check_namespaces()
+    _check_blocks(_blocks["class"])
     _check_gc_callbacks()
 
 
 def accept_changes() -> None:
-    """Every watched namespace (and ``gc.callbacks``) as it is now becomes its baseline: a library's import just
-    did its set-up (a JAX import registering its gc callback)."""
+    """Every watched class (and ``gc.callbacks``) as it is now becomes its baseline: a library's import just did
+    its set-up (a JAX import registering its gc callback)."""
     _gc_callbacks[:] = gc.callbacks
-    for space in _volatile:
-        if not space.unchanged():
-            space.base = dict(space.mapping)
-    if not _fast.get("stale") and _fast_unchanged():
-        return
-    for space in _spaces:
-        if not space.volatile and not space.unchanged():
-            space.base = dict(space.mapping)
-    _rebuild()
+    for block in _blocks["class"]:
+        for space in block.changed():
+            space.rebase(space.mapping.copy())
 
 
 # ----------------------------------------------------------------- judging changes
@@ -480,9 +534,12 @@ def _protection(space: _Space) -> str | None:
         kind = _protected_paths.get(os.path.realpath(path))
         if kind:
             return kind
-    name = space.label
+    return _name_protection(space.label, space.kind)
+
+
+def _name_protection(name: str, kind: str) -> str | None:
     if name.split(".")[0] in _VERDICT_TOPS or ".testing" in name or name.startswith("testing") or (
-            space.kind == "class" and name in _VERDICT_CLASSES):
+            kind == "class" and name in _VERDICT_CLASSES):
         return "verdict"
     return None
 
@@ -554,7 +611,7 @@ def _judge_class(space: _Space, name: str, old: object, new: object, present: bo
 
 
 def _judge(space: _Space) -> None:
-    current, base = dict(space.mapping), space.base
+    current, base = space.mapping.copy(), space.base
     judge = _judge_module if space.kind == "module" else _judge_class
     for name in set(current) | set(base):
         old, new = base.get(name, _MISSING), current.get(name, _MISSING)
@@ -563,21 +620,8 @@ def _judge(space: _Space) -> None:
         finding = judge(space, name, old, new, new is not _MISSING)
         if finding:
             _flag(f"{finding} (seen {_state['checkpoint']})")
-    space.base = current
-
-
-def _rebuild() -> None:
-    steady = [s for s in _spaces if not s.volatile]
-    _fast["maps"] = [s.mapping for s in steady]
-    _fast["lens"] = [len(s.base) for s in steady]
-    _fast["flat"] = list(itertools.chain.from_iterable(s.base.values() for s in steady))
-    _fast["stale"] = False
-
-
-def _fast_unchanged() -> bool:
-    maps = _fast["maps"]
-    return list(map(len, maps)) == _fast["lens"] and all(
-        map(operator.is_, itertools.chain.from_iterable(map(_VALUES, maps)), _fast["flat"]))
+    space.rebase(current)
+    _make_volatile(space)
 
 
 def check_namespaces(full: bool = True) -> None:
@@ -587,50 +631,55 @@ def check_namespaces(full: bool = True) -> None:
         for space in _hot:
             if not space.unchanged():
                 _judge(space)
-                _make_volatile(space)
         return
-    for space in _volatile:
-        if not space.unchanged():
+    _check_blocks(_blocks["module"])
+    _check_blocks(_blocks["class"])
+
+
+def _check_blocks(blocks: list[_Block]) -> None:
+    for block in blocks:
+        for space in block.changed():
             _judge(space)
-    if not _fast.get("stale") and _fast_unchanged():
-        return
-    for space in _spaces:
-        if not space.volatile and not space.unchanged():
-            _judge(space)
-            _make_volatile(space)  # changed once: compared one by one from now on
-    _rebuild()
 
 
 def check_modules() -> None:
     """``sys.modules``: entries replaced or removed since they were loaded; new modules get their baseline."""
-    now = sys.modules
-    for name, module in list(_modules.items()):
-        current = now.get(name, _MISSING)
-        if current is module:
+    seen, values = _modules_seen, list(sys.modules.values())  # one C call: another thread cannot interleave
+    if len(values) >= len(seen) and all(map(operator.is_, values, seen)):
+        entries = list(sys.modules.items())[len(seen):]  # the common change: modules imported since, appended
+    else:
+        now = sys.modules
+        for name, module in list(_modules.items()):
+            if now.get(name, _MISSING) is not module:
+                _judge_entry(name, now.get(name, _MISSING))
+        entries = list(now.items()) if len(now) != len(_modules) else []
+    for name, module in entries:
+        if name in _modules:
+            if _modules[name] is not module:
+                _judge_entry(name, module)
             continue
-        if current is _MISSING:
-            _flag(f"removes sys.modules[{name!r}] (seen {_state['checkpoint']})")
-        elif candidate_object(current) or not is_kind(current, types.ModuleType):
-            _flag(f"replaces sys.modules[{name!r}] with {_describe(current)} (seen {_state['checkpoint']})")
-        elif _DICT.__get__(current).get("__name__") == name:
-            _modules[name] = current  # a library's module imported again under its own name (triton does)
-        else:
-            _flag(f"replaces sys.modules[{name!r}] (seen {_state['checkpoint']})")
-        _modules[name] = current
-    if len(now) != len(_modules):
-        for name, module in list(now.items()):
-            if name in _modules:
+        _modules[name] = module
+        if is_kind(module, types.ModuleType):
+            if _is_candidate_module(module):
                 continue
-            _modules[name] = module
-            if is_kind(module, types.ModuleType):
-                if _is_candidate_module(module):
-                    continue
-                if (_real_dict(module) or {}).get("__spec__") is None and any(
-                        candidate_object(v) for v in list(_real_dict(module).values())):
-                    _flag(f"registers a module of its own as sys.modules[{name!r}] (seen {_state['checkpoint']})")
-                adopt(module)
-            elif candidate_object(module):
-                _flag(f"registers {_describe(module)} as sys.modules[{name!r}] (seen {_state['checkpoint']})")
+            if (_real_dict(module) or {}).get("__spec__") is None and any(
+                    candidate_object(v) for v in list(_real_dict(module).values())):
+                _flag(f"registers a module of its own as sys.modules[{name!r}] (seen {_state['checkpoint']})")
+            adopt(module)
+        elif candidate_object(module):
+            _flag(f"registers {_describe(module)} as sys.modules[{name!r}] (seen {_state['checkpoint']})")
+    seen[:] = values
+
+
+def _judge_entry(name: str, current: object) -> None:
+    """A ``sys.modules`` entry that is no longer the module loaded under that name."""
+    if current is _MISSING:
+        _flag(f"removes sys.modules[{name!r}] (seen {_state['checkpoint']})")
+    elif candidate_object(current) or not is_kind(current, types.ModuleType):
+        _flag(f"replaces sys.modules[{name!r}] with {_describe(current)} (seen {_state['checkpoint']})")
+    elif _DICT.__get__(current).get("__name__") != name:  # else a library's module imported again (triton does)
+        _flag(f"replaces sys.modules[{name!r}] (seen {_state['checkpoint']})")
+    _modules[name] = current
 
 
 def _tool(function: object) -> bool:
@@ -726,9 +775,9 @@ def hooks_registered(config) -> None:
     """Pytest as configured, before collection imports anything of the task: plugins have patched pytest's
     classes as they do (legacy paths, hypothesis...), which becomes the baseline."""
     with GuardWork():
-        for space in _spaces:
-            space.base = dict(space.mapping)
-        _rebuild()
+        for block in itertools.chain(*_blocks.values()):
+            for space in block.spaces:
+                space.rebase(space.mapping.copy())
         _modules.update(sys.modules)
     _hooks["config"] = config
     _hooks["state"] = _hook_state(config)
@@ -823,7 +872,6 @@ def check_before_call(item) -> None:
             space = _by_owner.get(klass)
             if space is not None and not space.unchanged():
                 _judge(space)
-                _make_volatile(space)
         for space in _volatile:
             if not space.unchanged():
                 _judge(space)

@@ -42,7 +42,7 @@ _file_is_guard: dict[str, bool] = {}
 # inside the guard's audit hook for every frame it looks at. Modules are held weakly: a candidate module whose
 # import failed must not keep what it allocated alive.
 _candidate_modules: list["weakref.ref[types.ModuleType]"] = []
-_known_globals: "weakref.WeakValueDictionary[str, types.ModuleType]" = weakref.WeakValueDictionary()
+_known_globals: "dict[str, weakref.ref[types.ModuleType]]" = {}  # the first live module of each name
 _guard_globals: list[dict] = []
 _NAMESPACE = types.ModuleType.__dict__["__dict__"]
 active = [False]  # a candidate module exists: before that, no code is the candidate's and no rule can apply
@@ -232,7 +232,10 @@ def note_module(module: types.ModuleType, candidate: bool) -> None:
         if not any(ref() is module for ref in _candidate_modules):
             _candidate_modules.append(weakref.ref(module))
     else:
-        _known_globals.setdefault(str(_NAMESPACE.__get__(module).get("__name__")), module)
+        name = str(_NAMESPACE.__get__(module).get("__name__"))
+        known = _known_globals.get(name)
+        if known is None or known() is None:
+            _known_globals[name] = weakref.ref(module)
 
 
 def candidate_loaded() -> bool:
@@ -243,7 +246,8 @@ def known_namespace(namespace: dict) -> bool:
     """The namespace of a loaded module other than the candidate's."""
     if type(namespace) is not dict:
         return False
-    module = _known_globals.get(namespace.get("__name__"))
+    known = _known_globals.get(namespace.get("__name__"))
+    module = known() if known is not None else None
     return module is not None and _NAMESPACE.__get__(module) is namespace
 
 

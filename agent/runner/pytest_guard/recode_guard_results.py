@@ -64,7 +64,7 @@ def configure(report: Callable[[str], None], test: str) -> None:
     def rewrite_asserts(mod, source, module_path=None, config=None):
         original_rewrite(mod, source, module_path, config)
         if is_test(module_path):
-            instrument(mod)
+            instrument(mod, source)
 
     def _read_pyc(source, pyc, trace=lambda x: None):
         if is_test(source):
@@ -106,7 +106,11 @@ def _helper(func: ast.expr) -> bool:
     return isinstance(func, ast.Name) and func.id.startswith("@")
 
 
-def _yields(node: ast.AST) -> bool:
+def _yields(node: ast.AST, lines: list[bytes]) -> bool:
+    """Whether a function is a generator; its source lines without the word ``yield`` settle it unwalked."""
+    end = getattr(node, "end_lineno", None)
+    if end is not None and not any(b"yield" in line for line in lines[node.lineno - 1:end]):
+        return False
     stack = list(ast.iter_child_nodes(node))
     while stack:
         child = stack.pop()
@@ -118,7 +122,8 @@ def _yields(node: ast.AST) -> bool:
 
 
 class _Instrument(ast.NodeTransformer):
-    def __init__(self) -> None:
+    def __init__(self, lines: list[bytes]) -> None:
+        self.lines = lines
         self.functions: list[tuple[str, int, int]] = []
         self.current: list[int | None] = []
 
@@ -131,7 +136,7 @@ class _Instrument(ast.NodeTransformer):
         index = len(self.functions)
         first = min([d.lineno for d in node.decorator_list] + [node.lineno])
         self.functions.append((node.name, node.lineno, first))
-        generator = _yields(node)
+        generator = _yields(node, self.lines)
         self.current.append(None if generator else index)
         self.generic_visit(node)
         self.current.pop()
@@ -219,8 +224,8 @@ def _import_position(mod: ast.Module) -> int:
     return len(mod.body)
 
 
-def instrument(mod: ast.Module) -> None:
-    transformer = _Instrument()
+def instrument(mod: ast.Module, source: bytes | str) -> None:
+    transformer = _Instrument((source.encode() if isinstance(source, str) else source).splitlines())
     transformer.visit(mod)
     names = [ast.alias(name="check", asname=CHECK), ast.alias(name="ended", asname=ENDED),
              ast.alias(name="returned", asname=RETURNED)]
