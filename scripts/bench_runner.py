@@ -23,7 +23,10 @@ machine hits all of them alike), seven commands in the same environment:
 
 It prints per paper b/a (target <= 1.15), c/a (target <= 1.3) and the watch's
 share of an evaluation (b - w) / b (target <= 5 %), medians of the paired
-per-repetition ratios, and the
+per-repetition ratios; with ``--instructions`` also that share counted in
+instructions (b and w once each under valgrind's cachegrind, sandbox off:
+the same from run to run whatever the machine's load, where wall time on a
+shared machine swings by tens of percent), and the
 breakdown of b - a and c - b in ms, each a median of paired per-repetition
 differences or a phase the runner itself timed (``agent.runner.phases``):
 bytecode a0-a, pytest p-a0, guard (process time of g)-p, sandbox
@@ -49,6 +52,8 @@ import argparse
 import contextlib
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -168,6 +173,35 @@ def cli_call(dataset: DatasetManager, meta: TaskMeta, args: argparse.Namespace) 
     return run
 
 
+@contextlib.contextmanager
+def counted(out: str):
+    """The runner's test processes run under valgrind's instruction count, written to ``out``."""
+    real = runner_core.pytest_argv
+
+    def argv(python: str, layout: Layout) -> list[str]:
+        return [shutil.which("valgrind") or "valgrind", "--tool=cachegrind", "--cache-sim=no",
+                f"--cachegrind-out-file={out}", *real(python, layout)]
+    runner_core.pytest_argv = argv
+    try:
+        yield
+    finally:
+        runner_core.pytest_argv = real
+
+
+def instructions(dataset: DatasetManager, meta: TaskMeta, args: argparse.Namespace, watched: bool) -> int:
+    """Instructions the in-loop evaluation's test process executes, the guard's watch on or off."""
+    options = RunnerOptions(sandbox="off", env_backend=args.env_backend, timeout_sec=3600, memory_mb=None)
+    with tempfile.TemporaryDirectory(prefix="recode-bench-ir-") as tmp:
+        os.chmod(tmp, 0o777)  # the test process may run as the runner's unprivileged user
+        out = os.path.join(tmp, "cachegrind.out")
+        with counted(out):
+            runner_call(dataset, meta, options, [], watched)()
+        found = re.search(r"^summary:\s+(\d+)", Path(out).read_text(), re.MULTILINE)
+    if found is None:
+        raise DatasetError(f"task {meta.index}: valgrind wrote no instruction count")
+    return int(found.group(1))
+
+
 def timed(action: Callable[[], None]) -> float:
     start = time.perf_counter()
     action()
@@ -260,7 +294,8 @@ HEADERS = ["paper", "task", "a s", "b s", "c s", "b/a", "c/a", "watch %", *(f"{n
 
 def table_row(name: str, task: str, row: dict[str, float]) -> list[str]:
     return [name, task, *(f"{row[k]:.2f}" for k in ("a", "b", "c")),
-            *(f"{row[k]:.3f}" for k in ("b/a", "c/a")), f"{row['watch%']:.1f}", *(f"{row[k]:.0f}" for k in BREAKDOWN)]
+            *(f"{row[k]:.3f}" for k in ("b/a", "c/a")), f"{row['watch%']:.1f}", *(f"{row[k]:.0f}" for k in BREAKDOWN),
+            *([f"{row['watch Ir%']:.1f}"] if "watch Ir%" in row else [])]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,9 +305,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--papers", help="comma-separated paper names (default: every paper of the dataset)")
     parser.add_argument("--env-backend", default=None, help="conda, uv, venv or current (default: auto)")
     parser.add_argument("--sandbox", choices=SANDBOX_MODES, default="auto")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count the watch's share in instructions (needs valgrind; slow)")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    if args.instructions and shutil.which("valgrind") is None:
+        parser.error("--instructions needs valgrind on PATH (apt install valgrind)")
     root = dataset_dir(parser, args, DEFAULT_DATASET)
     print(f"start: {load_line()}", flush=True)
     rows, hits = [], []
@@ -283,20 +322,27 @@ def main(argv: list[str] | None = None) -> int:
             raise DatasetError(f"no runnable task in {dataset.meta_path}")
         for name, meta in chosen:
             row = summarise(bench_paper(dataset, meta, args))
+            if args.instructions:
+                on, off = (instructions(dataset, meta, args, watched) for watched in (True, False))
+                row["watch Ir%"] = 100 * (on - off) / on
             rows.append((name, str(meta.index), row))
             hits.append(cache_hit_ms(dataset, meta.index, args.env_backend))
+            counted_share = f"  in instructions {row['watch Ir%']:.1f}%" if args.instructions else ""
             print(f"{name} (task {meta.index}): b/a {row['b/a']:.3f}  c/a {row['c/a']:.3f}  "
-                  f"watch {row['watch%']:.1f}%  [{load_line()}]", flush=True)
+                  f"watch {row['watch%']:.1f}%{counted_share}  [{load_line()}]", flush=True)
     except DatasetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     median = {key: statistics.median(r[key] for _, _, r in rows) for key in rows[0][2]}
     table = [table_row(name, task, row) for name, task, row in rows] + [table_row("median", "", median)]
-    print("\n".join(fixed_width(HEADERS, table)))
+    print("\n".join(fixed_width(HEADERS + (["watch Ir %"] if args.instructions else []), table)))
     print(f"in-loop b / own a (median over papers): {median['b/a']:.3f}  (target <= {INLOOP_TARGET})")
     print(f"CLI c / own a (median over papers): {median['c/a']:.3f}  (target <= {CLI_TARGET})")
     print(f"guard's watch (b - w) / b (median over papers): {median['watch%']:.1f}%  "
           f"(target <= {100 * WATCH_TARGET:g}%)")
+    if args.instructions:
+        print(f"guard's watch in instructions (valgrind, median over papers): {median['watch Ir%']:.1f}%  "
+              f"(target <= {100 * WATCH_TARGET:g}%)")
     print(f"environment cache hit (median): {statistics.median(hits):.3f} ms  (target <= {HIT_TARGET_MS:g} ms)")
     print(f"end: {load_line()}; {args.repeats} paired repetition(s) per paper, sandbox {args.sandbox}")
     return 0

@@ -1,11 +1,14 @@
 """scripts/bench_runner.py on an imported fixture paper: every command passes, ratios and breakdown are printed."""
 from __future__ import annotations
 
+import argparse
+import shutil
 import time
 from pathlib import Path
 
 import pytest
 
+from agent.dataset import DatasetManager
 from agent.runner.phases import phase, recording
 from scripts import bench_runner
 from scripts.import_researchcodebench import main as import_main
@@ -37,6 +40,17 @@ def test_bench_prints_ratios_and_breakdown_per_paper(dataset: Path, capsys: pyte
     assert any(line.startswith("CLI c / own a (median over papers):") for line in lines)
     assert any(line.startswith("guard's watch (b - w) / b (median over papers):") for line in lines)
     assert lines[0].startswith("start: load average") and lines[-1].startswith("end: load average")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_watch_share_is_counted_in_instructions_the_same_each_time(dataset: Path) -> None:
+    manager = DatasetManager(dataset)
+    meta = manager.runnable()[0]
+    args = argparse.Namespace(env_backend="current")
+    on, again, off = (bench_runner.instructions(manager, meta, args, watched) for watched in (True, True, False))
+    assert off > 10**8 and on > off  # a whole interpreter and pytest; the watch adds work
+    assert abs(on - again) < 0.02 * on  # what wall time on a shared machine cannot give: the same figure twice
 
 
 def test_unknown_paper_is_a_one_line_error(dataset: Path, capsys: pytest.CaptureFixture[str]) -> None:
