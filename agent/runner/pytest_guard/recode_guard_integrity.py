@@ -652,7 +652,7 @@ def check_modules() -> None:
         for name, module in list(_modules.items()):
             if now.get(name, _MISSING) is not module:
                 _judge_entry(name, now.get(name, _MISSING))
-        entries = list(now.items()) if len(now) != len(_modules) else []
+        entries = list(now.items())
     for name, module in entries:
         if name in _modules:
             if _modules[name] is not module:
