@@ -61,6 +61,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from typing import Callable
+from unittest import mock
 
 import agent.runner.core as runner_core
 from agent.runner.core import REPO_ROOT, Layout, RunnerOptions, prepare, resolve_interpreter, run_candidate
@@ -132,15 +133,9 @@ def command(argv: list[str], layout: Layout, bytecode: bool) -> Callable[[], Non
     return run
 
 
-@contextlib.contextmanager
-def watch(on: bool):
+def watch(on: bool) -> contextlib.AbstractContextManager:
     """The guard's watch on or off for the runs inside (this process's runner only)."""
-    before = runner_core.GUARD_WATCH
-    runner_core.GUARD_WATCH = on
-    try:
-        yield
-    finally:
-        runner_core.GUARD_WATCH = before
+    return mock.patch.object(runner_core, "GUARD_WATCH", on)
 
 
 def runner_call(dataset: DatasetManager, meta: TaskMeta, options: RunnerOptions,
@@ -174,19 +169,14 @@ def cli_call(dataset: DatasetManager, meta: TaskMeta, args: argparse.Namespace) 
     return run
 
 
-@contextlib.contextmanager
-def counted(out: str):
+def counted(out: str) -> contextlib.AbstractContextManager:
     """The runner's test processes run under valgrind's instruction count, written to ``out``."""
     real = runner_core.pytest_argv
 
     def argv(python: str, layout: Layout) -> list[str]:
         return [shutil.which("valgrind") or "valgrind", "--tool=cachegrind", "--cache-sim=no",
                 f"--cachegrind-out-file={out}", *real(python, layout)]
-    runner_core.pytest_argv = argv
-    try:
-        yield
-    finally:
-        runner_core.pytest_argv = real
+    return mock.patch.object(runner_core, "pytest_argv", argv)
 
 
 def instructions(dataset: DatasetManager, meta: TaskMeta, args: argparse.Namespace, watched: bool) -> int:
@@ -348,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     except DatasetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    median = {key: statistics.median([r[key] for _, _, r in rows if r[key] == r[key]] or [math.nan])
+    median = {key: statistics.median([r[key] for _, _, r in rows if not math.isnan(r[key])] or [math.nan])
               for key in rows[0][2]}  # a paper whose tests valgrind's pace fails is left out of that median
     table = [table_row(name, task, row) for name, task, row in rows] + [table_row("median", "", median)]
     print("\n".join(fixed_width(HEADERS + (["watch Ir %"] if args.instructions else []), table)))

@@ -234,20 +234,10 @@ def protect(module: types.ModuleType) -> None:
         pass  # a module class with its own layout: watched by the baselines only
 
 
-def _writer() -> types.FrameType:
-    """The frame that assigned (the caller of ``__setattr__``), read with the guard's audit hook told it is the
-    guard's own read: writes come by the thousand while libraries import."""
-    tls = origin.tls
-    previous, tls.busy = getattr(tls, "busy", False), True
-    try:
-        return sys._getframe(2)
-    finally:
-        tls.busy = previous
-
-
 def _setattr(module, name, value) -> None:
     base = _base_class[type(module)]
-    writer = _writer()
+    with GuardWork():  # the guard's own frame read: the audit hook lets it pass at once (writes come by thousands)
+        writer = sys._getframe(1)
     if writer.f_globals is _DICT.__get__(module) or _module_top(writer) in _IMPORT_SYSTEM:
         base.__setattr__(module, name, value)  # the module's own code, or the import system (the common case)
         accept(module, name)
@@ -650,8 +640,9 @@ def check_modules() -> None:
     else:
         now = sys.modules
         for name, module in list(_modules.items()):
-            if now.get(name, _MISSING) is not module:
-                _judge_entry(name, now.get(name, _MISSING))
+            current = now.get(name, _MISSING)
+            if current is not module:
+                _judge_entry(name, current)
         entries = list(now.items())
     for name, module in entries:
         if name in _modules:
