@@ -116,6 +116,7 @@ from agent.runner.sandbox import (
 )
 from agent.atomic_file import atomic_write_bytes
 from agent.dataset import DatasetManager
+from agent.runner.native import build as build_native
 from agent.tempdirs import make_dir, remove_tree
 from agent.workspace import make_workspace
 from metrics.run_status import INFRA_ERROR, REFERENCE_ACCESS, TAMPERED
@@ -170,6 +171,17 @@ def resolve_interpreter(dataset: DatasetManager, index: int, options: RunnerOpti
                               env_name=env_name), None
     except EnvError as exc:
         return None, str(exc)
+
+
+def guard_native(python: str) -> str | None:
+    """The guard's compiled helper for ``python``, or None: turned off (``RECODE_GUARD_NATIVE=off``, to compare
+    the two watches), or it cannot be built, which is said once per interpreter."""
+    if os.environ.get("RECODE_GUARD_NATIVE", "").lower() == "off":
+        return None
+    path, problem = build_native(python)
+    if problem:
+        warn_once(f"the guard's watch runs in Python for {python}, at a higher cost: {problem}")
+    return path
 
 
 @functools.lru_cache(maxsize=None)
@@ -369,6 +381,7 @@ def _run_in_private_folder(dataset: DatasetManager, index: int, candidate: str, 
         return None, failed_run(expected, INFRA_ERROR, f"no environment for task {index}: {problem}"), None
     with phase("resolve"):
         guard_bytecode(python)
+        native = guard_native(python) if GUARD_WATCH else None
     if sandboxed is None:
         return python, failed_run(expected, INFRA_ERROR, f"sandbox required but unavailable: {bwrap_problem()}"), None
     run_dir = make_dir("run")
@@ -389,7 +402,7 @@ def _run_in_private_folder(dataset: DatasetManager, index: int, candidate: str, 
         if problem:
             finished = True
             return python, failed_run(expected, INFRA_ERROR, problem), None
-        result, junit = _execute(options, layout, python, prefix, plan, expected)
+        result, junit = _execute(options, layout, python, prefix, plan, expected, native)
         finished = True
         return python, result, junit
     finally:
@@ -404,15 +417,17 @@ def _run_in_private_folder(dataset: DatasetManager, index: int, candidate: str, 
 
 
 def _execute(options: RunnerOptions, layout: Layout, python: str, prefix: list[str], plan: ProcessPlan,
-             expected: tuple[str, ...]) -> tuple[dict, bytes | None]:
-    """The run's verdict, and its JUnit report when the guard vouches for it."""
+             expected: tuple[str, ...], native: str | None) -> tuple[dict, bytes | None]:
+    """The run's verdict, and its JUnit report when the guard vouches for it (``native``: the guard's compiled
+    helper for this interpreter, see ``agent.runner.native``)."""
     key = secrets.token_bytes(32)
     key_read, key_write = os.pipe()
     os.write(key_write, key)
     os.close(key_write)
     channel_read, channel_write = os.pipe()
     guard = {"repo": layout.repo, "target": layout.target, "canonical": layout.canonical, "test": layout.test,
-             "junit": layout.junit, "key_fd": key_read, "out_fd": channel_write, "watch": GUARD_WATCH}
+             "junit": layout.junit, "key_fd": key_read, "out_fd": channel_write, "watch": GUARD_WATCH,
+             "native": native}
     extra = {"RECODE_GUARD": json.dumps(guard),
              "PYTHONPATH": os.pathsep.join(p for p in (str(GUARD_DIR), layout.pythonpath) if p)}
     base = user_base()

@@ -139,7 +139,7 @@ if _WATCH:
     reference.configure(candidate=_CANDIDATE, references=_REFERENCES, report=_report_access, note=_note)
     capabilities.configure(_flag)
     results.configure(_flag, _TEST)
-    integrity.configure(_flag, test=_TEST, references=_REFERENCES, repo=_REPO)
+    integrity.configure(_flag, test=_TEST, references=_REFERENCES, repo=_REPO, native=_CONFIG.get("native"))
 
 
 # --------------------------------------------------------------- file-system rules

@@ -3,9 +3,13 @@
 Two mechanisms, because assigning an attribute of a module or class raises no
 audit event:
 
-* **write time**: every module (except the candidate's own) gets, the moment the
-  import system creates it, a subclass of its class whose ``__setattr__`` and
-  ``__delattr__`` look at who is writing. A write is allowed
+* **write time**: every write to the attribute of a module (except the
+  candidate's own) is judged by who is writing. With the compiled helper
+  (``native/recode_guard_native.c``) the ``module`` type's own setattr slot asks
+  the judge, and modules keep their exact type (CPython specialises attribute
+  loads only on those). Without it, each module gets, the moment the import
+  system creates it, a subclass of its class whose ``__setattr__`` and
+  ``__delattr__`` ask the judge. A write is allowed
   from the module's own code, the import system, module-level set-up code of
   a library or a package writing its own modules, through a descriptor of the
   module's class (``torch.backends.cudnn.deterministic``), to ``sys``'s streams
@@ -34,14 +38,16 @@ audit event:
   methods were replaced. A dict-level write the candidate undoes itself before
   the next comparison (from a finalizer) is not seen.
 
-A full comparison touches every namespace value once: namespaces are kept in
-blocks of ``BLOCK_SIZE``, each compared by one C-level identity pass over a
-flat list of its values, and only a block that changed is looked at namespace
-by namespace. A namespace that changed once is also compared before each
-test's call.
+Namespaces are kept in blocks of ``BLOCK_SIZE``. With the compiled helper a
+block is one pass in C over its dicts' version tags, and only a namespace whose
+dict changed since it was last seen equal to its baseline is compared value by
+value. Without it, a block is one C-level identity pass over a flat list of its
+values, and only a block that changed is looked at namespace by namespace. A
+namespace that changed once is also compared before each test's call.
 """
 from __future__ import annotations
 
+import array
 import builtins
 import dis
 import gc
@@ -52,6 +58,7 @@ import sys
 import threading
 import time
 import types
+import weakref
 from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec
 from typing import Callable
 
@@ -95,14 +102,17 @@ _state: dict = {"checkpoint": "collection"}
 class _Space:
     """One namespace under watch: a module's dict or a class's, and its accepted contents."""
 
-    __slots__ = ("label", "owner", "mapping", "base", "kind", "volatile", "module", "protection", "block")
+    __slots__ = ("label", "owner", "mapping", "base", "version", "kind", "volatile", "module", "protection",
+                 "blocks")
 
     def __init__(self, label: str, owner: object, mapping, kind: str, module: types.ModuleType,
                  protection: object = _UNKNOWN) -> None:
         self.label, self.owner, self.mapping, self.kind, self.module = label, owner, mapping, kind, module
+        self.version = _native[0].version(owner) if _native else 0  # read first: a later change shows
         self.base = mapping.copy()  # a class's mappingproxy copies its dict in C
         self.volatile = False
         self.protection = protection
+        self.blocks: list = []
 
     def unchanged(self) -> bool:
         mapping, base = self.mapping, self.base
@@ -110,12 +120,14 @@ class _Space:
 
     def rebase(self, base: dict) -> None:
         self.base = base
-        self.block.stale = True
+        for block in self.blocks:
+            block.stale = True
 
 
 class _Block:
     """Up to ``BLOCK_SIZE`` namespaces compared together: one C-level identity pass over all their values, so
-    a comparison looks at namespaces one by one (and copies a flat list again) only in a block that changed."""
+    a comparison looks at namespaces one by one (and copies a flat list again) only in a block that changed.
+    The watch in Python, where the compiled helper could not be built."""
 
     __slots__ = ("spaces", "maps", "lens", "flat", "stale")
 
@@ -127,7 +139,7 @@ class _Block:
         self.stale = False
 
     def add(self, space: _Space) -> None:
-        space.block = self
+        space.blocks.append(self)
         self.spaces.append(space)
         self.maps.append(space.mapping)
         self.lens.append(len(space.base))
@@ -145,11 +157,43 @@ class _Block:
         return [] if self.unchanged() else [s for s in self.spaces if not s.unchanged()]
 
 
+class _TaggedBlock:
+    """Up to ``BLOCK_SIZE`` namespaces whose dicts' version tags are compared in one C pass (the compiled
+    helper): a namespace is compared value by value only when its dict changed since it was last seen equal to
+    its baseline. The tags only say where to look; the baseline stays what is judged against."""
+
+    __slots__ = ("spaces", "owners", "tags", "stale")
+
+    def __init__(self) -> None:
+        self.spaces: list[_Space] = []
+        self.owners: list = []
+        self.tags = array.array("Q")
+        self.stale = False  # the values are the baseline's to tell, not the tags': nothing to rebuild
+
+    def add(self, space: _Space) -> None:
+        space.blocks.append(self)
+        self.spaces.append(space)
+        self.owners.append(space.owner)
+        self.tags.append(space.version)
+
+    def changed(self) -> list[_Space]:
+        found = []
+        for position in _native[0].changed(self.owners, self.tags):
+            space = self.spaces[position]
+            version = _native[0].version(space.owner)
+            if space.unchanged():
+                self.tags[position] = version  # changed and changed back, or a write the baseline followed
+            else:
+                found.append(space)
+        return found
+
+
 BLOCK_SIZE = 64
-_blocks: dict[str, list[_Block]] = {"module": [], "class": []}
-_hot: list[_Space] = []  # compared at every test boundary; the rest after collection and at the end
+_native: list = []  # the compiled helper (recode_guard_native), when the runner could build it
+# every module's and class's namespace; those the verdict runs through (compared at every test boundary, the rest
+# after collection, at the end and now and then between tests); those changed once (compared before each call)
+_blocks: dict[str, list] = {"module": [], "class": [], "hot": [], "volatile": []}
 _by_owner: dict[object, _Space] = {}  # modules and classes hash by identity: no id() (an audit event)
-_volatile: list[_Space] = []  # changed once: compared again before each test's call
 _self_written: dict[tuple[object, str], bool] = {}
 _guarded: dict[type, type] = {}
 _base_class: dict[type, type] = {}
@@ -163,9 +207,13 @@ _hooks: dict = {}
 _gc_callbacks: list = []
 
 
-def configure(report: Callable[[str], None], *, test: str, references: tuple[str, ...], repo: str) -> None:
-    """Watch every module from now on: those loaded so far, and each one the import system creates."""
+def configure(report: Callable[[str], None], *, test: str, references: tuple[str, ...], repo: str,
+              native: str | None) -> None:
+    """Watch every module from now on: those loaded so far, and each one the import system creates. ``native``:
+    the compiled helper built for this interpreter, or None (the watch then works in Python, at a higher cost)."""
     _report.append(report)
+    if native:
+        _native.append(_load_native(native))
     _state["repo"] = repo
     _protected_paths[test] = "test"
     for path in references:
@@ -176,6 +224,10 @@ def configure(report: Callable[[str], None], *, test: str, references: tuple[str
                   if is_kind(m, types.ModuleType) and (_real_dict(m) or {}).get("__name__") != "__main__"]
         for module in loaded:
             protect(module)
+        if _native:
+            trusted = tuple(namespace for name, m in list(sys.modules.items())
+                            if name.split(".")[0] in _IMPORT_SYSTEM and (namespace := _real_dict(m)) is not None)
+            _native[0].install(_judge_write, accept, _DELETING, _module_classes(types.ModuleType), _by_owner, trusted)
         _patch_import_system()
         for module in loaded:
             adopt(module)
@@ -186,6 +238,25 @@ def configure(report: Callable[[str], None], *, test: str, references: tuple[str
 def add_reference(path: str) -> None:
     _protected_paths[path] = "reference"
     _protected_names.add(os.path.basename(path))
+
+
+def _load_native(path: str) -> types.ModuleType:
+    """From the path the runner built it at: nothing of the task's folders can stand in for it."""
+    from importlib.machinery import ExtensionFileLoader
+    from importlib.util import module_from_spec, spec_from_file_location
+
+    spec = spec_from_file_location("recode_guard_native", path, loader=ExtensionFileLoader("recode_guard_native",
+                                                                                            path))
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _module_classes(kind: type) -> list[type]:
+    found = []
+    for sub in type.__subclasses__(kind):
+        found += [sub, *_module_classes(sub)]
+    return found
 
 
 def set_checkpoint(label: str) -> None:
@@ -211,7 +282,13 @@ def _is_candidate_module(module: types.ModuleType) -> bool:
 
 
 def protect(module: types.ModuleType) -> None:
-    """Give ``module`` the guarded subclass of its class (write-time checks); modules that refuse stay as they are."""
+    """Without the compiled helper, give ``module`` the guarded subclass of its class (write-time checks);
+    modules that refuse stay as they are. With it, every module's writes are judged already."""
+    if _native:
+        if not _is_candidate_module(module) and _real_dict(module) is not None:
+            origin.note_module(module, candidate=False)
+            _judged.add(module)
+        return
     if _is_candidate_module(module):
         base = _base_class.get(type(module))  # ``type(sys)(name)`` makes modules of the guarded class
         if base is not None:
@@ -232,6 +309,23 @@ def protect(module: types.ModuleType) -> None:
         object.__setattr__(module, "__class__", guarded)  # past a class of its own that refuses writes
     except TypeError:
         pass  # a module class with its own layout: watched by the baselines only
+
+
+_DELETING = object()
+_judged: "weakref.WeakSet[types.ModuleType]" = weakref.WeakSet()  # modules the import system made, or adopted
+
+
+def _judge_write(module, name, value) -> bool:
+    """A write to a module's attribute, from the compiled helper before it writes (which decides the module's own
+    and the import system's writes itself): whether the baseline may follow it (raises when it is refused). The
+    candidate's own modules are its to change."""
+    with GuardWork():  # the guard's own frame read: the audit hook lets it pass at once (writes come by thousands)
+        writer = sys._getframe(1)
+    if writer.f_globals is _DICT.__get__(module) or _module_top(writer) in _IMPORT_SYSTEM:
+        return True  # the module's own code, or the import system (the common case)
+    if module not in _judged:
+        return False  # the candidate's, or a scratch module someone made (``types.ModuleType(name)``)
+    return _check_write(module, name, value, type(module), deleting=value is _DELETING)
 
 
 def _setattr(module, name, value) -> None:
@@ -271,8 +365,8 @@ def _plainly_allowed(module, name: str, value: object, base: type, writer: types
     if _module_top(writer) in _IMPORT_SYSTEM:
         return True  # the import system setting up a module it loads (attributes, a C extension's own init)
     member = next((type_dict(k)[name] for k in origin.type_mro(base) if name in type_dict(k)), None)
-    if hasattr(type(member), "__set__") or base.__setattr__ is not _PLAIN_SETATTR:
-        return True  # a descriptor of the module's class (``__class__``, a configuration property), or its own rules
+    if (hasattr(type(member), "__set__") and name != "__class__") or base.__setattr__ is not _PLAIN_SETATTR:
+        return True  # a descriptor of the module's class (a configuration property), or its own rules
     if module is sys and name in _SYS_FREE:
         return True
     own_name = namespace.get("__name__", "")
@@ -325,7 +419,8 @@ def accept(owner: object, name: str) -> None:
         space.base[name] = space.mapping[name]
     else:
         space.base.pop(name, None)
-    space.block.stale = True
+    for block in space.blocks:
+        block.stale = True
     _make_volatile(space)
 
 
@@ -333,7 +428,7 @@ def _make_volatile(space: _Space) -> None:
     """A namespace that changed is compared again before each test's call (set-up may have changed it)."""
     if not space.volatile:
         space.volatile = True
-        _volatile.append(space)
+        _add(space, "volatile")
 
 
 # -------------------------------------------------------------------- baselines
@@ -359,14 +454,18 @@ def _is_hot(space: _Space) -> bool:
     return type(path) is str and path.startswith(_state.get("repo", "\0"))
 
 
-def _add(space: _Space, hot: bool) -> None:
-    blocks = _blocks[space.kind]
-    if not blocks or len(blocks[-1].spaces) >= BLOCK_SIZE:
-        blocks.append(_Block())
-    blocks[-1].add(space)
+def _watch(space: _Space, hot: bool) -> None:
+    _add(space, space.kind)
     if hot:
-        _hot.append(space)
+        _add(space, "hot")
     _by_owner[space.owner] = space
+
+
+def _add(space: _Space, group: str) -> None:
+    blocks = _blocks[group]
+    if not blocks or len(blocks[-1].spaces) >= BLOCK_SIZE:
+        blocks.append(_TaggedBlock() if _native else _Block())
+    blocks[-1].add(space)
 
 
 def adopt(module: types.ModuleType) -> None:
@@ -379,8 +478,10 @@ def adopt(module: types.ModuleType) -> None:
     name = namespace.get("__name__", "?")
     origin.note_module(module, candidate=False)
     space = _Space(name, module, namespace, "module", module)
+    if _native:
+        _judged.add(module)
     hot = _is_hot(space)
-    _add(space, hot)
+    _watch(space, hot)
     _adopt_classes(space, hot)
 
 
@@ -396,7 +497,8 @@ def _adopt_classes(module: _Space, hot: bool) -> None:
         if value not in _by_owner and _mutable_class(value) and type_dict(value).get("__module__") == module_name:
             label = f"{module_name}.{_QUALNAME.__get__(value)}"
             protection = module.protection or _name_protection(label, "class")
-            _add(_Space(label, value, type_dict(value), "class", module.module, protection), hot or bool(protection))
+            _watch(_Space(label, value, type_dict(value), "class", module.module, protection),
+                   hot or bool(protection))
 
 
 def _patch_import_system() -> None:
@@ -618,9 +720,7 @@ def check_namespaces(full: bool = True) -> None:
     """Watched namespaces against their baselines (every one, or those the verdict runs through): differences
     are judged, then become the baseline."""
     if not full:
-        for space in _hot:
-            if not space.unchanged():
-                _judge(space)
+        _check_blocks(_blocks["hot"])
         return
     _check_blocks(_blocks["module"])
     _check_blocks(_blocks["class"])
@@ -766,7 +866,7 @@ def hooks_registered(config) -> None:
     """Pytest as configured, before collection imports anything of the task: plugins have patched pytest's
     classes as they do (legacy paths, hypothesis...), which becomes the baseline."""
     with GuardWork():
-        for block in itertools.chain(*_blocks.values()):
+        for block in _blocks["module"] + _blocks["class"]:
             for space in block.spaces:
                 space.rebase(space.mapping.copy())
         _modules.update(sys.modules)
@@ -863,6 +963,4 @@ def check_before_call(item) -> None:
             space = _by_owner.get(klass)
             if space is not None and not space.unchanged():
                 _judge(space)
-        for space in _volatile:
-            if not space.unchanged():
-                _judge(space)
+        _check_blocks(_blocks["volatile"])

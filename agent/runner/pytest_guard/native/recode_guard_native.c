@@ -1,0 +1,219 @@
+/* The guard's watch below Python, for CPython 3.10 to 3.13 (built per interpreter by agent/runner/native.py).
+ *
+ * Two things Python code cannot do cheaply:
+ *
+ * - Judge every write to a module's attributes without changing the module's class. A guarded subclass of
+ *   ``module`` would do it, but CPython specialises ``m.x`` only on modules whose type is exactly ``module``:
+ *   every attribute load of the tested code (``torch.matmul``, ``math.sqrt``) would take the slow path. Here the
+ *   ``module`` type's own setattr slot (and that of its subclasses) calls the guard's judge first, then writes.
+ *   Its ``__setattr__``/``__delattr__`` descriptors are pointed at the same slot, so ``super().__setattr__`` in a
+ *   module subclass is judged too, and ``object.__setattr__`` on a module is refused by CPython itself (it will
+ *   not apply a base's setattr past a type that overrides it).
+ * - Tell which of thousands of namespaces changed since they were last seen: every change of a dict bumps its
+ *   version tag (PEP 509), so one pass in C compares a tag per namespace instead of every value.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#if PY_VERSION_HEX < 0x030A0000 || PY_VERSION_HEX >= 0x030E0000
+#error "recode_guard_native reads dict version tags: CPython 3.10 to 3.13 only"
+#endif
+
+/* deprecated in 3.12 (dict watchers replace it) but still bumped on every change of the dict */
+#define VERSION_TAG(d) (((PyDictObject *)(d))->ma_version_tag)
+
+static setattrofunc plain_setattro;  /* module's own slot: the write itself, once judged */
+static PyObject *judge;              /* judge(module, name, value or DELETING) -> whether the baseline follows */
+static PyObject *accept;             /* accept(module, name): called after a write the judge let the baseline follow */
+static PyObject *deleting;           /* stands for the value of a ``del`` */
+static PyObject *watched;            /* the guard's watched namespaces by owner: a write there is accepted */
+static PyObject *trusted;            /* tuple of the import system's globals: its writes need no judging */
+
+static int guarded_setattro(PyObject *module, PyObject *name, PyObject *value);
+
+static void guard_type(PyTypeObject *type)
+{
+    if (type->tp_setattro == plain_setattro)
+        type->tp_setattro = guarded_setattro;
+}
+
+/* The common writes, decided without calling into Python: the module's own code, or the import system binding
+ * a submodule to its package. The judge decides these the same way; it is asked about the rest. */
+static int plainly_allowed(PyObject *module)
+{
+    PyObject *globals = PyEval_GetGlobals();  /* the writing code's (borrowed), NULL when no Python code runs */
+    if (globals == NULL)
+        return 0;
+    if (globals == PyModule_GetDict(module))
+        return 1;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(trusted); i++)
+        if (globals == PyTuple_GET_ITEM(trusted, i))
+            return 1;
+    return 0;
+}
+
+static int guarded_setattro(PyObject *module, PyObject *name, PyObject *value)
+{
+    int follow;
+    if (plainly_allowed(module)) {
+        follow = PyDict_Contains(watched, module);
+    } else {
+        PyObject *verdict = PyObject_CallFunctionObjArgs(judge, module, name, value ? value : deleting, NULL);
+        if (verdict == NULL)
+            return -1;
+        follow = PyObject_IsTrue(verdict);
+        Py_DECREF(verdict);
+    }
+    if (follow < 0)
+        return -1;
+    if (plain_setattro(module, name, value) < 0)
+        return -1;
+    guard_type(Py_TYPE(module));  /* re-classed (``trio``, torch's config modules): its new class is guarded too */
+    if (follow) {
+        PyObject *done = PyObject_CallFunctionObjArgs(accept, module, name, NULL);
+        if (done == NULL)
+            return -1;
+        Py_DECREF(done);
+    }
+    return 0;
+}
+
+static int point_descriptor(const char *name)
+{
+    PyObject *descriptor = PyObject_GetAttrString((PyObject *)&PyModule_Type, name);  /* a static type's dict
+                                                                                       is not tp_dict on 3.12+ */
+    if (descriptor == NULL)
+        return -1;
+    int expected = PyObject_TypeCheck(descriptor, &PyWrapperDescr_Type) &&
+        ((PyWrapperDescrObject *)descriptor)->d_wrapped == (void *)plain_setattro;
+    if (expected)
+        ((PyWrapperDescrObject *)descriptor)->d_wrapped = (void *)guarded_setattro;
+    else
+        PyErr_Format(PyExc_RuntimeError, "module.%s is not the slot wrapper this helper expects", name);
+    Py_DECREF(descriptor);
+    return expected ? 0 : -1;
+}
+
+static PyObject *install(PyObject *self, PyObject *args)
+{
+    PyObject *judge_, *accept_, *deleting_, *subclasses, *watched_, *trusted_;
+    if (!PyArg_ParseTuple(args, "OOOO!O!O!", &judge_, &accept_, &deleting_, &PyList_Type, &subclasses,
+                          &PyDict_Type, &watched_, &PyTuple_Type, &trusted_))
+        return NULL;
+    if (judge != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the module write guard is installed once per process");
+        return NULL;
+    }
+    if (PyModule_Type.tp_setattro != PyObject_GenericSetAttr) {
+        PyErr_SetString(PyExc_RuntimeError, "module's setattr slot is not CPython's generic one");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(subclasses); i++) {
+        PyObject *kind = PyList_GET_ITEM(subclasses, i);
+        if (!PyType_Check(kind) || !PyType_IsSubtype((PyTypeObject *)kind, &PyModule_Type)) {
+            PyErr_SetString(PyExc_TypeError, "install() takes the subclasses of module");
+            return NULL;
+        }
+    }
+    plain_setattro = PyModule_Type.tp_setattro;
+    if (point_descriptor("__setattr__") < 0 || point_descriptor("__delattr__") < 0)
+        return NULL;
+    judge = Py_NewRef(judge_);
+    accept = Py_NewRef(accept_);
+    deleting = Py_NewRef(deleting_);
+    watched = Py_NewRef(watched_);
+    trusted = Py_NewRef(trusted_);
+    PyModule_Type.tp_setattro = guarded_setattro;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(subclasses); i++)
+        guard_type((PyTypeObject *)PyList_GET_ITEM(subclasses, i));
+    Py_RETURN_NONE;
+}
+
+/* The dict behind a module or a class (a class's ``__dict__`` is a read-only proxy of it). */
+static PyObject *namespace_of(PyObject *owner)
+{
+    if (PyType_Check(owner))
+        return ((PyTypeObject *)owner)->tp_dict;
+    if (PyModule_Check(owner))
+        return PyModule_GetDict(owner);
+    return NULL;
+}
+
+static int version_of(PyObject *owner, unsigned long long *tag)
+{
+    PyObject *namespace = namespace_of(owner);
+    if (namespace == NULL || !PyDict_Check(namespace)) {
+        PyErr_SetString(PyExc_TypeError, "a module or a class with a dict namespace is expected");
+        return -1;
+    }
+    *tag = (unsigned long long)VERSION_TAG(namespace);
+    return 0;
+}
+
+static PyObject *version(PyObject *self, PyObject *owner)
+{
+    unsigned long long tag;
+    if (version_of(owner, &tag) < 0)
+        return NULL;
+    return PyLong_FromUnsignedLongLong(tag);
+}
+
+/* changed(owners, tags): positions whose namespace's tag is no longer the one in ``tags`` (an array('Q')). */
+static PyObject *changed(PyObject *self, PyObject *args)
+{
+    PyObject *owners, *tags;
+    if (!PyArg_ParseTuple(args, "O!O", &PyList_Type, &owners, &tags))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(tags, &view, PyBUF_FORMAT) < 0)
+        return NULL;
+    PyObject *found = NULL;
+    Py_ssize_t count = PyList_GET_SIZE(owners);
+    if (view.itemsize != sizeof(unsigned long long) || view.format == NULL || strcmp(view.format, "Q") != 0 ||
+            view.len / view.itemsize != count) {
+        PyErr_SetString(PyExc_ValueError, "tags must be an array('Q') as long as owners");
+        goto done;
+    }
+    const unsigned long long *seen = (const unsigned long long *)view.buf;
+    found = PyList_New(0);
+    if (found == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        unsigned long long tag;
+        if (version_of(PyList_GET_ITEM(owners, i), &tag) < 0) {
+            Py_CLEAR(found);
+            goto done;
+        }
+        if (tag != seen[i]) {
+            PyObject *position = PyLong_FromSsize_t(i);
+            if (position == NULL || PyList_Append(found, position) < 0) {
+                Py_XDECREF(position);
+                Py_CLEAR(found);
+                goto done;
+            }
+            Py_DECREF(position);
+        }
+    }
+done:
+    PyBuffer_Release(&view);
+    return found;
+}
+
+static PyMethodDef methods[] = {
+    {"install", install, METH_VARARGS,
+     "install(judge, accept, deleting, subclasses, watched, trusted): judge every module attribute write from now "
+     "on (once)."},
+    {"version", version, METH_O, "version(owner): the version tag of a module's or a class's namespace."},
+    {"changed", changed, METH_VARARGS,
+     "changed(owners, tags): positions of the owners whose namespace tag differs from tags (array('Q'))."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef definition = {
+    PyModuleDef_HEAD_INIT, "recode_guard_native", "The guard's watch below Python (see its source).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit_recode_guard_native(void)
+{
+    return PyModule_Create(&definition);
+}
