@@ -26,7 +26,9 @@ share of an evaluation (b - w) / b (target <= 5 %), medians of the paired
 per-repetition ratios; with ``--instructions`` also that share counted in
 instructions (b and w once each under valgrind's cachegrind, sandbox off:
 the same from run to run whatever the machine's load, where wall time on a
-shared machine swings by tens of percent), and the
+shared machine swings by tens of percent), beside it the same share of the
+watch in Python (``RECODE_GUARD_NATIVE=off``: a machine without a C compiler
+for the guard's helper, see ``agent/runner/native.py``), and the
 breakdown of b - a and c - b in ms, each a median of paired per-repetition
 differences or a phase the runner itself timed (``agent.runner.phases``):
 bytecode a0-a, pytest p-a0, guard (process time of g)-p, sandbox
@@ -179,13 +181,15 @@ def counted(out: str) -> contextlib.AbstractContextManager:
     return mock.patch.object(runner_core, "pytest_argv", argv)
 
 
-def instructions(dataset: DatasetManager, meta: TaskMeta, args: argparse.Namespace, watched: bool) -> int:
-    """Instructions the in-loop evaluation's test process executes, the guard's watch on or off."""
+def instructions(dataset: DatasetManager, meta: TaskMeta, args: argparse.Namespace, watched: bool,
+                 native: bool = True) -> int:
+    """Instructions the in-loop evaluation's test process executes, the guard's watch on or off (``native``:
+    with its compiled helper, else in Python as where no C compiler is found)."""
     options = RunnerOptions(sandbox="off", env_backend=args.env_backend, timeout_sec=3600, memory_mb=None)
     with tempfile.TemporaryDirectory(prefix="recode-bench-ir-") as tmp:
         os.chmod(tmp, 0o777)  # the test process may run as the runner's unprivileged user
         out = os.path.join(tmp, "cachegrind.out")
-        with counted(out):
+        with counted(out), mock.patch.dict(os.environ, {} if native else {"RECODE_GUARD_NATIVE": "off"}):
             runner_call(dataset, meta, options, [], watched)()
         found = re.search(r"^summary:\s+(\d+)", Path(out).read_text(), re.MULTILINE)
     if found is None:
@@ -193,15 +197,17 @@ def instructions(dataset: DatasetManager, meta: TaskMeta, args: argparse.Namespa
     return int(found.group(1))
 
 
-def counted_share(dataset: DatasetManager, meta: TaskMeta, args: argparse.Namespace) -> float:
-    """The watch's share in instructions; NaN, said on stderr, when the tests do not pass at valgrind's pace
-    (tests bounded by time, such as LEN's, complete no iteration 30 times slower)."""
+def counted_shares(dataset: DatasetManager, meta: TaskMeta, args: argparse.Namespace) -> dict[str, float]:
+    """The watch's share in instructions, with its compiled helper and in Python; NaN, said on stderr, when the
+    tests do not pass at valgrind's pace (tests bounded by time, such as LEN's, complete no iteration 30 times
+    slower)."""
     try:
-        on, off = (instructions(dataset, meta, args, watched) for watched in (True, False))
+        off = instructions(dataset, meta, args, False)
+        on, python = (instructions(dataset, meta, args, True, native) for native in (True, False))
     except DatasetError as exc:
         print(f"not counted in instructions: {exc}".splitlines()[0][:300], file=sys.stderr)
-        return math.nan
-    return 100 * (on - off) / on
+        return dict.fromkeys(COUNTED, math.nan)
+    return {"watch Ir%": 100 * (on - off) / on, "python watch Ir%": 100 * (python - off) / python}
 
 
 def timed(action: Callable[[], None]) -> float:
@@ -291,13 +297,14 @@ def load_line() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
 
 
+COUNTED = ("watch Ir%", "python watch Ir%")
 HEADERS = ["paper", "task", "a s", "b s", "c s", "b/a", "c/a", "watch %", *(f"{name} ms" for name in BREAKDOWN)]
 
 
 def table_row(name: str, task: str, row: dict[str, float]) -> list[str]:
     return [name, task, *(f"{row[k]:.2f}" for k in ("a", "b", "c")),
             *(f"{row[k]:.3f}" for k in ("b/a", "c/a")), f"{row['watch%']:.1f}", *(f"{row[k]:.0f}" for k in BREAKDOWN),
-            *([_share(row["watch Ir%"])] if "watch Ir%" in row else [])]
+            *(_share(row[key]) for key in COUNTED if key in row)]
 
 
 def _share(value: float) -> str:
@@ -329,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, meta in chosen:
             row = summarise(bench_paper(dataset, meta, args))
             if args.instructions:
-                row["watch Ir%"] = counted_share(dataset, meta, args)
+                row.update(counted_shares(dataset, meta, args))
             rows.append((name, str(meta.index), row))
             hits.append(cache_hit_ms(dataset, meta.index, args.env_backend))
             share = f"  in instructions {_share(row['watch Ir%'])}%" if args.instructions else ""
@@ -341,14 +348,15 @@ def main(argv: list[str] | None = None) -> int:
     median = {key: statistics.median([r[key] for _, _, r in rows if not math.isnan(r[key])] or [math.nan])
               for key in rows[0][2]}  # a paper whose tests valgrind's pace fails is left out of that median
     table = [table_row(name, task, row) for name, task, row in rows] + [table_row("median", "", median)]
-    print("\n".join(fixed_width(HEADERS + (["watch Ir %"] if args.instructions else []), table)))
+    print("\n".join(fixed_width(HEADERS + (["watch Ir %", "in Python Ir %"] if args.instructions else []), table)))
     print(f"in-loop b / own a (median over papers): {median['b/a']:.3f}  (target <= {INLOOP_TARGET})")
     print(f"CLI c / own a (median over papers): {median['c/a']:.3f}  (target <= {CLI_TARGET})")
     print(f"guard's watch (b - w) / b (median over papers): {median['watch%']:.1f}%  "
           f"(target <= {100 * WATCH_TARGET:g}%)")
     if args.instructions:
         print(f"guard's watch in instructions (valgrind, median over papers): {_share(median['watch Ir%'])}%  "
-              f"(target <= {100 * WATCH_TARGET:g}%)")
+              f"(target <= {100 * WATCH_TARGET:g}%); in Python, without its compiled helper: "
+              f"{_share(median['python watch Ir%'])}%")
     print(f"environment cache hit (median): {statistics.median(hits):.3f} ms  (target <= {HIT_TARGET_MS:g} ms)")
     print(f"end: {load_line()}; {args.repeats} paired repetition(s) per paper, sandbox {args.sandbox}")
     return 0

@@ -51,6 +51,8 @@ def test_watch_share_is_counted_in_instructions_the_same_each_time(dataset: Path
     on, again, off = (bench_runner.instructions(manager, meta, args, watched) for watched in (True, True, False))
     assert off > 10**8 and on > off  # a whole interpreter and pytest; the watch adds work
     assert abs(on - again) < 0.02 * on  # what wall time on a shared machine cannot give: the same figure twice
+    in_python = bench_runner.instructions(manager, meta, args, True, native=False)
+    assert in_python > on  # the compiled helper makes the same watch cheaper
 
 
 def test_unknown_paper_is_a_one_line_error(dataset: Path, capsys: pytest.CaptureFixture[str]) -> None:

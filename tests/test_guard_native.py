@@ -97,6 +97,23 @@ vars(sys)["recode_probe"] = 1
 assert native.changed(owners, tags) == [0, 2]
 Klass.k = 1
 assert native.changed(owners, tags) == [0, 1, 2]
+# stack walks: frames in known namespaces are skipped, the candidate's and unknown ones are returned
+here = globals()
+known = {native.key(here): here}
+
+def probe(candidates, known):
+    return native.suspect(sys._getframe(), candidates, known)
+
+assert probe((), {}).f_code.co_name == "probe"  # nothing known: the innermost frame
+assert probe((), known) is None  # every frame runs in this known namespace
+assert probe((here,), known).f_code.co_name == "probe"  # a candidate's namespace, known or not
+scratch = {"native": native, "sys": sys}
+exec("def other(candidates, known):\n    return native.suspect(sys._getframe(), candidates, known)\n", scratch)
+
+def calls_other(candidates, known):
+    return scratch["other"](candidates, known)
+
+assert calls_other((), known).f_code.co_name == "other"  # globals of no known module
 print("behaves")
 '''
 
@@ -115,6 +132,7 @@ def _interpreters() -> list[str]:
 @pytest.mark.parametrize("python", _interpreters())
 def test_helper_judges_module_writes_and_tells_changed_namespaces(python: str) -> None:
     path, problem = build(python)
+    assert path is not None or " failed: " not in problem, problem  # a compiler error is the helper's defect
     if path is None:
         pytest.skip(f"the helper cannot be built for {python}: {problem}")
     done = subprocess.run([python, "-c", BEHAVIOUR, path], capture_output=True, text=True, timeout=120)

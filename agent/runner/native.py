@@ -61,7 +61,8 @@ def _build(compiler: str, include: str, target: Path) -> tuple[str | None, str |
         done = subprocess.run([compiler, "-O2", "-shared", "-fPIC", f"-I{include}", str(SOURCE), "-o", str(partial)],
                               capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
-            return None, f"{compiler} failed: {done.stderr.strip().splitlines()[-1:]}"
+            errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.splitlines()
+            return None, f"{compiler} failed: {errors[0].strip() if errors else done.returncode}"
         os.replace(partial, target)
     except (OSError, subprocess.SubprocessError) as exc:
         return None, f"cannot build it in {target.parent} ({exc})"

@@ -189,7 +189,7 @@ class _TaggedBlock:
 
 
 BLOCK_SIZE = 64
-_native: list = []  # the compiled helper (recode_guard_native), when the runner could build it
+_native = origin.native  # the compiled helper (recode_guard_native), when the runner could build it
 # every module's and class's namespace; those the verdict runs through (compared at every test boundary, the rest
 # after collection, at the end and now and then between tests); those changed once (compared before each call)
 _blocks: dict[str, list] = {"module": [], "class": [], "hot": [], "volatile": []}
@@ -213,7 +213,7 @@ def configure(report: Callable[[str], None], *, test: str, references: tuple[str
     the compiled helper built for this interpreter, or None (the watch then works in Python, at a higher cost)."""
     _report.append(report)
     if native:
-        _native.append(_load_native(native))
+        origin.use_native(_load_native(native))
     _state["repo"] = repo
     _protected_paths[test] = "test"
     for path in references:
@@ -570,7 +570,11 @@ def accept_changes() -> None:
     """Every watched class (and ``gc.callbacks``) as it is now becomes its baseline: a library's import just did
     its set-up (a JAX import registering its gc callback)."""
     _gc_callbacks[:] = gc.callbacks
-    for block in _blocks["class"]:
+    _rebase_changed(_blocks["class"])
+
+
+def _rebase_changed(blocks: list) -> None:
+    for block in blocks:
         for space in block.changed():
             space.rebase(space.mapping.copy())
 
@@ -866,9 +870,7 @@ def hooks_registered(config) -> None:
     """Pytest as configured, before collection imports anything of the task: plugins have patched pytest's
     classes as they do (legacy paths, hypothesis...), which becomes the baseline."""
     with GuardWork():
-        for block in _blocks["module"] + _blocks["class"]:
-            for space in block.spaces:
-                space.rebase(space.mapping.copy())
+        _rebase_changed(_blocks["module"] + _blocks["class"])
         _modules.update(sys.modules)
     _hooks["config"] = config
     _hooks["state"] = _hook_state(config)

@@ -43,6 +43,9 @@ _file_is_guard: dict[str, bool] = {}
 # import failed must not keep what it allocated alive.
 _candidate_modules: list["weakref.ref[types.ModuleType]"] = []
 _known_globals: "dict[str, weakref.ref[types.ModuleType]]" = {}  # the first live module of each name
+native: list = []  # the guard's compiled helper (recode_guard_native), when the runner could build it
+_known_keys: dict[int, dict] = {}  # every library namespace noted, by the helper's key: its stack walks skip them
+_candidate_namespaces: list[tuple] = [()]
 _guard_globals: list[dict] = []
 _NAMESPACE = types.ModuleType.__dict__["__dict__"]
 active = [False]  # a candidate module exists: before that, no code is the candidate's and no rule can apply
@@ -231,7 +234,11 @@ def note_module(module: types.ModuleType, candidate: bool) -> None:
         active[0] = True
         if not any(ref() is module for ref in _candidate_modules):
             _candidate_modules.append(weakref.ref(module))
+            _candidate_namespaces[0] += (_NAMESPACE.__get__(module),)
     else:
+        if native:
+            namespace = _NAMESPACE.__get__(module)
+            _known_keys[native[0].key(namespace)] = namespace
         name = str(_NAMESPACE.__get__(module).get("__name__"))
         known = _known_globals.get(name)
         if known is None or known() is None:
@@ -279,9 +286,21 @@ def outside_guard(frame: types.FrameType | None) -> types.FrameType | None:
     return frame
 
 
+def use_native(helper: types.ModuleType) -> None:
+    native.append(helper)
+    for ref in list(_known_globals.values()):
+        if (module := ref()) is not None:
+            _known_keys[helper.key(_NAMESPACE.__get__(module))] = _NAMESPACE.__get__(module)
+
+
 def candidate_frame(frame: types.FrameType | None) -> types.FrameType | None:
-    """Innermost candidate frame at or below ``frame``."""
+    """Innermost candidate frame at or below ``frame`` (with the helper, frames in library namespaces are
+    skipped in C: only the candidate's and those of no known module are looked at here)."""
     while frame is not None:
+        if native:
+            frame = native[0].suspect(frame, _candidate_namespaces[0], _known_keys)
+            if frame is None:
+                return None
         if is_candidate_frame(frame):
             return frame
         frame = frame.f_back

@@ -11,9 +11,14 @@
  *   not apply a base's setattr past a type that overrides it).
  * - Tell which of thousands of namespaces changed since they were last seen: every change of a dict bumps its
  *   version tag (PEP 509), so one pass in C compares a tag per namespace instead of every value.
+ * - Walk a stack to the first frame that may be the candidate's: an audited event deep inside a library's
+ *   import has some eighty frames below it, each the namespace of a known library module.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#if PY_VERSION_HEX < 0x030B0000
+#include <frameobject.h>  /* the frame's fields and PyFrame_GetBack, public from 3.11 */
+#endif
 
 #if PY_VERSION_HEX < 0x030A0000 || PY_VERSION_HEX >= 0x030E0000
 #error "recode_guard_native reads dict version tags: CPython 3.10 to 3.13 only"
@@ -199,6 +204,61 @@ done:
     return found;
 }
 
+static PyObject *frame_globals(PyFrameObject *frame)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    return PyFrame_GetGlobals(frame);
+#else
+    return Py_NewRef(frame->f_globals);
+#endif
+}
+
+/* suspect(frame, candidates, known): the innermost frame at or below ``frame`` whose globals are one of the
+ * ``candidates`` namespaces (a tuple) or not a namespace of ``known`` (the namespaces of library modules, keyed
+ * by their address as the guard noted them); None when every frame runs in a known library namespace. */
+static PyObject *suspect(PyObject *self, PyObject *args)
+{
+    PyObject *start, *candidates, *known;
+    if (!PyArg_ParseTuple(args, "OO!O!", &start, &PyTuple_Type, &candidates, &PyDict_Type, &known))
+        return NULL;
+    if (start == Py_None)
+        Py_RETURN_NONE;
+    if (!PyFrame_Check(start)) {
+        PyErr_SetString(PyExc_TypeError, "suspect() takes a frame");
+        return NULL;
+    }
+    PyFrameObject *frame = (PyFrameObject *)Py_NewRef(start);
+    while (frame != NULL) {
+        PyObject *globals = frame_globals(frame);
+        int found = 0;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(candidates) && !found; i++)
+            found = PyTuple_GET_ITEM(candidates, i) == globals;
+        if (!found) {
+            PyObject *key = PyLong_FromVoidPtr(globals);
+            PyObject *noted = key ? PyDict_GetItemWithError(known, key) : NULL;
+            Py_XDECREF(key);
+            if (noted == NULL && PyErr_Occurred()) {
+                Py_DECREF(globals);
+                Py_DECREF(frame);
+                return NULL;
+            }
+            found = noted != globals;
+        }
+        Py_DECREF(globals);
+        if (found)
+            return (PyObject *)frame;
+        PyFrameObject *back = PyFrame_GetBack(frame);
+        Py_DECREF(frame);
+        frame = back;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *key(PyObject *self, PyObject *namespace)
+{
+    return PyLong_FromVoidPtr(namespace);
+}
+
 static PyMethodDef methods[] = {
     {"install", install, METH_VARARGS,
      "install(judge, accept, deleting, subclasses, watched, trusted): judge every module attribute write from now "
@@ -206,6 +266,9 @@ static PyMethodDef methods[] = {
     {"version", version, METH_O, "version(owner): the version tag of a module's or a class's namespace."},
     {"changed", changed, METH_VARARGS,
      "changed(owners, tags): positions of the owners whose namespace tag differs from tags (array('Q'))."},
+    {"suspect", suspect, METH_VARARGS,
+     "suspect(frame, candidates, known): the innermost frame that may be the candidate's, or None."},
+    {"key", key, METH_O, "key(namespace): the key of a namespace in suspect()'s known."},
     {NULL, NULL, 0, NULL},
 };
 
