@@ -114,6 +114,28 @@ def calls_other(candidates, known):
     return scratch["other"](candidates, known)
 
 assert calls_other((), known).f_code.co_name == "other"  # globals of no known module
+# the audit hook: only the events (and attributes) given reach it, and it can refuse one
+heard = []
+
+def hook(event, args):
+    heard.append(event)
+    if event == "recode.refused":
+        raise PermissionError(event)
+
+native.add_audit_hook(hook, frozenset({"recode.probe", "recode.refused", "object.__getattr__"}),
+                      {"object.__getattr__": frozenset({"tb_frame"})})
+sys.audit("recode.probe", 1)
+sys.audit("recode.other")
+id(heard)
+sys.audit("object.__getattr__", heard, "f_back")
+sys.audit("object.__getattr__", heard, "tb_frame")
+try:
+    sys.audit("recode.refused")
+except PermissionError:
+    pass
+else:
+    raise AssertionError("the hook could not refuse an event")
+assert heard == ["recode.probe", "object.__getattr__", "recode.refused"], heard
 print("behaves")
 '''
 

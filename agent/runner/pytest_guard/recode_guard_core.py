@@ -135,11 +135,13 @@ _write_line("hello")
 # Off only when scripts/bench_runner.py measures what the watch costs: the plugin then just witnesses and seals.
 _WATCH = bool(_CONFIG.get("watch", True))
 if _WATCH:
+    if _CONFIG.get("native"):
+        origin.use_native(_CONFIG["native"])
     origin.configure(_CANDIDATE)
     reference.configure(candidate=_CANDIDATE, references=_REFERENCES, report=_report_access, note=_note)
     capabilities.configure(_flag)
     results.configure(_flag, _TEST)
-    integrity.configure(_flag, test=_TEST, references=_REFERENCES, repo=_REPO, native=_CONFIG.get("native"))
+    integrity.configure(_flag, test=_TEST, references=_REFERENCES, repo=_REPO)
 
 
 # --------------------------------------------------------------- file-system rules
@@ -280,7 +282,9 @@ def _audit(event: str, args: tuple) -> None:
         _tls.busy = False
 
 
-if _WATCH:
+if _WATCH and origin.native:  # the helper calls it for the events of _RULES only (half of all are builtins.id)
+    origin.native[0].add_audit_hook(_audit, frozenset(_RULES), _ATTRIBUTE_FILTER)
+elif _WATCH:
     sys.addaudithook(_audit)
 
 

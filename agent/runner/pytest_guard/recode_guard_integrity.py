@@ -207,13 +207,10 @@ _hooks: dict = {}
 _gc_callbacks: list = []
 
 
-def configure(report: Callable[[str], None], *, test: str, references: tuple[str, ...], repo: str,
-              native: str | None) -> None:
-    """Watch every module from now on: those loaded so far, and each one the import system creates. ``native``:
-    the compiled helper built for this interpreter, or None (the watch then works in Python, at a higher cost)."""
+def configure(report: Callable[[str], None], *, test: str, references: tuple[str, ...], repo: str) -> None:
+    """Watch every module from now on: those loaded so far, and each one the import system creates (with the
+    compiled helper when ``origin`` has it, else in Python, at a higher cost)."""
     _report.append(report)
-    if native:
-        origin.use_native(_load_native(native))
     _state["repo"] = repo
     _protected_paths[test] = "test"
     for path in references:
@@ -238,18 +235,6 @@ def configure(report: Callable[[str], None], *, test: str, references: tuple[str
 def add_reference(path: str) -> None:
     _protected_paths[path] = "reference"
     _protected_names.add(os.path.basename(path))
-
-
-def _load_native(path: str) -> types.ModuleType:
-    """From the path the runner built it at: nothing of the task's folders can stand in for it."""
-    from importlib.machinery import ExtensionFileLoader
-    from importlib.util import module_from_spec, spec_from_file_location
-
-    spec = spec_from_file_location("recode_guard_native", path, loader=ExtensionFileLoader("recode_guard_native",
-                                                                                            path))
-    module = module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _module_classes(kind: type) -> list[type]:

@@ -286,11 +286,21 @@ def outside_guard(frame: types.FrameType | None) -> types.FrameType | None:
     return frame
 
 
-def use_native(helper: types.ModuleType) -> None:
+def use_native(path: str) -> types.ModuleType:
+    """Load the compiled helper from the path the runner built it at (nothing of the task's folders can stand in
+    for it), for every part of the guard to use."""
+    from importlib.machinery import ExtensionFileLoader
+    from importlib.util import module_from_spec, spec_from_file_location
+
+    spec = spec_from_file_location("recode_guard_native", path, loader=ExtensionFileLoader("recode_guard_native",
+                                                                                            path))
+    helper = module_from_spec(spec)
+    spec.loader.exec_module(helper)
     native.append(helper)
     for ref in list(_known_globals.values()):
         if (module := ref()) is not None:
             _known_keys[helper.key(_NAMESPACE.__get__(module))] = _NAMESPACE.__get__(module)
+    return helper
 
 
 def candidate_frame(frame: types.FrameType | None) -> types.FrameType | None:
