@@ -208,3 +208,30 @@ def test_watch_in_python_passes_the_gold_answer(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("RECODE_GUARD_NATIVE", "off")
     result = guarded(SAMPLE, 3, SAMPLE.canonical(3))
     assert result["status"] == "passed", evidence(result)
+
+
+PLANTED = GAE_STUB + '''
+import importlib, os, sys, tempfile
+
+_folder = tempfile.mkdtemp()
+with open(os.path.join(_folder, "{written}"), "w") as _out:
+    _out.write("import numpy.testing\\nnumpy.testing.assert_allclose = lambda *args, **kwargs: None\\n")
+{link}
+sys.path.insert(0, _folder)
+importlib.import_module("planted_helper")
+'''
+
+
+@pytest.mark.parametrize("native", ["on", "off"])
+@pytest.mark.parametrize("written, link", [
+    ("planted_helper.py", ""),
+    ("notes.txt", "os.symlink(os.path.join(_folder, 'notes.txt'), os.path.join(_folder, 'planted_helper.py'))"),
+], ids=["written", "linked"])
+def test_a_module_the_candidate_wrote_is_its_code(written: str, link: str, native: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Written under /tmp and imported (as written, or through a link of another name): its module code is the
+    candidate's, not a library's import-time set-up."""
+    monkeypatch.setenv("RECODE_GUARD_NATIVE", native)
+    result = guarded(SAMPLE, 5, PLANTED.format(written=written, link=link))
+    assert result["status"] == "tampered", evidence(result)
+    assert re.search(r"planted_helper\.py:2 writes numpy\.testing\.assert_allclose", evidence(result)), evidence(result)

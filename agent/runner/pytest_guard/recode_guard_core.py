@@ -211,7 +211,13 @@ def _rule_paths(event: str):
             _finding(trigger, f"touches {label} ({event})")
         elif any(_is_source(value) for value in paths):
             _finding(trigger, f"modifies Python source or bytecode ({event})")
+        elif event in _NEW_NAMES and len(paths) >= 2 and (candidate_frame(trigger) is not None or
+                                                          in_candidate_thread()):
+            origin.taint_file(_path(paths[1]))  # a link, copy or new name the candidate made is its file too
     return rule
+
+
+_NEW_NAMES = frozenset({"os.rename", "os.symlink", "os.link", "shutil.copyfile", "shutil.copytree", "shutil.move"})
 
 
 def _rule_import(trigger: types.FrameType, args: tuple) -> None:

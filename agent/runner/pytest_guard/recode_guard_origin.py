@@ -35,6 +35,7 @@ GUARD_DIR = os.path.dirname(os.path.abspath(__file__))
 _config: dict = {}
 _tainted_ids: set[int] = set()
 _tainted_files: set[str] = set()
+_tainted_names: set[str] = set()  # their base names: a path of another name needs no realpath (a stat per part)
 _keep: list = []  # keeps tainted code objects alive, so their ids stay theirs
 _file_is_candidate: dict[str, bool] = {}
 _file_is_guard: dict[str, bool] = {}
@@ -87,9 +88,10 @@ def is_candidate_file(path: object) -> bool:
     known = _file_is_candidate.get(path)
     if known is None:
         target = _config["candidate"]
+        name = os.path.basename(path)  # a link or a rename to another name is a watched event: names match
         known = path == target or path in _tainted_files or (
-            os.path.basename(path) == _config["basename"] and os.path.realpath(path) == target) or (
-            bool(_tainted_files) and os.path.isabs(path) and os.path.realpath(path) in _tainted_files)
+            name == _config["basename"] and os.path.realpath(path) == target) or (
+            name in _tainted_names and os.path.isabs(path) and os.path.realpath(path) in _tainted_files)
         _file_is_candidate[path] = known
     return known
 
@@ -124,6 +126,7 @@ def taint_file(path: str) -> None:
     real = os.path.realpath(path)
     if real not in _tainted_files:
         _tainted_files.update({real, path})
+        _tainted_names.update({os.path.basename(real), os.path.basename(path)})
         _file_is_candidate.clear()
 
 
