@@ -218,6 +218,34 @@ static PyObject *frame_globals(PyFrameObject *frame)
 /* suspect(frame, candidates, known): the innermost frame at or below ``frame`` whose globals are one of the
  * ``candidates`` namespaces (a tuple) or not a namespace of ``known`` (the namespaces of library modules, keyed
  * by their address as the guard noted them); None when every frame runs in a known library namespace. */
+/* Namespaces found in ``known`` lately, by address: a stack repeats the same few library modules, and a known
+ * namespace stays known (``known`` keeps it alive), so a hit needs no lookup. Reset when ``known`` is another. */
+#define SEEN_SLOTS 512
+static PyObject *seen_known[SEEN_SLOTS];
+static PyObject *seen_for;
+
+static int is_known(PyObject *globals, PyObject *known)
+{
+    size_t slot = ((size_t)globals >> 6) % SEEN_SLOTS;
+    if (seen_for != known) {
+        memset(seen_known, 0, sizeof(seen_known));
+        Py_XSETREF(seen_for, Py_NewRef(known));  /* held: no other dict can take its address */
+    }
+    if (seen_known[slot] == globals)
+        return 1;
+    PyObject *key = PyLong_FromVoidPtr(globals);
+    if (key == NULL)
+        return -1;
+    PyObject *noted = PyDict_GetItemWithError(known, key);
+    Py_DECREF(key);
+    if (noted == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (noted != globals)
+        return 0;
+    seen_known[slot] = globals;
+    return 1;
+}
+
 static PyObject *suspect(PyObject *self, PyObject *args)
 {
     PyObject *start, *candidates, *known;
@@ -236,15 +264,13 @@ static PyObject *suspect(PyObject *self, PyObject *args)
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(candidates) && !found; i++)
             found = PyTuple_GET_ITEM(candidates, i) == globals;
         if (!found) {
-            PyObject *key = PyLong_FromVoidPtr(globals);
-            PyObject *noted = key ? PyDict_GetItemWithError(known, key) : NULL;
-            Py_XDECREF(key);
-            if (noted == NULL && PyErr_Occurred()) {
+            int noted = is_known(globals, known);
+            if (noted < 0) {
                 Py_DECREF(globals);
                 Py_DECREF(frame);
                 return NULL;
             }
-            found = noted != globals;
+            found = !noted;
         }
         Py_DECREF(globals);
         if (found)
