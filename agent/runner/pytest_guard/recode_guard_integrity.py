@@ -21,11 +21,12 @@ audit event:
   plugin modules (conftest files, autoloaded plugins). Writes through a
   module's ``__dict__`` are the baselines' to find.
 * **baselines**: each module namespace is copied when its import completes,
-  each class defined in it with it, and compared by identity: those the
-  verdict runs through (the test's, the reference's and the task's modules,
-  pytest, pluggy, unittest, the testing parts of numpy and torch, builtins)
-  at every test boundary, every one after collection, at the end and between
-  tests whenever the tests since the last full comparison took
+  each class defined in it with it, and compared by identity. With the
+  helper, every one at every test boundary. Without it, those the verdict
+  runs through (the test's, the reference's and the task's modules, pytest,
+  pluggy, unittest, the testing parts of numpy and torch, builtins) at every
+  test boundary, every one after collection, at the end and between tests
+  whenever the tests since the last full comparison took
   ``FULL_CHECK_SHARE`` times longer than it did. A difference the module's own
   code does not explain (its functions never assign that global) is a
   dict-level write through a function's ``__globals__``: reported. So are new
@@ -925,12 +926,13 @@ def _check_item(item, kind: type, code: object) -> None:
 
 def check_all(full: bool = True) -> None:
     """The boundary between two tests: ``sys.modules``, tracers, pytest, import hooks, and the namespaces: every
-    one when ``full`` (after collection, at the end) or when the tests since the last full check took
-    ``FULL_CHECK_SHARE`` times longer than it did; else those the verdict runs through."""
+    one when ``full`` (after collection, at the end), with the helper, or when the tests since the last full
+    check took ``FULL_CHECK_SHARE`` times longer than it did; else those the verdict runs through."""
     with GuardWork():
         check_modules()
         now = time.perf_counter()
-        full = full or now - _state.get("full_at", 0.0) >= FULL_CHECK_SHARE * _state.get("full_cost", 0.0)
+        full = full or bool(_native) or now - _state.get("full_at", 0.0) >= FULL_CHECK_SHARE * _state.get(
+            "full_cost", 0.0)  # with the helper a full comparison costs a pass over tags: at every boundary
         check_namespaces(full)
         if full:
             _state["full_at"] = time.perf_counter()
