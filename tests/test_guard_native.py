@@ -97,6 +97,16 @@ vars(sys)["recode_probe"] = 1
 assert native.changed(owners, tags) == [0, 2]
 Klass.k = 1
 assert native.changed(owners, tags) == [0, 1, 2]
+# the classes a namespace defines and that can change
+class Mine:
+    pass
+
+class Foreign:
+    pass
+
+Foreign.__module__ = "elsewhere"
+assert native.classes({"a": Mine, "b": Foreign, "c": int, "d": 1, "e": types.SimpleNamespace}, __name__) == [Mine]
+
 # stack walks: frames in known namespaces are skipped, the candidate's and unknown ones are returned
 here = globals()
 known = {native.key(here): here}

@@ -477,14 +477,19 @@ _QUALNAME = type.__dict__["__qualname__"]
 def _adopt_classes(module: _Space, hot: bool) -> None:
     """The classes ``module`` defines: hot and protected as their module is (or as a verdict class)."""
     namespace, module_name = module.mapping, module.label
-    values = list(namespace.values())
-    metaclasses = {kind for kind in set(map(type, values)) if issubclass(kind, type)}
-    for value in itertools.compress(values, map(metaclasses.__contains__, map(type, values))):
-        if value not in _by_owner and _mutable_class(value) and type_dict(value).get("__module__") == module_name:
+    for value in _native[0].classes(namespace, module_name) if _native else _own_classes(namespace, module_name):
+        if value not in _by_owner:
             label = f"{module_name}.{_QUALNAME.__get__(value)}"
             protection = module.protection or _name_protection(label, "class")
             _watch(_Space(label, value, type_dict(value), "class", module.module, protection),
                    hot or bool(protection))
+
+
+def _own_classes(namespace: dict, module_name: str) -> list[type]:
+    values = list(namespace.values())
+    metaclasses = {kind for kind in set(map(type, values)) if issubclass(kind, type)}
+    return [value for value in itertools.compress(values, map(metaclasses.__contains__, map(type, values)))
+            if _mutable_class(value) and type_dict(value).get("__module__") == module_name]
 
 
 def _patch_import_system() -> None:
