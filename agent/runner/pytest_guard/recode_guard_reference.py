@@ -28,6 +28,7 @@ import functools
 import importlib.machinery
 import inspect
 import os
+import re
 import sys
 import types
 import warnings
@@ -460,12 +461,25 @@ def _blocks_of(source: str) -> list[tuple[str, str, str]]:
     except (SyntaxError, ValueError):
         return []
     blocks = []
+    lines = [line.encode("utf-8") for line in _LINE_END.split(source)]  # once, not once per node
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            text = _normalise(ast.get_source_segment(source, node) or "")
+            text = _normalise(_segment(lines, node))
             if text.count("\n") >= 1:
                 blocks.append((node.name, text.split("\n", 1)[0], text))
     return blocks
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")  # the line ends of the parser (not str.splitlines's)
+
+
+def _segment(lines: list[bytes], node: ast.AST) -> str:
+    """``ast.get_source_segment`` over lines split once (its offsets count UTF-8 bytes)."""
+    first, last = node.lineno - 1, node.end_lineno - 1
+    if first == last:
+        return lines[first][node.col_offset:node.end_col_offset].decode("utf-8", "replace")
+    parts = [lines[first][node.col_offset:], *lines[first + 1:last], lines[last][:node.end_col_offset]]
+    return "\n".join(part.decode("utf-8", "replace") for part in parts)
 
 
 def _normalise(text: str) -> str:
