@@ -1,7 +1,7 @@
 """Build the guard's compiled helper (``pytest_guard/native/recode_guard_native.c``) for a task's interpreter.
 
 The helper makes the guard's watch cheap (see its source); the guard works
-without it, in Python, at about twice the cost. It is built once per
+without it, in Python, at more than twice the cost (README, Performance). It is built once per
 interpreter ABI and source, next to the source, with the C compiler and the
 headers of the interpreter that will load it; parallel runs building it at
 once each write their own file and the last rename wins.
