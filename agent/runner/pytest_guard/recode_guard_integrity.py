@@ -305,24 +305,22 @@ def _judge_write(module, name, value) -> bool:
     """A write to a module's attribute, from the compiled helper before it writes (which decides the module's own
     and the import system's writes itself): whether the baseline may follow it (raises when it is refused). The
     candidate's own modules are its to change."""
-    with GuardWork():  # the guard's own frame read: the audit hook lets it pass at once (writes come by thousands)
-        writer = sys._getframe(1)
-    if writer.f_globals is _DICT.__get__(module) or _module_top(writer) in _IMPORT_SYSTEM:
-        return True  # the module's own code, or the import system (the common case)
+    writer = _writer()
+    if _own_or_import_system(module, writer):
+        return True
     if module not in _judged:
         return False  # the candidate's, or a scratch module someone made (``types.ModuleType(name)``)
-    return _check_write(module, name, value, type(module), deleting=value is _DELETING)
+    return _check_write(module, name, value, type(module), value is _DELETING, writer)
 
 
 def _setattr(module, name, value) -> None:
     base = _base_class[type(module)]
-    with GuardWork():  # the guard's own frame read: the audit hook lets it pass at once (writes come by thousands)
-        writer = sys._getframe(1)
-    if writer.f_globals is _DICT.__get__(module) or _module_top(writer) in _IMPORT_SYSTEM:
-        base.__setattr__(module, name, value)  # the module's own code, or the import system (the common case)
+    writer = _writer()
+    if _own_or_import_system(module, writer):
+        base.__setattr__(module, name, value)
         accept(module, name)
         return
-    judged = _check_write(module, name, value, base, deleting=False)
+    judged = _check_write(module, name, value, base, False, writer)
     base.__setattr__(module, name, value)
     if name == "__class__":
         with GuardWork():
@@ -333,10 +331,23 @@ def _setattr(module, name, value) -> None:
 
 def _delattr(module, name) -> None:
     base = _base_class[type(module)]
-    judged = _check_write(module, name, None, base, deleting=True)
+    judged = _check_write(module, name, None, base, True, _writer())
     base.__delattr__(module, name)
     if judged:
         accept(module, name)
+
+
+def _writer() -> types.FrameType:
+    """The code that assigned: the caller of the guard's judge. Read as the guard's own work, which the audit hook
+    lets pass at once (writes come by the thousand while libraries import)."""
+    with GuardWork():
+        return sys._getframe(2)
+
+
+def _own_or_import_system(module, writer: types.FrameType) -> bool:
+    """The module's own code, or the import system setting up a module it loads (attributes, a C extension's own
+    init): the common writes, allowed at once (the compiled helper decides them in C the same way)."""
+    return writer.f_globals is _DICT.__get__(module) or _module_top(writer) in _IMPORT_SYSTEM
 
 
 def _module_top(frame: types.FrameType) -> str:
@@ -345,11 +356,9 @@ def _module_top(frame: types.FrameType) -> str:
 
 def _plainly_allowed(module, name: str, value: object, base: type, writer: types.FrameType) -> bool:
     """Writes allowed whoever is on the stack (decided without walking it)."""
+    if _own_or_import_system(module, writer):
+        return True
     namespace = _DICT.__get__(module)
-    if writer.f_globals is namespace:
-        return True  # the module's own code
-    if _module_top(writer) in _IMPORT_SYSTEM:
-        return True  # the import system setting up a module it loads (attributes, a C extension's own init)
     member = next((type_dict(k)[name] for k in origin.type_mro(base) if name in type_dict(k)), None)
     if (hasattr(type(member), "__set__") and name != "__class__") or base.__setattr__ is not _PLAIN_SETATTR:
         return True  # a descriptor of the module's class (a configuration property), or its own rules
@@ -367,7 +376,7 @@ def _data(value: object) -> bool:
     return not callable(value) and not is_kind(value, (types.ModuleType, staticmethod, classmethod, property))
 
 
-def _check_write(module, name: str, value: object, base: type, deleting: bool) -> bool:
+def _check_write(module, name: str, value: object, base: type, deleting: bool, writer: types.FrameType) -> bool:
     """True when the write is allowed (and the baseline may follow it); raises when it is refused. A write
     made while the guard itself works is not judged here: the next boundary check sees it.
 
@@ -376,8 +385,7 @@ def _check_write(module, name: str, value: object, base: type, deleting: bool) -
     candidate's by anyone, are refused: that is a callback the candidate left behind."""
     if getattr(origin.tls, "busy", False):
         return False
-    with GuardWork():
-        writer = sys._getframe(2)  # the code that assigned (the guard's own frames count as trusted code)
+    with GuardWork():  # the writer's callers are read below: the guard's own frames count as trusted code
         if _plainly_allowed(module, name, value, base, writer):
             return True
         if _protected_paths.get(os.path.realpath(writer.f_code.co_filename)) == "test" and \
@@ -405,8 +413,7 @@ def accept(owner: object, name: str) -> None:
         space.base[name] = space.mapping[name]
     else:
         space.base.pop(name, None)
-    for block in space.blocks:
-        block.stale = True
+    space.rebase(space.base)  # the blocks' copies of it are stale
     _make_volatile(space)
 
 

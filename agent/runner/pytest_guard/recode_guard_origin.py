@@ -240,8 +240,7 @@ def note_module(module: types.ModuleType, candidate: bool) -> None:
             _candidate_namespaces[0] += (_NAMESPACE.__get__(module),)
     else:
         if native:
-            namespace = _NAMESPACE.__get__(module)
-            _known_keys[native[0].key(namespace)] = namespace
+            _know(native[0], _NAMESPACE.__get__(module))
         name = str(_NAMESPACE.__get__(module).get("__name__"))
         known = _known_globals.get(name)
         if known is None or known() is None:
@@ -302,8 +301,12 @@ def use_native(path: str) -> types.ModuleType:
     native.append(helper)
     for ref in list(_known_globals.values()):
         if (module := ref()) is not None:
-            _known_keys[helper.key(_NAMESPACE.__get__(module))] = _NAMESPACE.__get__(module)
+            _know(helper, _NAMESPACE.__get__(module))
     return helper
+
+
+def _know(helper: types.ModuleType, namespace: dict) -> None:
+    _known_keys[helper.key(namespace)] = namespace
 
 
 def candidate_frame(frame: types.FrameType | None) -> types.FrameType | None:
