@@ -5,6 +5,7 @@ more parse, rewrite and compile per run); keeping this one tiny leaves the
 guard itself to the normal import machinery.
 """
 from recode_guard_core import (
+    pytest_collection,
     pytest_collection_finish,
     pytest_runtest_call,
     pytest_runtest_setup,
@@ -14,6 +15,7 @@ from recode_guard_core import (
 )
 
 __all__ = [  # pytest finds hooks by name on this module
+    "pytest_collection",
     "pytest_collection_finish",
     "pytest_runtest_call",
     "pytest_runtest_setup",

@@ -21,6 +21,8 @@ findings to. What it writes, line by line:
 
 The parts, each in its own module of this folder:
 
+* ``recode_guard_preload``: the libraries the test imports, imported before
+  the watch starts (what they cost stays what it costs without the guard);
 * ``recode_guard_origin``: whose code is running (the candidate's, or not);
 * ``recode_guard_capabilities``: the audit-hook rules denying tracers, frames,
   the object graph, code building, ctypes, import and audit hooks, ending or
@@ -55,6 +57,7 @@ import pytest
 import recode_guard_capabilities as capabilities
 import recode_guard_integrity as integrity
 import recode_guard_origin as origin
+import recode_guard_preload as preload
 import recode_guard_reference as reference
 import recode_guard_results as results
 from recode_guard_origin import candidate_frame, in_candidate_thread, is_candidate_file
@@ -135,6 +138,7 @@ _write_line("hello")
 # Off only when scripts/bench_runner.py measures what the watch costs: the plugin then just witnesses and seals.
 _WATCH = bool(_CONFIG.get("watch", True))
 if _WATCH:
+    preload.preload([_TEST, *_REFERENCES], _REPO, _CANDIDATE)
     if _CONFIG.get("native"):
         origin.use_native(_CONFIG["native"])
     origin.configure(_CANDIDATE)
@@ -419,6 +423,12 @@ def _guarded_check(action, *args) -> None:
         raise
     except Exception as exc:
         _note(f"integrity check {getattr(action, '__name__', '?')} failed: {type(exc).__name__}: {exc}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection(session) -> None:
+    """Inside pytest's collection, where the preloaded libraries' warnings would have been raised."""
+    preload.replay()
 
 
 @pytest.hookimpl(tryfirst=True)

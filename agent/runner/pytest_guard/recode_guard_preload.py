@@ -1,0 +1,113 @@
+"""The libraries the test will import, imported before the watch starts.
+
+A torch test spends most of its run importing torch, and under the watch each
+of its ~1,300 modules costs audit events, import wrappers and a baseline taken
+one by one. Imported here, before any of that exists, they cost what they cost
+without the guard, and the watch adopts them in one pass when it starts.
+
+This adds nothing a candidate could use. Only names that the test file and
+the reference files import at their top level are imported (never a name of
+the candidate's file), and only from outside the repository: while they load,
+no directory of the repository is on ``sys.path``, and a name that any file or
+folder of the repository could provide is left to the test's own import, as is
+every name that fails here. No candidate code exists yet; what these imports
+leave in the interpreter is the baseline everything later is judged against.
+
+Warnings the imports raise are replayed when pytest collects (``replay``), so
+its report reads as when the test imported them itself.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+import sys
+import warnings
+
+_MODULE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")
+_MAX_REPOSITORY_ENTRIES = 50_000  # a larger repository is not walked: nothing is preloaded
+
+_caught: list[warnings.WarningMessage] = []
+
+
+def top_level_imports(source: str) -> list[str]:
+    """Absolute module names a file imports in its top-level statements, in order (``import a.b`` gives
+    ``a.b``, ``from a.b import c`` gives ``a.b``)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    return list(dict.fromkeys(names))
+
+
+def repository_names(repo: str) -> set[str] | None:
+    """Every name a file or folder of the repository could be imported as (None: too large to tell)."""
+    names: set[str] = set()
+    seen = 0
+    for _, folders, files in os.walk(repo):
+        folders[:] = [name for name in folders if not name.startswith(".") and name != "__pycache__"]
+        seen += len(folders) + len(files)
+        if seen > _MAX_REPOSITORY_ENTRIES:
+            return None
+        names.update(folders)
+        names.update(name.split(".", 1)[0] for name in files if name.endswith(_MODULE_SUFFIXES))
+    return names
+
+
+def _outside(path: str, root: str) -> bool:
+    real = os.path.realpath(path)
+    return real != root and not real.startswith(root + os.sep)
+
+
+def preload(files: list[str], repo: str, candidate: str) -> list[str]:
+    """Import the libraries ``files`` import at their top level; the names imported."""
+    wanted: list[str] = []
+    for path in files:
+        if os.path.realpath(path) == candidate:
+            continue
+        try:
+            with open(path, encoding="utf-8") as handle:
+                wanted += top_level_imports(handle.read())
+        except (OSError, UnicodeDecodeError):
+            continue
+    local = repository_names(repo)
+    if local is None:
+        return []
+    wanted = [name for name in dict.fromkeys(wanted) if name.split(".")[0] not in local]
+    saved, root = sys.path[:], os.path.realpath(repo)
+    sys.path[:] = [entry for entry in saved if entry and _outside(entry, root)]
+    imported = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for name in wanted:
+                try:
+                    importlib.import_module(name)
+                except Exception:  # the test's own import meets it again, as in an unguarded run
+                    continue
+                imported.append(name)
+        _caught.extend(caught)
+    finally:
+        sys.path[:] = saved
+    return imported
+
+
+def replay() -> None:
+    """Raise again, once, the warnings the preloaded imports raised (pytest records them at collection)."""
+    caught, _caught[:] = _caught[:], []
+    if not caught:
+        return
+    modules = {getattr(m, "__file__", None): name for name, m in list(sys.modules.items())}
+    seen = set()
+    for item in caught:
+        key = (str(item.message), item.category, item.filename, item.lineno)
+        if key not in seen:  # raised in a loop, a warning is shown once per place, as the default filter does
+            seen.add(key)
+            warnings.warn_explicit(item.message, item.category, item.filename, item.lineno,
+                                   module=modules.get(item.filename), source=item.source)
