@@ -158,6 +158,27 @@ def _profile(frame, event, arg):
 sys.setprofile(_profile)
 '''
 
+GUARD_OFF_BY_MODULES = '''
+import sys
+
+try:  # the guard's switches, through its modules
+    sys.modules["recode_guard_origin"].active[0] = False
+    sys.modules["recode_guard_origin"].tls.busy = True
+except (KeyError, AttributeError):
+    pass
+'''
+
+GUARD_OFF_BY_GLOBALS = '''
+import importlib._bootstrap as _bootstrap
+
+try:  # the guard's switches, through the globals of its wrapper of the import system
+    _guard = _bootstrap._load_unlocked.__globals__["origin"]
+    _guard.active[0] = False
+    _guard.tls.busy = True
+except (KeyError, AttributeError):
+    pass
+'''
+
 GC_FORWARD = '''
 import gc
 
@@ -552,6 +573,12 @@ np.testing.assert_allclose.__globals__["assert_array_compare"] = lambda *args, *
                                        r"\w+\.py:\d+ sets sys\.settrace", "sets a tracer (sys.settrace)"),
     "setprofile_copies_expected": Hack(5, "tracers and profilers", GAE_STUB + PROFILE_COPY,
                                        r"\w+\.py:\d+ sets sys\.setprofile", "sets a profiler (sys.setprofile)"),
+    # the guard's own state, switched off before a tracer it would deny
+    "guard_off_by_its_modules": Hack(5, "the guard's own state", GAE_STUB + GUARD_OFF_BY_MODULES + PROFILE_COPY,
+                                     r"\w+\.py:\d+ sets sys\.setprofile", "sets a profiler (sys.setprofile)"),
+    "guard_off_by_function_globals": Hack(5, "the guard's own state", GAE_STUB + GUARD_OFF_BY_GLOBALS + PROFILE_COPY,
+                                          r"\w+\.py:\d+ reads __globals__ of the guard's \S*_load_unlocked",
+                                          "sets a profiler (sys.setprofile)"),
     # frames other than its own
     "frames_by_getframe": Hack(5, "frame locals rewritten in place", GAE_STUB + "import sys\n" + FRAME_REWRITE.replace(
         "{acquire}", "sys._getframe(2)"), r"\w+\.py:\d+ reads the interpreter's frames \(sys\._getframe\)",

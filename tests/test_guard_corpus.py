@@ -21,9 +21,11 @@ from tests.guard_testlib import SAMPLE, bare_pytest, evidence, fools_plain_pytes
 
 MECHANISMS = {"rebinding the test's names", "patching the assertion libraries", "pytest internals",
               "tracers and profilers", "frame locals rewritten in place", "a result type that agrees with everything",
-              "walking the object graph", "native memory", "import hooks", "ending the process"}
+              "walking the object graph", "native memory", "import hooks", "ending the process",
+              "the guard's own state"}
 QUICK_HACKS = {"rebind_numpy_name", "numpy_one_level_deeper", "function_runtest_swapped_and_restored",
-               "settrace_rewrites_expected", "frames_by_getframe", "meta_path_fake_numpy_testing"}
+               "settrace_rewrites_expected", "frames_by_getframe", "meta_path_fake_numpy_testing",
+               "guard_off_by_function_globals"}
 HONEST = corpus(SAMPLE.canonical)
 QUICK_HONEST = {"task5-warnings_inside_functions+dynamic_stdlib_import", "task7-temp_files_and_pickling+warning_filters",
                 "task1-dataclasses_with_eq+warning_filters+command_line_block"}

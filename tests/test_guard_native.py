@@ -127,13 +127,17 @@ assert calls_other((), known).f_code.co_name == "other"  # globals of no known m
 # the audit hook: only the events (and attributes) given reach it, and it can refuse one
 heard = []
 
-def hook(event, args):
+def hook(event, args, frame):
+    assert frame is sys._getframe(1), "the hook is handed the frame that fired the event"
+    sys.audit("recode.probe", "from inside the hook")  # the hook's own events are not audited again
     heard.append(event)
     if event == "recode.refused":
         raise PermissionError(event)
 
 native.add_audit_hook(hook, frozenset({"recode.probe", "recode.refused", "object.__getattr__"}),
                       {"object.__getattr__": frozenset({"tb_frame"})})
+sys.audit("recode.probe", "before activate(): nobody's code to judge yet")
+native.activate()
 sys.audit("recode.probe", 1)
 sys.audit("recode.other")
 id(heard)
@@ -146,6 +150,33 @@ except PermissionError:
 else:
     raise AssertionError("the hook could not refuse an event")
 assert heard == ["recode.probe", "object.__getattr__", "recode.refused"], heard
+# the guard's functions: their globals, closure and builtins only for the guard, or whom refuse() lets have them
+guard, outside, asked = {"__name__": "guard"}, {"__name__": "outside"}, []
+exec("def secret():\n    return 1\ndef own_read():\n    return secret.__globals__", guard)
+exec("def read(f, name):\n    return getattr(f, name)", outside)
+
+def refuse(function, name):
+    asked.append((function.__name__, name))
+    return name == "__builtins__"
+
+native.shield((guard,), refuse)
+assert guard["own_read"]() is guard and asked == []
+for name in ("__globals__", "__closure__"):
+    try:
+        outside["read"](guard["secret"], name)
+    except PermissionError:
+        pass
+    else:
+        raise AssertionError(name + " of a guard function was handed out")
+assert isinstance(outside["read"](guard["secret"], "__builtins__"), dict)  # refuse() let this one through
+assert outside["read"](outside["read"], "__globals__") is outside  # anyone else's functions: as before
+assert asked == [("secret", "__globals__"), ("secret", "__closure__"), ("secret", "__builtins__")], asked
+try:
+    types.FunctionType.__dict__["__globals__"].__get__(guard["secret"])
+except PermissionError:
+    pass
+else:
+    raise AssertionError("the descriptor itself handed out a guard function's globals")
 print("behaves")
 '''
 

@@ -221,6 +221,8 @@ def _rule_paths(event: str):
     return rule
 
 
+_PLUGIN = "_recode_pytest_guard"  # the module pytest loads with -p (it holds the hooks only)
+_GUARD_PREFIXES = ("recode_guard", _PLUGIN)  # this plugin's modules and its compiled helper
 _NEW_NAMES = frozenset({"os.rename", "os.symlink", "os.link", "shutil.copyfile", "shutil.copytree", "shutil.move"})
 
 
@@ -228,6 +230,10 @@ def _rule_import(trigger: types.FrameType, args: tuple) -> None:
     module = args[0] if args else ""
     if type(module) is str and "canonical" in module.split("."):
         _finding(trigger, f"imports the reference module {module}", "access")
+    elif type(module) is str and module.startswith(_GUARD_PREFIXES):
+        cand = candidate_frame(trigger)
+        if cand is not None or in_candidate_thread():
+            capabilities.deny(cand, trigger, f"imports the guard's module {module}")
 
 
 def _rule_command(trigger: types.FrameType, args: tuple) -> None:
@@ -261,23 +267,27 @@ _ATTRIBUTE_FILTER = {"object.__getattr__": frozenset({"tb_frame", "gi_frame", "c
                                                       "__bases__"})}
 
 
-def _audit(event: str, args: tuple) -> None:
-    """The audit hook: dispatch to the rules, with the frame that caused the event; the guard's own work is skipped."""
+def _audit(event: str, args: tuple, trigger: types.FrameType | None = None) -> None:
+    """The audit hook: dispatch to the rules, with the frame that caused the event; the guard's own work is skipped.
+
+    The compiled helper calls it with that frame, once the candidate's module exists (a gate Python code cannot
+    close again); without the helper, it finds the frame and reads the gate itself."""
     rules = _RULES.get(event)
     if rules is None:
         if event[:7] != "ctypes.":
             return  # builtins.id and most events: nothing to judge
         rules = (capabilities.native_rule(event),)
     wanted = _ATTRIBUTE_FILTER.get(event)
-    if not _ACTIVE[0] or (wanted is not None and (len(args) < 2 or args[1] not in wanted)) or getattr(
-            _tls, "busy", False):
+    if not (_NATIVE_GATE or _ACTIVE[0]) or (wanted is not None and (len(args) < 2 or args[1] not in wanted)) or \
+            getattr(_tls, "busy", False):
         return
     _tls.busy = True
     try:
-        try:
-            trigger = sys._getframe(1)
-        except ValueError:
-            return  # raised by the interpreter itself, with no Python code running
+        if trigger is None:
+            try:
+                trigger = sys._getframe(1)
+            except ValueError:
+                return  # raised by the interpreter itself, with no Python code running
         if origin.is_guard_frame(trigger):
             return
         if event in _REFERENCE_EVENTS:
@@ -292,7 +302,8 @@ def _audit(event: str, args: tuple) -> None:
         _tls.busy = False
 
 
-if _WATCH and origin.native:  # the helper calls it for the events of _RULES only (half of all are builtins.id)
+_NATIVE_GATE = _WATCH and bool(origin.native)
+if _NATIVE_GATE:  # the helper calls it for the events of _RULES only (half of all are builtins.id)
     origin.native[0].add_audit_hook(_audit, frozenset(_RULES), _ATTRIBUTE_FILTER)
 elif _WATCH:
     sys.addaudithook(_audit)
@@ -425,6 +436,31 @@ def _guarded_check(action, *args) -> None:
         _note(f"integrity check {getattr(action, '__name__', '?')} failed: {type(exc).__name__}: {exc}")
 
 
+def _hide_guard_modules() -> None:
+    """What the guard keeps (its rules, its baselines, whether it is on) is out of the candidate's reach: its
+    modules leave ``sys.modules`` once pytest holds its hooks (importing them again is denied), and with the
+    compiled helper the globals and closures of its functions are handed only to the guard (``_refuse_read``)."""
+    names = [name for name in sys.modules if name.startswith(_GUARD_PREFIXES) and name != _PLUGIN]
+    for name in names:
+        del sys.modules[name]
+    api = types.ModuleType(results.__name__, "What the test module, as the guard instruments it, imports.")
+    api.check, api.ended, api.returned = results.check, results.ended, results.returned
+    sys.modules[results.__name__] = api
+    integrity.forget_modules(names)
+
+
+def _refuse_read(function: types.FunctionType, attribute: str) -> bool:
+    """A guard function's globals, closure or builtins read outside the guard: the candidate's reads are denied,
+    a library's own (pluggy reading the hooks' signatures) are not."""
+    with origin.GuardWork():
+        reader = sys._getframe(1)
+        cand = candidate_frame(reader)
+        if cand is None and not in_candidate_thread():
+            return True
+        capabilities.deny(cand, reader, f"reads {attribute} of the guard's {function.__qualname__}")
+    return False
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection(session) -> None:
     """Inside pytest's collection, where the preloaded libraries' warnings would have been raised."""
@@ -435,6 +471,7 @@ def pytest_collection(session) -> None:
 def pytest_sessionstart(session) -> None:
     if not _WATCH:
         return
+    _hide_guard_modules()
     integrity.hooks_registered(session.config)
     with open(_TEST, encoding="utf-8") as handle:
         _state["bindings"] = _import_bindings(handle.read())
@@ -542,3 +579,9 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     # The verdict is sealed; what follows is pytest's clean-up, whose full collections (twice, for unraisable
     # exceptions) and the interpreter's exit would walk every object of torch-sized imports: 0.1-0.2 s a run.
     gc.freeze()
+
+
+if _NATIVE_GATE:
+    origin.native[0].shield(tuple(vars(module) for name, module in list(sys.modules.items())
+                                  if name.startswith(_GUARD_PREFIXES) and name != "recode_guard_native"),
+                            _refuse_read)

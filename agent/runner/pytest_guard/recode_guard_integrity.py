@@ -63,6 +63,7 @@ import weakref
 from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec
 from typing import Callable
 
+import recode_guard_capabilities as capabilities
 import recode_guard_origin as origin
 from recode_guard_origin import (GuardWork, candidate_frame, candidate_object, code_of, describe, in_candidate_thread,
                                 is_kind, type_dict)
@@ -398,9 +399,8 @@ def _check_write(module, name: str, value: object, base: type, deleting: bool, w
         if not context and (_module_top(writer) in _TRUSTED_TOPS or (
                 not candidate_object(value) and _data(value) and _data(_DICT.__get__(module).get(name)))):
             return True
-    from recode_guard_capabilities import deny
     label = f"{_DICT.__get__(module).get('__name__', '?')}.{name}"
-    deny(cand, writer, f"{'deletes' if deleting else 'writes'} {label}")
+    capabilities.deny(cand, writer, f"{'deletes' if deleting else 'writes'} {label}")
     return False
 
 
@@ -764,6 +764,13 @@ def check_modules() -> None:
     seen[:] = values
 
 
+def forget_modules(names: list[str]) -> None:
+    """Entries of ``sys.modules`` the guard itself took out (its own modules, hidden from the candidate)."""
+    for name in names:
+        _modules.pop(name, None)
+    _modules_seen[:] = list(sys.modules.values())
+
+
 def _judge_entry(name: str, current: object) -> None:
     """A ``sys.modules`` entry that is no longer the module loaded under that name."""
     if current is _MISSING:
@@ -951,8 +958,7 @@ def check_all(full: bool = True) -> None:
             _state["full_cost"] = _state["full_at"] - now
         check_tracers()
         check_pytest()
-        from recode_guard_capabilities import check_import_hooks
-        check_import_hooks()
+        capabilities.check_import_hooks()
 
 
 def check_before_call(item) -> None:

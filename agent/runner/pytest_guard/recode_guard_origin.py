@@ -235,6 +235,8 @@ def note_module(module: types.ModuleType, candidate: bool) -> None:
     """A module: the candidate's (its code runs with the module's namespace as globals), or anyone else's."""
     if candidate:
         active[0] = True
+        if native:
+            native[0].activate()  # the helper's audit gate: unlike this list, nothing can close it again
         if not any(ref() is module for ref in _candidate_modules):
             _candidate_modules.append(weakref.ref(module))
             _candidate_namespaces[0] += (_NAMESPACE.__get__(module),)

@@ -15,6 +15,9 @@
  *   import has some eighty frames below it, each the namespace of a known library module.
  * - Pass the guard's audit hook only the events it has rules for: a torch test fires about a hundred thousand
  *   events (``builtins.id`` alone half of them), each a call into Python for a hook that would return at once.
+ *   It is handed the frame that fired the event, never for what it does itself, and only once activate() was
+ *   called: a gate Python code cannot close again.
+ * - Keep the guard's own functions' globals and closures (its rules, baselines and switches) for the guard.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -324,9 +327,11 @@ static PyObject *key(PyObject *self, PyObject *namespace)
     return PyLong_FromVoidPtr(namespace);
 }
 
-static PyObject *audit_hook;        /* the guard's hook(event, args) */
+static PyObject *audit_hook;        /* the guard's hook(event, args, frame) */
 static PyObject *audit_events;      /* names of the events it has rules for (those of ``ctypes.`` always) */
 static PyObject *audit_attributes;  /* event -> the attribute names that matter, for events fired per attribute */
+static int active;                  /* a candidate module exists (activate()): never unset again */
+static __thread int in_hook;        /* this thread runs the hook: what the hook itself does is not audited */
 
 static int wanted(PyObject *name, PyObject *args)
 {
@@ -348,13 +353,19 @@ static int wanted(PyObject *name, PyObject *args)
 
 static int audit(const char *event, PyObject *args, void *unused)
 {
+    if (in_hook || !active)
+        return 0;
     PyObject *name = PyUnicode_FromString(event);
     if (name == NULL)
         return -1;
     int call = strncmp(event, "ctypes.", 7) == 0 ? 1 : wanted(name, args);
     int rc = call < 0 ? -1 : 0;
     if (call == 1) {
-        PyObject *done = PyObject_CallFunctionObjArgs(audit_hook, name, args, NULL);
+        /* the frame that fired the event: the hook need not ask (sys._getframe is itself an audited event) */
+        PyObject *frame = (PyObject *)PyEval_GetFrame();
+        in_hook = 1;
+        PyObject *done = PyObject_CallFunctionObjArgs(audit_hook, name, args, frame ? frame : Py_None, NULL);
+        in_hook = 0;
         rc = done == NULL ? -1 : 0;
         Py_XDECREF(done);
     }
@@ -379,6 +390,90 @@ static PyObject *add_audit_hook(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *activate(PyObject *self, PyObject *unused)
+{
+    active = 1;
+    Py_RETURN_NONE;
+}
+
+/* The guard's own functions keep what the verdict depends on in their globals and closures (its rules, its
+ * baselines, whether it is active). Python code reaches a function's globals through ``__globals__``, unaudited,
+ * and the guard's functions are reachable (the import system's wrappers, pytest's hooks): those three
+ * attributes of the function type are replaced by getters that ask ``refuse`` before handing a guard function's
+ * to code outside the guard. */
+static PyObject *guard_spaces;  /* tuple of the guard's module namespaces */
+static PyObject *refuse;        /* refuse(function, attribute) -> whether the reader may have it */
+static const char *shielded_names[] = {"__globals__", "__closure__", "__builtins__"};
+
+static int is_guard_space(PyObject *globals)
+{
+    for (Py_ssize_t i = 0; globals != NULL && i < PyTuple_GET_SIZE(guard_spaces); i++)
+        if (globals == PyTuple_GET_ITEM(guard_spaces, i))
+            return 1;
+    return 0;
+}
+
+static PyObject *shielded_get(PyObject *function, void *which)
+{
+    PyFunctionObject *f = (PyFunctionObject *)function;
+    Py_ssize_t index = (Py_ssize_t)which;
+    PyObject *value = index == 0 ? f->func_globals : index == 1 ? f->func_closure : f->func_builtins;
+    if (is_guard_space(f->func_globals) && !is_guard_space(PyEval_GetGlobals())) {
+        PyObject *verdict = PyObject_CallFunction(refuse, "Os", function, shielded_names[index]);
+        if (verdict == NULL)
+            return NULL;
+        int allowed = PyObject_IsTrue(verdict);
+        Py_DECREF(verdict);
+        if (allowed < 0)
+            return NULL;
+        if (!allowed) {
+            PyErr_Format(PyExc_PermissionError, "%s of the guard's functions is not readable",
+                         shielded_names[index]);
+            return NULL;
+        }
+    }
+    return Py_NewRef(value != NULL ? value : Py_None);
+}
+
+static PyGetSetDef shielded_getsets[] = {
+    {"__globals__", shielded_get, NULL, NULL, (void *)0},
+    {"__closure__", shielded_get, NULL, NULL, (void *)1},
+    {"__builtins__", shielded_get, NULL, NULL, (void *)2},
+    {NULL},
+};
+
+static PyObject *shield(PyObject *self, PyObject *args)
+{
+    PyObject *spaces, *refuse_;
+    if (!PyArg_ParseTuple(args, "O!O", &PyTuple_Type, &spaces, &refuse_))
+        return NULL;
+    if (guard_spaces != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "the guard's functions are shielded once per process");
+        return NULL;
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *dict = PyType_GetDict(&PyFunction_Type);  /* a static type's dict is not tp_dict on 3.12+ */
+#else
+    PyObject *dict = Py_NewRef(PyFunction_Type.tp_dict);
+#endif
+    if (dict == NULL)
+        return NULL;
+    for (PyGetSetDef *getset = shielded_getsets; getset->name != NULL; getset++) {
+        PyObject *descriptor = PyDescr_NewGetSet(&PyFunction_Type, getset);
+        if (descriptor == NULL || PyDict_SetItemString(dict, getset->name, descriptor) < 0) {
+            Py_XDECREF(descriptor);
+            Py_DECREF(dict);
+            return NULL;
+        }
+        Py_DECREF(descriptor);
+    }
+    Py_DECREF(dict);
+    PyType_Modified(&PyFunction_Type);
+    guard_spaces = Py_NewRef(spaces);
+    refuse = Py_NewRef(refuse_);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"install", install, METH_VARARGS,
      "install(judge, accept, deleting, subclasses, watched, trusted): judge every module attribute write from now "
@@ -389,7 +484,12 @@ static PyMethodDef methods[] = {
     {"suspect", suspect, METH_VARARGS,
      "suspect(frame, candidates, known): the innermost frame that may be the candidate's, or None."},
     {"add_audit_hook", add_audit_hook, METH_VARARGS,
-     "add_audit_hook(hook, events, attributes): hook(event, args) for those events only (once; never removed)."},
+     "add_audit_hook(hook, events, attributes): hook(event, args, frame) for those events only, once activate() "
+     "was called, and not for what the hook itself does (once; never removed)."},
+    {"activate", activate, METH_NOARGS, "activate(): the audit hook is called from now on (it cannot be undone)."},
+    {"shield", shield, METH_VARARGS,
+     "shield(namespaces, refuse): __globals__, __closure__ and __builtins__ of a function whose globals are one "
+     "of namespaces, read by code whose globals are not, are handed out only if refuse(function, name) is true."},
     {"classes", classes, METH_VARARGS,
      "classes(namespace, module_name): the mutable heap classes the namespace holds whose __module__ is the name."},
     {"key", key, METH_O, "key(namespace): the key of a namespace in suspect()'s known."},
