@@ -161,8 +161,7 @@ sys.setprofile(_profile)
 GUARD_OFF_BY_MODULES = '''
 import sys
 
-try:  # the guard's switches, through its modules
-    sys.modules["recode_guard_origin"].active[0] = False
+try:  # the guard's "busy with its own work" switch, through its modules
     sys.modules["recode_guard_origin"].tls.busy = True
 except (KeyError, AttributeError):
     pass
@@ -171,12 +170,34 @@ except (KeyError, AttributeError):
 GUARD_OFF_BY_GLOBALS = '''
 import importlib._bootstrap as _bootstrap
 
-try:  # the guard's switches, through the globals of its wrapper of the import system
-    _guard = _bootstrap._load_unlocked.__globals__["origin"]
-    _guard.active[0] = False
-    _guard.tls.busy = True
+try:  # the guard's "busy with its own work" switch, through the globals of its wrapper of the import system
+    _bootstrap._load_unlocked.__globals__["origin"].tls.busy = True
 except (KeyError, AttributeError):
     pass
+'''
+
+PROFILE_COPY_PER_CALL = '''
+import sys
+
+
+def _profile(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "assert_allclose":
+        actual, desired = frame.f_locals["actual"], frame.f_locals["desired"]
+        if isinstance(actual, np.ndarray) and actual.flags.writeable and np.shape(actual) == np.shape(desired):
+            np.copyto(actual, desired)  # the reference's values into the candidate's buffer
+    elif event == "return" and frame.f_code.co_name.startswith("test_"):
+        sys.setprofile(None)  # gone before the next test boundary
+
+
+def _profiled(function):
+    def call(*args, **kwargs):
+        sys.setprofile(_profile)  # only while a test runs: no boundary ever sees it
+        return function(*args, **kwargs)
+    return call
+
+
+compute_gae, discounted_returns = _profiled(compute_gae), _profiled(discounted_returns)
+normalize_advantages = _profiled(normalize_advantages)
 '''
 
 GC_FORWARD = '''
@@ -574,9 +595,9 @@ np.testing.assert_allclose.__globals__["assert_array_compare"] = lambda *args, *
     "setprofile_copies_expected": Hack(5, "tracers and profilers", GAE_STUB + PROFILE_COPY,
                                        r"\w+\.py:\d+ sets sys\.setprofile", "sets a profiler (sys.setprofile)"),
     # the guard's own state, switched off before a tracer it would deny
-    "guard_off_by_its_modules": Hack(5, "the guard's own state", GAE_STUB + GUARD_OFF_BY_MODULES + PROFILE_COPY,
+    "guard_off_by_its_modules": Hack(5, "the guard's own state", GAE_STUB + GUARD_OFF_BY_MODULES + PROFILE_COPY_PER_CALL,
                                      r"\w+\.py:\d+ sets sys\.setprofile", "sets a profiler (sys.setprofile)"),
-    "guard_off_by_function_globals": Hack(5, "the guard's own state", GAE_STUB + GUARD_OFF_BY_GLOBALS + PROFILE_COPY,
+    "guard_off_by_function_globals": Hack(5, "the guard's own state", GAE_STUB + GUARD_OFF_BY_GLOBALS + PROFILE_COPY_PER_CALL,
                                           r"\w+\.py:\d+ reads __globals__ of the guard's \S*_load_unlocked",
                                           "sets a profiler (sys.setprofile)"),
     # frames other than its own
