@@ -105,7 +105,12 @@ class Foreign:
     pass
 
 Foreign.__module__ = "elsewhere"
-assert native.classes({"a": Mine, "b": Foreign, "c": int, "d": 1, "e": types.SimpleNamespace}, __name__) == [Mine]
+positions, owners, tags, bases = {}, [], array.array("Q"), []
+namespace = {"a": Mine, "b": Foreign, "c": int, "d": 1, "e": types.SimpleNamespace}
+assert native.adopt_classes(namespace, __name__, positions, owners, tags, bases) == 1
+assert positions == {Mine: 0} and owners == [Mine] and tags[0] == native.version(Mine)
+assert bases == [dict(vars(Mine))] and bases[0] is not Mine.__dict__
+assert native.adopt_classes(namespace, __name__, positions, owners, tags, bases) == 0  # each class once
 
 # stack walks: frames in known namespaces are skipped, the candidate's and unknown ones are returned
 here = globals()

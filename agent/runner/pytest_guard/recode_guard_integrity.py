@@ -108,10 +108,12 @@ class _Space:
                  "blocks")
 
     def __init__(self, label: str, owner: object, mapping, kind: str, module: types.ModuleType,
-                 protection: object = _UNKNOWN) -> None:
+                 protection: object = _UNKNOWN, base: dict | None = None, version: int | None = None) -> None:
         self.label, self.owner, self.mapping, self.kind, self.module = label, owner, mapping, kind, module
-        self.version = _native[0].version(owner) if _native else 0  # read first: a later change shows
-        self.base = mapping.copy()  # a class's mappingproxy copies its dict in C
+        if base is None:
+            version = _native[0].version(owner) if _native else 0  # read first: a later change shows
+            base = mapping.copy()  # a class's mappingproxy copies its dict in C
+        self.version, self.base = version, base
         self.volatile = False
         self.protection = protection
         self.blocks: list = []
@@ -190,11 +192,56 @@ class _TaggedBlock:
         return found
 
 
+class _ClassTable:
+    """Every class of the watched modules, with the compiled helper: the class, its dict's version tag and the
+    baseline of its dict side by side, appended in C as each module is adopted (a torch test defines thousands).
+    A class gets its ``_Space`` only when its tag first moves, or when a check asks for it by name."""
+
+    def __init__(self) -> None:
+        self.positions: dict[type, int] = {}
+        self.owners: list[type] = []
+        self.tags = array.array("Q")
+        self.bases: list[dict | None] = []
+        self.modules: list[_Space] = []
+        self.stale = False  # the blocks' protocol (``_Space.rebase``): the table keeps no copy to refresh
+
+    def adopt(self, module: _Space) -> None:
+        added = _native[0].adopt_classes(module.mapping, module.label, self.positions, self.owners, self.tags,
+                                         self.bases)
+        self.modules.extend(itertools.repeat(module, added))
+
+    def space(self, owner: type) -> _Space | None:
+        space = _by_owner.get(owner)
+        position = self.positions.get(owner)
+        if space is None and position is not None:
+            module = self.modules[position]
+            label = f"{module.label}.{_QUALNAME.__get__(owner)}"
+            space = _Space(label, owner, type_dict(owner), "class", module.module,
+                           module.protection or _name_protection(label, "class"), self.bases[position],
+                           self.tags[position])
+            self.bases[position] = None  # the space's now
+            space.blocks.append(self)
+            _by_owner[owner] = space
+        return space
+
+    def changed(self) -> list[_Space]:
+        found = []
+        for position in _native[0].changed(self.owners, self.tags):
+            space = self.space(self.owners[position])
+            version = _native[0].version(space.owner)
+            if space.unchanged():
+                self.tags[position] = version
+            else:
+                found.append(space)
+        return found
+
+
 BLOCK_SIZE = 64
 _native = origin.native  # the compiled helper (recode_guard_native), when the runner could build it
 # every module's and class's namespace; those the verdict runs through (compared at every test boundary, the rest
 # after collection, at the end and now and then between tests); those changed once (compared before each call)
 _blocks: dict[str, list] = {"module": [], "class": [], "hot": [], "volatile": []}
+_classes: list[_ClassTable] = []  # with the helper, the one table of every class ("class" blocks are it)
 _by_owner: dict[object, _Space] = {}  # modules and classes hash by identity: no id() (an audit event)
 _self_written: dict[tuple[object, str], bool] = {}
 _guarded: dict[type, type] = {}
@@ -227,6 +274,8 @@ def configure(report: Callable[[str], None], *, test: str, references: tuple[str
             trusted = tuple(namespace for name, m in list(sys.modules.items())
                             if name.split(".")[0] in _IMPORT_SYSTEM and (namespace := _real_dict(m)) is not None)
             _native[0].install(_judge_write, accept, _DELETING, _module_classes(types.ModuleType), _by_owner, trusted)
+            _classes.append(_ClassTable())
+            _blocks["class"].append(_classes[0])
         _patch_import_system()
         for module in loaded:
             adopt(module)
@@ -482,9 +531,13 @@ _QUALNAME = type.__dict__["__qualname__"]
 
 
 def _adopt_classes(module: _Space, hot: bool) -> None:
-    """The classes ``module`` defines: hot and protected as their module is (or as a verdict class)."""
+    """The classes ``module`` defines: hot and protected as their module is (or as a verdict class). With the
+    helper every namespace is compared at every boundary: the table has them all, none is hot."""
+    if _classes:
+        _classes[0].adopt(module)
+        return
     namespace, module_name = module.mapping, module.label
-    for value in _native[0].classes(namespace, module_name) if _native else _own_classes(namespace, module_name):
+    for value in _own_classes(namespace, module_name):
         if value not in _by_owner:
             label = f"{module_name}.{_QUALNAME.__get__(value)}"
             protection = module.protection or _name_protection(label, "class")
@@ -967,7 +1020,7 @@ def check_before_call(item) -> None:
         check_tracers()
         check_pytest(item)
         for klass in type(item).__mro__:
-            space = _by_owner.get(klass)
+            space = _classes[0].space(klass) if _classes else _by_owner.get(klass)
             if space is not None and not space.unchanged():
                 _judge(space)
         _check_blocks(_blocks["volatile"])

@@ -285,16 +285,13 @@ static PyObject *suspect(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* classes(namespace, module_name): the classes a module's namespace holds that it defines (``__module__`` is its
+/* own_classes(namespace, module_name): the classes a module's namespace holds that it defines (``__module__`` is its
  * name) and that can change (heap types, not immutable): one pass where torch's ~1,300 namespaces hold some
  * hundred thousand values. */
 static PyObject *module_key;  /* "__module__", interned */
 
-static PyObject *classes(PyObject *self, PyObject *args)
+static PyObject *own_classes(PyObject *namespace, PyObject *module_name)
 {
-    PyObject *namespace, *module_name;
-    if (!PyArg_ParseTuple(args, "O!O", &PyDict_Type, &namespace, &module_name))
-        return NULL;
     PyObject *found = PyList_New(0);
     PyObject *value;
     Py_ssize_t position = 0;
@@ -320,6 +317,47 @@ static PyObject *classes(PyObject *self, PyObject *args)
         Py_DECREF(value);
     }
     return found;
+}
+
+/* adopt_classes(namespace, module_name, positions, owners, tags, bases): the baseline of each class own_classes()
+ * finds that ``positions`` does not hold yet, appended where the guard keeps them: its position, the class,
+ * its dict's version tag (read first: a change while copying shows) and a copy of its dict. How many were added. */
+static int adopt_class(PyObject *type, PyObject *positions, PyObject *owners, PyObject *tags, PyObject *bases)
+{
+    PyObject *position = PyLong_FromSsize_t(PyList_GET_SIZE(owners));
+    PyObject *tag = PyLong_FromUnsignedLongLong((unsigned long long)VERSION_TAG(((PyTypeObject *)type)->tp_dict));
+    PyObject *base = PyDict_Copy(((PyTypeObject *)type)->tp_dict);
+    PyObject *done = position && tag && base ? PyObject_CallMethod(tags, "append", "O", tag) : NULL;
+    int rc = done != NULL && PyDict_SetItem(positions, type, position) == 0 && PyList_Append(owners, type) == 0 &&
+        PyList_Append(bases, base) == 0 ? 0 : -1;
+    Py_XDECREF(done);
+    Py_XDECREF(base);
+    Py_XDECREF(tag);
+    Py_XDECREF(position);
+    return rc;
+}
+
+static PyObject *adopt_classes(PyObject *self, PyObject *args)
+{
+    PyObject *namespace, *module_name, *positions, *owners, *tags, *bases;
+    if (!PyArg_ParseTuple(args, "O!OO!O!OO!", &PyDict_Type, &namespace, &module_name, &PyDict_Type, &positions,
+                          &PyList_Type, &owners, &tags, &PyList_Type, &bases))
+        return NULL;
+    PyObject *found = own_classes(namespace, module_name);
+    if (found == NULL)
+        return NULL;
+    Py_ssize_t added = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(found); i++) {
+        PyObject *type = PyList_GET_ITEM(found, i);
+        int known = PyDict_Contains(positions, type);
+        if (known < 0 || (!known && adopt_class(type, positions, owners, tags, bases) < 0)) {
+            Py_DECREF(found);
+            return NULL;
+        }
+        added += !known;
+    }
+    Py_DECREF(found);
+    return PyLong_FromSsize_t(added);
 }
 
 static PyObject *key(PyObject *self, PyObject *namespace)
@@ -490,8 +528,9 @@ static PyMethodDef methods[] = {
     {"shield", shield, METH_VARARGS,
      "shield(namespaces, refuse): __globals__, __closure__ and __builtins__ of a function whose globals are one "
      "of namespaces, read by code whose globals are not, are handed out only if refuse(function, name) is true."},
-    {"classes", classes, METH_VARARGS,
-     "classes(namespace, module_name): the mutable heap classes the namespace holds whose __module__ is the name."},
+    {"adopt_classes", adopt_classes, METH_VARARGS,
+     "adopt_classes(namespace, module_name, positions, owners, tags, bases): append the baseline of each mutable "
+     "heap class the namespace holds whose __module__ is the name, not in positions yet (position, class, version tag, copy of its dict); how many."},
     {"key", key, METH_O, "key(namespace): the key of a namespace in suspect()'s known."},
     {NULL, NULL, 0, NULL},
 };
