@@ -92,7 +92,6 @@ _state: dict[str, object] = {}
 _tls = origin.tls
 _ACTIVE = origin.active  # the rules apply once the candidate's module exists
 _write = os.write
-_NAMESPACE = types.ModuleType.__dict__["__dict__"]
 
 
 def _write_line(text: str) -> None:
@@ -347,12 +346,11 @@ def _from_reference(module: str, attribute: str | None) -> bool:
 
 def _modules_by_file(paths: tuple[str, ...]) -> dict[str, list[types.ModuleType]]:
     """Loaded modules whose file is one of ``paths`` (basename compared first: realpath costs a stat per part)."""
-    names = {os.path.basename(p) for p in paths}
+    endings = tuple(os.path.basename(p) for p in paths)
     found: dict[str, list[types.ModuleType]] = {p: [] for p in paths}
     for module in list(sys.modules.values()):
-        namespace = _NAMESPACE.__get__(module) if origin.is_kind(module, types.ModuleType) else {}
-        file = namespace.get("__file__")  # read from the namespace: a lazy module would import on a missing attribute
-        if isinstance(file, str) and os.path.basename(file) in names:
+        file = origin.module_file(module)
+        if isinstance(file, str) and file.endswith(endings) and os.path.basename(file) in endings:
             real = _REAL(file)
             if real in found:
                 found[real].append(module)
@@ -484,8 +482,8 @@ def _adopt_embedded_references() -> None:
     """Reference modules the test ran from sources of its own (a ``*_ref.py`` path in the working copy that
     the import system did not compile from a file) are instrumented now, before any test runs."""
     for module in list(sys.modules.values()):
-        file = getattr(module, "__file__", None)
-        if not (isinstance(file, str) and _REFERENCE_NAME.search(os.path.basename(file))
+        file = origin.module_file(module)
+        if not (isinstance(file, str) and file[-3:].lower() == ".py" and _REFERENCE_NAME.search(os.path.basename(file))
                 and _REAL(file).startswith(_REPO)) or reference.is_reference_file(file):
             continue
         source = getattr(getattr(module, "__loader__", None), "source", None)

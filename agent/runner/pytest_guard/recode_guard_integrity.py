@@ -217,7 +217,7 @@ class _ClassTable:
             module = self.modules[position]
             label = f"{module.label}.{_QUALNAME.__get__(owner)}"
             space = _Space(label, owner, type_dict(owner), "class", module.module,
-                           module.protection or _name_protection(label, "class"), self.bases[position],
+                           _protected_kind(module) or _name_protection(label, "class"), self.bases[position],
                            self.tags[position])
             self.bases[position] = None  # the space's now
             space.blocks.append(self)
@@ -520,8 +520,11 @@ def adopt(module: types.ModuleType) -> None:
     name = namespace.get("__name__", "?")
     origin.note_module(module, candidate=False)
     space = _Space(name, module, namespace, "module", module)
-    if _native:
+    if _classes:  # the helper: every namespace is compared at every boundary, none needs to be hot
         _judged.add(module)
+        _watch(space, False)
+        _classes[0].adopt(space)
+        return
     hot = _is_hot(space)
     _watch(space, hot)
     _adopt_classes(space, hot)
@@ -531,11 +534,7 @@ _QUALNAME = type.__dict__["__qualname__"]
 
 
 def _adopt_classes(module: _Space, hot: bool) -> None:
-    """The classes ``module`` defines: hot and protected as their module is (or as a verdict class). With the
-    helper every namespace is compared at every boundary: the table has them all, none is hot."""
-    if _classes:
-        _classes[0].adopt(module)
-        return
+    """The classes ``module`` defines: hot and protected as their module is (or as a verdict class)."""
     namespace, module_name = module.mapping, module.label
     for value in _own_classes(namespace, module_name):
         if value not in _by_owner:
@@ -792,13 +791,13 @@ def check_modules() -> None:
     seen, values = _modules_seen, list(sys.modules.values())  # one C call: another thread cannot interleave
     if len(values) >= len(seen) and all(map(operator.is_, values, seen)):
         entries = list(sys.modules.items())[len(seen):]  # the common change: modules imported since, appended
-    else:
-        now = sys.modules
-        for name, module in list(_modules.items()):
-            current = now.get(name, _MISSING)
-            if current is not module:
-                _judge_entry(name, current)
-        entries = list(now.items())
+    else:  # reordered (the import system pops and re-inserts each module it loads) or changed: compared in C
+        now = dict(sys.modules)
+        names, loaded = list(_modules), list(_modules.values())
+        current = list(map(now.get, names, itertools.repeat(_MISSING)))
+        for name, value in itertools.compress(zip(names, current), map(operator.is_not, current, loaded)):
+            _judge_entry(name, value)
+        entries = [(name, now[name]) for name in now.keys() - _modules.keys()]
     for name, module in entries:
         if name in _modules:
             if _modules[name] is not module:

@@ -151,6 +151,14 @@ def is_kind(value: object, kinds) -> bool:
     return issubclass(type(value), kinds)
 
 
+def module_file(value: object) -> object:
+    """A module's ``__file__``, read from its namespace: a lazy module's ``__getattr__`` does not run."""
+    if not is_kind(value, types.ModuleType):
+        return None
+    namespace = _NAMESPACE.__get__(value)
+    return namespace.get("__file__") if type(namespace) is dict else None
+
+
 def code_of(value: object) -> types.CodeType | None:
     """The code a callable runs (functions, methods, class/static methods, property getters, partials), read
     through the descriptors of those builtin types, so nothing of the value's own runs."""

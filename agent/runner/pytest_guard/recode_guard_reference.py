@@ -61,6 +61,7 @@ def configure(*, candidate: str, references: tuple[str, ...], report: Callable[[
     """Set the watched files and the channel writers, then take over compiling the reference."""
     _config.update(candidate=candidate, references=frozenset(references), report=report, note=note,
                    names=frozenset(os.path.basename(p) for p in references),
+                   endings=tuple(os.path.basename(p) for p in references),
                    blocks=_reference_blocks(references))
     _patch_loader()
 
@@ -68,7 +69,8 @@ def configure(*, candidate: str, references: tuple[str, ...], report: Callable[[
 # ------------------------------------------------------------ frame origins
 
 def is_reference_file(path: object) -> bool:
-    if not isinstance(path, str) or os.path.basename(path) not in _config["names"]:
+    if not isinstance(path, str) or not path.endswith(_config["endings"]) or \
+            os.path.basename(path) not in _config["names"]:
         return False
     known = _file_is_reference.get(path)
     if known is None:
@@ -384,7 +386,7 @@ def reference_modules() -> list[types.ModuleType]:
     if _config.get("loaded") != loaded:
         _config["loaded"] = loaded
         _config["reference_modules"] = [m for m in list(sys.modules.values())
-                                        if is_reference_file(getattr(m, "__file__", None))]
+                                        if is_reference_file(origin.module_file(m))]
     return _config["reference_modules"]
 
 
