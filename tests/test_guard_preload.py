@@ -3,6 +3,7 @@ only the test's and the reference's top-level imports, never from the repository
 could provide, and the warnings they raise reach pytest's collection as if the test had imported them."""
 from __future__ import annotations
 
+import ast
 import sys
 import warnings
 from pathlib import Path
@@ -40,8 +41,15 @@ def test_top_level_imports_are_the_absolute_names_of_top_level_statements() -> N
     source = ("import os, numpy.linalg as la\nfrom torch.nn import functional\nfrom . import sibling\n"
               "try:\n    import scipy\nexcept ImportError:\n    pass\n"
               "def f():\n    import json\n")
-    assert preload.top_level_imports(source) == ["os", "numpy.linalg", "torch.nn"]
-    assert preload.top_level_imports("def broken(:\n") == []
+    assert preload.top_level_imports(ast.parse(source)) == ["os", "numpy.linalg", "torch.nn"]
+
+
+def test_files_are_parsed_once_and_unreadable_ones_not_at_all(tmp_path: Path) -> None:
+    good, broken = tmp_path / "good test.py", tmp_path / "broken.py"
+    good.write_text("import json\n")
+    broken.write_text("def broken(:\n")
+    assert preload.parse(str(good)) is preload.parse(str(good))
+    assert preload.parse(str(broken)) is None and preload.parse(str(tmp_path / "missing.py")) is None
 
 
 def test_repository_names_cover_modules_and_folders(tmp_path: Path) -> None:

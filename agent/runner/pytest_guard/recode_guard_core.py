@@ -310,12 +310,11 @@ elif _WATCH:
 
 # ------------------------------------------------------------- the test and the reference
 
-def _import_bindings(source: str) -> tuple[list[tuple[str, str, str | None]], bool, dict[str, set[str]]]:
+def _import_bindings(tree: ast.Module) -> tuple[list[tuple[str, str, str | None]], bool, dict[str, set[str]]]:
     """What test.py binds by importing: (bound name, module, imported attribute or None) per name,
     whether it has a star import, and the attributes it reads on each imported name."""
     bindings: list[tuple[str, str, str | None]] = []
     star = False
-    tree = ast.parse(source)
     for node in tree.body:
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -471,8 +470,7 @@ def pytest_sessionstart(session) -> None:
         return
     _hide_guard_modules()
     integrity.hooks_registered(session.config)
-    with open(_TEST, encoding="utf-8") as handle:
-        _state["bindings"] = _import_bindings(handle.read())
+    _state["bindings"] = _import_bindings(preload.parse(_TEST) or ast.Module(body=[], type_ignores=[]))
 
 
 _REFERENCE_NAME = re.compile(r"(^|_)(ref|reference)\.py$", re.IGNORECASE)

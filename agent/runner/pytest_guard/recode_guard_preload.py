@@ -19,6 +19,7 @@ its report reads as when the test imported them itself.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import os
 import sys
@@ -30,13 +31,19 @@ _MAX_REPOSITORY_ENTRIES = 50_000  # a larger repository is not walked: nothing i
 _caught: list[warnings.WarningMessage] = []
 
 
-def top_level_imports(source: str) -> list[str]:
+@functools.lru_cache(maxsize=None)
+def parse(path: str) -> ast.Module | None:
+    """The syntax tree of a file the guard reads (the test's: here and for its bindings), parsed once."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return ast.parse(handle.read())
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+
+
+def top_level_imports(tree: ast.Module) -> list[str]:
     """Absolute module names a file imports in its top-level statements, in order (``import a.b`` gives
     ``a.b``, ``from a.b import c`` gives ``a.b``)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return []
     names: list[str] = []
     for node in tree.body:
         if isinstance(node, ast.Import):
@@ -69,13 +76,8 @@ def preload(files: list[str], repo: str, candidate: str) -> list[str]:
     """Import the libraries ``files`` import at their top level; the names imported."""
     wanted: list[str] = []
     for path in files:
-        if os.path.realpath(path) == candidate:
-            continue
-        try:
-            with open(path, encoding="utf-8") as handle:
-                wanted += top_level_imports(handle.read())
-        except (OSError, UnicodeDecodeError):
-            continue
+        tree = parse(path) if os.path.realpath(path) != candidate else None
+        wanted += top_level_imports(tree) if tree is not None else []
     local = repository_names(repo)
     if local is None:
         return []
