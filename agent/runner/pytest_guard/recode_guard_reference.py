@@ -60,8 +60,7 @@ def configure(*, candidate: str, references: tuple[str, ...], report: Callable[[
               note: Callable[[str], None]) -> None:
     """Set the watched files and the channel writers, then take over compiling the reference."""
     _config.update(candidate=candidate, references=frozenset(references), report=report, note=note,
-                   names=frozenset(os.path.basename(p) for p in references),
-                   endings=tuple(os.path.basename(p) for p in references),
+                   names=tuple({os.path.basename(p) for p in references}),  # str.endswith takes a tuple
                    blocks=_reference_blocks(references))
     _patch_loader()
 
@@ -69,7 +68,7 @@ def configure(*, candidate: str, references: tuple[str, ...], report: Callable[[
 # ------------------------------------------------------------ frame origins
 
 def is_reference_file(path: object) -> bool:
-    if not isinstance(path, str) or not path.endswith(_config["endings"]) or \
+    if not isinstance(path, str) or not path.endswith(_config["names"]) or \
             os.path.basename(path) not in _config["names"]:
         return False
     known = _file_is_reference.get(path)
@@ -148,7 +147,7 @@ def adopt(module: types.ModuleType, source: str) -> None:
     holder of them, candidate included, runs the watched version from now on."""
     path = os.path.realpath(module.__file__)
     _config["references"] = _config["references"] | {path}
-    _config["names"] = _config["names"] | {os.path.basename(path)}
+    _config["names"] = tuple({*_config["names"], os.path.basename(path)})
     _file_is_reference.clear()
     _config["blocks"] += _blocks_of(source)
     with origin.GuardWork():
