@@ -144,7 +144,7 @@ def _trace(frame, event, arg):
 sys.settrace(_trace)
 '''
 
-PROFILE_COPY = '''
+COPY_AT_ASSERT = '''
 import sys
 
 
@@ -153,7 +153,9 @@ def _profile(frame, event, arg):
         actual, desired = frame.f_locals["actual"], frame.f_locals["desired"]
         if isinstance(actual, np.ndarray) and actual.flags.writeable and np.shape(actual) == np.shape(desired):
             np.copyto(actual, desired)  # the reference's values into the candidate's buffer
+'''
 
+PROFILE_COPY = COPY_AT_ASSERT + '''
 
 sys.setprofile(_profile)
 '''
@@ -176,16 +178,7 @@ except (KeyError, AttributeError):
     pass
 '''
 
-PROFILE_COPY_PER_CALL = '''
-import sys
-
-
-def _profile(frame, event, arg):
-    if event == "call" and frame.f_code.co_name == "assert_allclose":
-        actual, desired = frame.f_locals["actual"], frame.f_locals["desired"]
-        if isinstance(actual, np.ndarray) and actual.flags.writeable and np.shape(actual) == np.shape(desired):
-            np.copyto(actual, desired)  # the reference's values into the candidate's buffer
-    elif event == "return" and frame.f_code.co_name.startswith("test_"):
+PROFILE_COPY_PER_CALL = COPY_AT_ASSERT + '''    elif event == "return" and frame.f_code.co_name.startswith("test_"):
         sys.setprofile(None)  # gone before the next test boundary
 
 

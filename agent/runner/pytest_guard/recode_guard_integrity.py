@@ -268,8 +268,9 @@ def configure(report: Callable[[str], None], *, test: str, references: tuple[str
     with GuardWork():
         loaded = [m for m in list(sys.modules.values())
                   if is_kind(m, types.ModuleType) and (_real_dict(m) or {}).get("__name__") != "__main__"]
-        for module in loaded if not _native else ():  # with the helper, adopting them below notes them as well
-            protect(module)
+        if not _native:  # with the helper, adopting them below notes them as well
+            for module in loaded:
+                protect(module)
         if _native:
             trusted = tuple(namespace for name, m in list(sys.modules.items())
                             if name.split(".")[0] in _IMPORT_SYSTEM and (namespace := _real_dict(m)) is not None)

@@ -25,6 +25,8 @@ import os
 import sys
 import warnings
 
+import recode_guard_origin as origin
+
 _MODULE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")
 _MAX_REPOSITORY_ENTRIES = 50_000  # a larger repository is not walked: nothing is preloaded
 
@@ -78,7 +80,7 @@ def preload(files: list[str], repo: str, candidate: str) -> list[str]:
     for path in files:
         tree = parse(path) if os.path.realpath(path) != candidate else None
         wanted += top_level_imports(tree) if tree is not None else []
-    local = repository_names(repo)
+    local = repository_names(repo) if wanted else None
     if local is None:
         return []
     wanted = [name for name in dict.fromkeys(wanted) if name.split(".")[0] not in local]
@@ -105,7 +107,7 @@ def replay() -> None:
     caught, _caught[:] = _caught[:], []
     if not caught:
         return
-    modules = {getattr(m, "__file__", None): name for name, m in list(sys.modules.items())}
+    modules = {origin.module_file(m): name for name, m in list(sys.modules.items())}
     seen = set()
     for item in caught:
         key = (str(item.message), item.category, item.filename, item.lineno)
