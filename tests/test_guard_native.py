@@ -42,7 +42,8 @@ class Early(types.ModuleType):  # a module class made before the helper is insta
 
 early = Early("early")
 watched[early] = True
-native.install(judge, lambda module, name: accepted.append(name), DELETING, [Early], watched, ())
+importer = {"__name__": "the import system", "sys": sys}  # the import system's globals, as the guard hands them
+native.install(judge, lambda module, name: accepted.append(name), DELETING, [Early], watched, (importer,))
 plain = types.ModuleType("plain")
 plain.x = 1
 del plain.x
@@ -57,7 +58,14 @@ except TypeError:
     pass
 # CPython up to 3.12 refuses to apply object's setattr past module's; 3.13 calls module's slot: judged either way
 sneaky = [("plain", "sneaky", "set")] if hasattr(plain, "sneaky") else []
+assert bool(sneaky) == (sys.version_info >= (3, 13)), sneaky
 types.ModuleType.__setattr__(plain, "through_the_type", 1)
+
+class Plain:  # any other class made after the helper is installed: its writes are nobody's business here
+    pass
+
+Plain().x = 1
+object.__setattr__(Plain(), "x", 1)
 
 class Own(types.ModuleType):
     def __setattr__(self, name, value):
@@ -139,8 +147,10 @@ def hook(event, args, frame):
     if event == "recode.refused":
         raise PermissionError(event)
 
-native.add_audit_hook(hook, frozenset({"recode.probe", "recode.refused", "object.__getattr__"}),
-                      {"object.__getattr__": frozenset({"tb_frame"})})
+when = {"recode.on_stack": 1, "recode.by_trigger": 2, "recode.outside_import_system": 3}
+candidates, libraries = [()], {}
+native.add_audit_hook(hook, frozenset({"recode.probe", "recode.refused", "object.__getattr__", *when}),
+                      {"object.__getattr__": frozenset({"tb_frame"})}, when, candidates, libraries)
 sys.audit("recode.probe", "before activate(): nobody's code to judge yet")
 native.activate()
 sys.audit("recode.probe", 1)
@@ -155,6 +165,29 @@ except PermissionError:
 else:
     raise AssertionError("the hook could not refuse an event")
 assert heard == ["recode.probe", "object.__getattr__", "recode.refused"], heard
+# events that can concern the candidate only: passed on when a frame may be the candidate's, by the event's policy
+def fire_all():
+    heard.clear()
+    for event in when:
+        sys.audit(event)
+    return list(heard)
+
+assert fire_all() == list(when)  # no namespace is known: every frame may be the candidate's
+libraries[native.key(here)] = here  # this module is a known library's from now on
+assert fire_all() == ["recode.outside_import_system"]
+exec("def fire_all():\n    heard.clear()\n    for event in when:\n        sys.audit(event)\n    return list(heard)\n",
+     importer)
+importer.update(heard=heard, when=when)
+assert importer["fire_all"]() == ["recode.on_stack", "recode.by_trigger"]  # unknown globals; the import system's
+candidates[0] = (here,)
+assert fire_all() == list(when)  # the candidate's frame
+candidates[0] = ()
+import threading
+in_thread = []
+thread = threading.Thread(target=lambda: in_thread.append(fire_all()))
+thread.start()
+thread.join()
+assert in_thread == [list(when)], in_thread  # another thread's events: all of them
 # the guard's functions: their globals, closure and builtins only for the guard, or whom refuse() lets have them
 guard, outside, asked = {"__name__": "guard"}, {"__name__": "outside"}, []
 exec("def secret():\n    return 1\ndef own_read():\n    return secret.__globals__", guard)

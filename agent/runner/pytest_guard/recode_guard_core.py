@@ -222,6 +222,9 @@ def _rule_paths(event: str):
 
 _PLUGIN = "_recode_pytest_guard"  # the module pytest loads with -p (it holds the hooks only)
 _GUARD_PREFIXES = ("recode_guard", _PLUGIN)  # this plugin's modules and its compiled helper
+_COMMAND_EVENTS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn")
+_PATH_EVENTS = ("os.rename", "os.remove", "os.rmdir", "os.truncate", "os.symlink", "os.link", "os.chmod",
+                "shutil.copyfile", "shutil.copytree", "shutil.move", "shutil.rmtree")
 _NEW_NAMES = frozenset({"os.rename", "os.symlink", "os.link", "shutil.copyfile", "shutil.copytree", "shutil.move"})
 
 
@@ -244,12 +247,9 @@ def _rule_command(trigger: types.FrameType, args: tuple) -> None:
 
 def _rule_table() -> dict[str, tuple]:
     table: dict[str, list] = {}
-    for event, rule in [("open", _rule_open), ("import", _rule_import), *[
-            (e, _rule_command) for e in ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn")],
-            *[(e, _rule_paths(e)) for e in ("os.rename", "os.remove", "os.rmdir", "os.truncate", "os.symlink",
-                                              "os.link", "os.chmod", "shutil.copyfile", "shutil.copytree",
-                                              "shutil.move", "shutil.rmtree")],
-            *capabilities.rules().items()]:
+    for event, rule in [("open", _rule_open), ("import", _rule_import),
+                        *[(e, _rule_command) for e in _COMMAND_EVENTS], *[(e, _rule_paths(e)) for e in _PATH_EVENTS],
+                        *capabilities.rules().items()]:
         table.setdefault(event, []).append(rule)
     for event in reference.AUDIT_EVENTS:
         table.setdefault(event, [])
@@ -301,9 +301,22 @@ def _audit(event: str, args: tuple, trigger: types.FrameType | None = None) -> N
         _tls.busy = False
 
 
+# When an event can concern the candidate at all, for the helper to skip the others (in the main thread; other
+# threads' events always reach the hook). The rules of these events act only on what candidate code does: from a
+# frame of the stack (files, commands, imports, frames, the object graph, signals, compiling), from the frame that
+# fired it (loading marshalled code), or running code unless the import system runs a module's body (the
+# candidate's own runs with its own globals). Import hooks the candidate adds are also found at every test
+# boundary. The other events (tracers, audit hooks, code swaps, functions or code built, ctypes) always reach it.
+_ON_STACK, _BY_TRIGGER, _OUTSIDE_IMPORT_SYSTEM = 1, 2, 3
+_WHEN = {**dict.fromkeys(("open", "import", "compile", "sys._getframe", "sys._current_frames",
+                          "sys._current_exceptions", "object.__getattr__", "gc.get_objects", "gc.get_referrers",
+                          "gc.get_referents", "os.kill", "os.killpg", "signal.pthread_kill", *_COMMAND_EVENTS,
+                          *_PATH_EVENTS), _ON_STACK),
+         "marshal.loads": _BY_TRIGGER, "marshal.load": _BY_TRIGGER, "exec": _OUTSIDE_IMPORT_SYSTEM}
 _NATIVE_GATE = _WATCH and bool(origin.native)
 if _NATIVE_GATE:  # the helper calls it for the events of _RULES only (half of all are builtins.id)
-    origin.native[0].add_audit_hook(_audit, frozenset(_RULES), _ATTRIBUTE_FILTER)
+    origin.native[0].add_audit_hook(_audit, frozenset(_RULES), _ATTRIBUTE_FILTER, _WHEN,
+                                    origin.candidate_namespaces, origin.known_keys)
 elif _WATCH:
     sys.addaudithook(_audit)
 

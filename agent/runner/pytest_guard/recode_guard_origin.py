@@ -45,8 +45,8 @@ _file_is_guard: dict[str, bool] = {}
 _candidate_modules: list["weakref.ref[types.ModuleType]"] = []
 _known_globals: "dict[str, weakref.ref[types.ModuleType]]" = {}  # the first live module of each name
 native: list = []  # the guard's compiled helper (recode_guard_native), when the runner could build it
-_known_keys: dict[int, dict] = {}  # every library namespace noted, by the helper's key: its stack walks skip them
-_candidate_namespaces: list[tuple] = [()]
+known_keys: dict[int, dict] = {}  # every library namespace noted, by the helper's key: its stack walks skip them
+candidate_namespaces: list[tuple] = [()]
 _guard_globals: list[dict] = []
 _NAMESPACE = types.ModuleType.__dict__["__dict__"]
 active = [False]  # a candidate module exists: before that, no code is the candidate's and no rule can apply
@@ -247,7 +247,7 @@ def note_module(module: types.ModuleType, candidate: bool) -> None:
             native[0].activate()  # the helper's audit gate: unlike this list, nothing can close it again
         if not any(ref() is module for ref in _candidate_modules):
             _candidate_modules.append(weakref.ref(module))
-            _candidate_namespaces[0] += (_NAMESPACE.__get__(module),)
+            candidate_namespaces[0] += (_NAMESPACE.__get__(module),)
     else:
         if native:
             _know(native[0], _NAMESPACE.__get__(module))
@@ -316,7 +316,7 @@ def use_native(path: str) -> types.ModuleType:
 
 
 def _know(helper: types.ModuleType, namespace: dict) -> None:
-    _known_keys[helper.key(namespace)] = namespace
+    known_keys[helper.key(namespace)] = namespace
 
 
 def candidate_frame(frame: types.FrameType | None) -> types.FrameType | None:
@@ -324,7 +324,7 @@ def candidate_frame(frame: types.FrameType | None) -> types.FrameType | None:
     skipped in C: only the candidate's and those of no known module are looked at here)."""
     while frame is not None:
         if native:
-            frame = native[0].suspect(frame, _candidate_namespaces[0], _known_keys)
+            frame = native[0].suspect(frame, candidate_namespaces[0], known_keys)
             if frame is None:
                 return None
         if is_candidate_frame(frame):

@@ -361,6 +361,7 @@ def _attributes(value: object) -> list:
     return found
 
 
+_BUILTIN_CONTAINERS = frozenset({tuple, list, dict, set, frozenset})  # exactly these: their len() is their own
 _ITERATORS = ((tuple, tuple.__iter__), (list, list.__iter__), (set, set.__iter__), (frozenset, frozenset.__iter__))
 
 
@@ -421,8 +422,8 @@ def _class_line(klass: type) -> str:
 
 def check(value: object) -> object:
     """Return ``value``; report it first when it (or what it holds) may not reach a comparison."""
-    if _kinds.get(type(value)) is _LEAF:
-        return value
+    if _kinds.get(type(value)) is _LEAF or type(value) in _BUILTIN_CONTAINERS and not value:
+        return value  # most values: a str, a bool, the empty args or kwargs of a call
     try:
         found = _find(value, 4)
     except Exception as exc:  # the value's own code failed while being looked at: the test will meet it too

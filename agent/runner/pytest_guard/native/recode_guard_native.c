@@ -15,8 +15,10 @@
  *   import has some eighty frames below it, each the namespace of a known library module.
  * - Pass the guard's audit hook only the events it has rules for: a torch test fires about a hundred thousand
  *   events (``builtins.id`` alone half of them), each a call into Python for a hook that would return at once.
- *   It is handed the frame that fired the event, never for what it does itself, and only once activate() was
- *   called: a gate Python code cannot close again.
+ *   Of those, only the ones that can concern the candidate: the guard says, per event, whether that needs a
+ *   frame of the stack that may be the candidate's (the libraries a test imports open, compile and load
+ *   thousands of files with none), or the one that fired it. It is handed the frame that fired the event, never
+ *   for what it does itself, and only once activate() was called: a gate Python code cannot close again.
  * - Keep the guard's own functions' globals and closures (its rules, baselines and switches) for the guard.
  */
 #define PY_SSIZE_T_CLEAN
@@ -88,19 +90,53 @@ static int guarded_setattro(PyObject *module, PyObject *name, PyObject *value)
     return 0;
 }
 
+/* The dict of a static type (not tp_dict on 3.12+), a new reference. */
+static PyObject *static_type_dict(PyTypeObject *type)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyType_GetDict(type);
+#else
+    return Py_NewRef(type->tp_dict);
+#endif
+}
+
+#if PY_VERSION_HEX >= 0x030D0000
+/* From 3.13, module has no ``__setattr__``/``__delattr__`` of its own and CPython applies object's to a module
+ * (``object.__setattr__(numpy, ...)``) past module's slot. Object's wrappers call this instead: a module's write
+ * is judged, anyone else's is the generic write. Classes made later take their slot from these wrappers, so
+ * their attribute stores are not specialised by the interpreter (classes that exist when the helper is
+ * installed keep theirs). */
+static int object_setattro(PyObject *object, PyObject *name, PyObject *value)
+{
+    return PyModule_Check(object) ? guarded_setattro(object, name, value) : plain_setattro(object, name, value);
+}
+#endif
+
+/* ``module.__setattr__``/``__delattr__``, which ``super().__setattr__`` in a module subclass finds, call the guarded
+ * slot: up to 3.12 module's own slot wrappers are pointed at it; from 3.13 object's, which module inherits, are
+ * pointed at object_setattro. */
 static int point_descriptor(const char *name)
 {
-    PyObject *descriptor = PyObject_GetAttrString((PyObject *)&PyModule_Type, name);  /* a static type's dict
-                                                                                       is not tp_dict on 3.12+ */
-    if (descriptor == NULL)
+    PyObject *own = static_type_dict(&PyModule_Type);
+    if (own == NULL)
         return -1;
-    int expected = PyObject_TypeCheck(descriptor, &PyWrapperDescr_Type) &&
+    PyObject *descriptor = PyDict_GetItemString(own, name);
+#if PY_VERSION_HEX >= 0x030D0000
+    void *replacement = (void *)object_setattro;
+    PyObject *inherited = static_type_dict(&PyBaseObject_Type);
+    if (descriptor == NULL && inherited != NULL)
+        descriptor = PyDict_GetItemString(inherited, name);
+    Py_XDECREF(inherited);  /* the type keeps its dict, and the dict its descriptor */
+#else
+    void *replacement = (void *)guarded_setattro;
+#endif
+    Py_DECREF(own);
+    int expected = descriptor != NULL && PyObject_TypeCheck(descriptor, &PyWrapperDescr_Type) &&
         ((PyWrapperDescrObject *)descriptor)->d_wrapped == (void *)plain_setattro;
     if (expected)
-        ((PyWrapperDescrObject *)descriptor)->d_wrapped = (void *)guarded_setattro;
+        ((PyWrapperDescrObject *)descriptor)->d_wrapped = replacement;
     else
         PyErr_Format(PyExc_RuntimeError, "module.%s is not the slot wrapper this helper expects", name);
-    Py_DECREF(descriptor);
     return expected ? 0 : -1;
 }
 
@@ -249,6 +285,38 @@ static int is_known(PyObject *globals, PyObject *known)
     return 1;
 }
 
+/* Whether a frame running with ``globals`` may be the candidate's: one of the ``candidates`` namespaces, or not a
+ * namespace of ``known``. 1, 0, or -1 with an exception set. */
+static int may_be_candidate(PyObject *globals, PyObject *candidates, PyObject *known)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(candidates); i++)
+        if (PyTuple_GET_ITEM(candidates, i) == globals)
+            return 1;
+    int noted = is_known(globals, known);
+    return noted < 0 ? -1 : !noted;
+}
+
+/* The innermost frame at or below ``start`` (a new reference) that may be the candidate's; NULL with no exception
+ * set when there is none. */
+static PyFrameObject *first_suspect(PyFrameObject *start, PyObject *candidates, PyObject *known)
+{
+    PyFrameObject *frame = (PyFrameObject *)Py_XNewRef(start);
+    while (frame != NULL) {
+        PyObject *globals = frame_globals(frame);
+        int found = may_be_candidate(globals, candidates, known);
+        Py_DECREF(globals);
+        if (found != 0) {
+            if (found < 0)
+                Py_CLEAR(frame);
+            return frame;
+        }
+        PyFrameObject *back = PyFrame_GetBack(frame);
+        Py_DECREF(frame);
+        frame = back;
+    }
+    return NULL;
+}
+
 static PyObject *suspect(PyObject *self, PyObject *args)
 {
     PyObject *start, *candidates, *known;
@@ -260,29 +328,10 @@ static PyObject *suspect(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "suspect() takes a frame");
         return NULL;
     }
-    PyFrameObject *frame = (PyFrameObject *)Py_NewRef(start);
-    while (frame != NULL) {
-        PyObject *globals = frame_globals(frame);
-        int found = 0;
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(candidates) && !found; i++)
-            found = PyTuple_GET_ITEM(candidates, i) == globals;
-        if (!found) {
-            int noted = is_known(globals, known);
-            if (noted < 0) {
-                Py_DECREF(globals);
-                Py_DECREF(frame);
-                return NULL;
-            }
-            found = !noted;
-        }
-        Py_DECREF(globals);
-        if (found)
-            return (PyObject *)frame;
-        PyFrameObject *back = PyFrame_GetBack(frame);
-        Py_DECREF(frame);
-        frame = back;
-    }
-    Py_RETURN_NONE;
+    PyFrameObject *found = first_suspect((PyFrameObject *)start, candidates, known);
+    if (found == NULL && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return (PyObject *)found;
 }
 
 /* own_classes(namespace, module_name): the classes a module's namespace holds that it defines (``__module__`` is its
@@ -368,6 +417,11 @@ static PyObject *key(PyObject *self, PyObject *namespace)
 static PyObject *audit_hook;        /* the guard's hook(event, args, frame) */
 static PyObject *audit_events;      /* names of the events it has rules for (those of ``ctypes.`` always) */
 static PyObject *audit_attributes;  /* event -> the attribute names that matter, for events fired per attribute */
+static PyObject *audit_when;        /* event -> when it can concern the candidate at all (WHEN_*); absent: always */
+static PyObject *audit_candidates;  /* a list whose item 0 is the tuple of the candidate's namespaces */
+static PyObject *audit_known;       /* the known library namespaces, as for suspect() */
+static unsigned long main_thread;   /* the test process's main thread: the candidate's threads are others */
+enum { WHEN_ON_STACK = 1, WHEN_TRIGGER = 2, WHEN_OUTSIDE_IMPORT_SYSTEM = 3 };
 static int active;                  /* a candidate module exists (activate()): never unset again */
 static __thread int in_hook;        /* this thread runs the hook: what the hook itself does is not audited */
 
@@ -389,6 +443,32 @@ static int wanted(PyObject *name, PyObject *args)
     return matters;
 }
 
+/* Whether the event, fired by ``frame`` in the main thread, can concern the candidate, by the policy the guard
+ * gave for it: some frame of the stack may be the candidate's; the frame that fired it may be; or it is not the
+ * import system's doing. 1, 0, or -1 with an exception set. */
+static int concerns_candidate(PyObject *name, PyFrameObject *frame)
+{
+    PyObject *when = PyDict_GetItemWithError(audit_when, name);
+    if (when == NULL || frame == NULL || PyThread_get_thread_ident() != main_thread)
+        return PyErr_Occurred() ? -1 : 1;
+    long policy = PyLong_AsLong(when);
+    PyObject *candidates = PyList_GET_ITEM(audit_candidates, 0);
+    if (policy == WHEN_ON_STACK) {
+        PyFrameObject *found = first_suspect(frame, candidates, audit_known);
+        Py_XDECREF(found);
+        return found != NULL ? 1 : PyErr_Occurred() ? -1 : 0;
+    }
+    PyObject *globals = frame_globals(frame);
+    int concerns = 1;
+    if (policy == WHEN_TRIGGER)
+        concerns = may_be_candidate(globals, candidates, audit_known);
+    else if (policy == WHEN_OUTSIDE_IMPORT_SYSTEM && trusted != NULL)
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(trusted) && concerns; i++)
+            concerns = PyTuple_GET_ITEM(trusted, i) != globals;
+    Py_DECREF(globals);
+    return concerns;
+}
+
 static int audit(const char *event, PyObject *args, void *unused)
 {
     if (in_hook || !active)
@@ -397,12 +477,18 @@ static int audit(const char *event, PyObject *args, void *unused)
     if (name == NULL)
         return -1;
     int call = strncmp(event, "ctypes.", 7) == 0 ? 1 : wanted(name, args);
+    /* the frame that fired the event: the hook need not ask (sys._getframe is itself an audited event) */
+    PyFrameObject *frame = call == 1 ? PyEval_GetFrame() : NULL;
+    if (call == 1) {
+        in_hook = 1;
+        call = concerns_candidate(name, frame);
+        in_hook = 0;
+    }
     int rc = call < 0 ? -1 : 0;
     if (call == 1) {
-        /* the frame that fired the event: the hook need not ask (sys._getframe is itself an audited event) */
-        PyObject *frame = (PyObject *)PyEval_GetFrame();
         in_hook = 1;
-        PyObject *done = PyObject_CallFunctionObjArgs(audit_hook, name, args, frame ? frame : Py_None, NULL);
+        PyObject *done = PyObject_CallFunctionObjArgs(audit_hook, name, args, frame ? (PyObject *)frame : Py_None,
+                                                      NULL);
         in_hook = 0;
         rc = done == NULL ? -1 : 0;
         Py_XDECREF(done);
@@ -413,17 +499,26 @@ static int audit(const char *event, PyObject *args, void *unused)
 
 static PyObject *add_audit_hook(PyObject *self, PyObject *args)
 {
-    PyObject *hook, *events, *attributes;
-    if (!PyArg_ParseTuple(args, "OO!O!", &hook, &PyFrozenSet_Type, &events, &PyDict_Type, &attributes))
+    PyObject *hook, *events, *attributes, *when, *candidates, *known;
+    if (!PyArg_ParseTuple(args, "OO!O!O!O!O!", &hook, &PyFrozenSet_Type, &events, &PyDict_Type, &attributes,
+                          &PyDict_Type, &when, &PyList_Type, &candidates, &PyDict_Type, &known))
         return NULL;
     if (audit_hook != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "the guard's audit hook is added once per process");
         return NULL;
     }
+    if (PyList_GET_SIZE(candidates) != 1 || !PyTuple_Check(PyList_GET_ITEM(candidates, 0))) {
+        PyErr_SetString(PyExc_TypeError, "add_audit_hook() takes the candidates as a list holding one tuple");
+        return NULL;
+    }
     audit_hook = Py_NewRef(hook);
     audit_events = Py_NewRef(events);
     audit_attributes = PyDict_Copy(attributes);
-    if (audit_attributes == NULL || PySys_AddAuditHook(audit, NULL) < 0)
+    audit_when = PyDict_Copy(when);
+    audit_candidates = Py_NewRef(candidates);
+    audit_known = Py_NewRef(known);
+    main_thread = PyThread_get_thread_ident();
+    if (audit_attributes == NULL || audit_when == NULL || PySys_AddAuditHook(audit, NULL) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -489,11 +584,7 @@ static PyObject *shield(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "the guard's functions are shielded once per process");
         return NULL;
     }
-#if PY_VERSION_HEX >= 0x030C0000
-    PyObject *dict = PyType_GetDict(&PyFunction_Type);  /* a static type's dict is not tp_dict on 3.12+ */
-#else
-    PyObject *dict = Py_NewRef(PyFunction_Type.tp_dict);
-#endif
+    PyObject *dict = static_type_dict(&PyFunction_Type);
     if (dict == NULL)
         return NULL;
     for (PyGetSetDef *getset = shielded_getsets; getset->name != NULL; getset++) {
@@ -522,8 +613,10 @@ static PyMethodDef methods[] = {
     {"suspect", suspect, METH_VARARGS,
      "suspect(frame, candidates, known): the innermost frame that may be the candidate's, or None."},
     {"add_audit_hook", add_audit_hook, METH_VARARGS,
-     "add_audit_hook(hook, events, attributes): hook(event, args, frame) for those events only, once activate() "
-     "was called, and not for what the hook itself does (once; never removed)."},
+     "add_audit_hook(hook, events, attributes, when, candidates, known): hook(event, args, frame) for those events "
+     "only, when they can concern the candidate (when: event -> 1 a frame of the stack may be its, 2 the frame "
+     "that fired it may be, 3 it is not the import system's; other threads' events always), once activate() was "
+     "called, and not for what the hook itself does (once; never removed)."},
     {"activate", activate, METH_NOARGS, "activate(): the audit hook is called from now on (it cannot be undone)."},
     {"shield", shield, METH_VARARGS,
      "shield(namespaces, refuse): __globals__, __closure__ and __builtins__ of a function whose globals are one "
