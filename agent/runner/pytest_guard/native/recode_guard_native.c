@@ -34,6 +34,15 @@
 /* deprecated in 3.12 (dict watchers replace it) but still bumped on every change of the dict */
 #define VERSION_TAG(d) (((PyDictObject *)(d))->ma_version_tag)
 
+/* Whether ``item`` is one of the tuple's items (by identity): the namespaces the guard hands over are few. */
+static int in_tuple(PyObject *tuple, PyObject *item)
+{
+    for (Py_ssize_t i = 0; tuple != NULL && i < PyTuple_GET_SIZE(tuple); i++)
+        if (PyTuple_GET_ITEM(tuple, i) == item)
+            return 1;
+    return 0;
+}
+
 static setattrofunc plain_setattro;  /* module's own slot: the write itself, once judged */
 static PyObject *judge;              /* judge(module, name, value or DELETING) -> whether the baseline follows */
 static PyObject *accept;             /* accept(module, name): called after a write the judge let the baseline follow */
@@ -56,12 +65,7 @@ static int plainly_allowed(PyObject *module)
     PyObject *globals = PyEval_GetGlobals();  /* the writing code's (borrowed), NULL when no Python code runs */
     if (globals == NULL)
         return 0;
-    if (globals == PyModule_GetDict(module))
-        return 1;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(trusted); i++)
-        if (globals == PyTuple_GET_ITEM(trusted, i))
-            return 1;
-    return 0;
+    return globals == PyModule_GetDict(module) || in_tuple(trusted, globals);
 }
 
 static int guarded_setattro(PyObject *module, PyObject *name, PyObject *value)
@@ -289,9 +293,8 @@ static int is_known(PyObject *globals, PyObject *known)
  * namespace of ``known``. 1, 0, or -1 with an exception set. */
 static int may_be_candidate(PyObject *globals, PyObject *candidates, PyObject *known)
 {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(candidates); i++)
-        if (PyTuple_GET_ITEM(candidates, i) == globals)
-            return 1;
+    if (in_tuple(candidates, globals))
+        return 1;
     int noted = is_known(globals, known);
     return noted < 0 ? -1 : !noted;
 }
@@ -455,16 +458,16 @@ static int concerns_candidate(PyObject *name, PyFrameObject *frame)
     PyObject *candidates = PyList_GET_ITEM(audit_candidates, 0);
     if (policy == WHEN_ON_STACK) {
         PyFrameObject *found = first_suspect(frame, candidates, audit_known);
+        int any = found != NULL;
         Py_XDECREF(found);
-        return found != NULL ? 1 : PyErr_Occurred() ? -1 : 0;
+        return any ? 1 : PyErr_Occurred() ? -1 : 0;
     }
     PyObject *globals = frame_globals(frame);
     int concerns = 1;
     if (policy == WHEN_TRIGGER)
         concerns = may_be_candidate(globals, candidates, audit_known);
-    else if (policy == WHEN_OUTSIDE_IMPORT_SYSTEM && trusted != NULL)
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(trusted) && concerns; i++)
-            concerns = PyTuple_GET_ITEM(trusted, i) != globals;
+    else if (policy == WHEN_OUTSIDE_IMPORT_SYSTEM)
+        concerns = !in_tuple(trusted, globals);
     Py_DECREF(globals);
     return concerns;
 }
@@ -538,20 +541,13 @@ static PyObject *guard_spaces;  /* tuple of the guard's module namespaces */
 static PyObject *refuse;        /* refuse(function, attribute) -> whether the reader may have it */
 static const char *shielded_names[] = {"__globals__", "__closure__", "__builtins__"};
 
-static int is_guard_space(PyObject *globals)
-{
-    for (Py_ssize_t i = 0; globals != NULL && i < PyTuple_GET_SIZE(guard_spaces); i++)
-        if (globals == PyTuple_GET_ITEM(guard_spaces, i))
-            return 1;
-    return 0;
-}
 
 static PyObject *shielded_get(PyObject *function, void *which)
 {
     PyFunctionObject *f = (PyFunctionObject *)function;
     Py_ssize_t index = (Py_ssize_t)which;
     PyObject *value = index == 0 ? f->func_globals : index == 1 ? f->func_closure : f->func_builtins;
-    if (is_guard_space(f->func_globals) && !is_guard_space(PyEval_GetGlobals())) {
+    if (in_tuple(guard_spaces, f->func_globals) && !in_tuple(guard_spaces, PyEval_GetGlobals())) {
         PyObject *verdict = PyObject_CallFunction(refuse, "Os", function, shielded_names[index]);
         if (verdict == NULL)
             return NULL;
