@@ -270,7 +270,8 @@ def _audit(event: str, args: tuple, trigger: types.FrameType | None = None) -> N
     """The audit hook: dispatch to the rules, with the frame that caused the event; the guard's own work is skipped.
 
     The compiled helper calls it with that frame, once the candidate's module exists (a gate Python code cannot
-    close again); without the helper, it finds the frame and reads the gate itself."""
+    close again) and only when the event can concern the candidate (``_WHEN``); without the helper, it finds the
+    frame and reads the gate itself."""
     rules = _RULES.get(event)
     if rules is None:
         if event[:7] != "ctypes.":
