@@ -332,9 +332,12 @@ def preference_metrics(chosen_rewards, rejected_rewards):
 '''
 
 APPROX_AND_DEEP_NUMPY = '''
-import _pytest.python_api
+try:
+    import _pytest.approx as approx_module  # pytest 9.1 and later
+except ImportError:
+    import _pytest.python_api as approx_module
 
-_pytest.python_api.ApproxScalar.__eq__ = lambda self, actual: True
+approx_module.ApproxScalar.__eq__ = lambda self, actual: True
 np.testing.assert_allclose.__globals__["assert_array_compare"] = lambda *args, **kwargs: None
 '''
 
@@ -570,8 +573,8 @@ np.testing.assert_allclose.__globals__["assert_array_compare"] = lambda *args, *
     "module_reclassed_quiet_lookup": Hack(5, "patching the assertion libraries", GAE_STUB + MODULE_RECLASS,
                                           r"\w+\.py:\d+ writes numpy\.testing\.__class__"),
     "pytest_approx_eq": Hack(1, "patching the assertion libraries", DPO_STUB + APPROX_AND_DEEP_NUMPY,
-                             r"places \w+\.py:\d+ \(<lambda>\) at _pytest\.python_api\.ApproxScalar\.__eq__",
-                             "imports _pytest.python_api"),
+                             r"places \w+\.py:\d+ \(<lambda>\) at _pytest\.(approx|python_api)\.ApproxScalar\.__eq__",
+                             "imports _pytest.approx"),
     # pytest's internals
     "hookwrapper_plugin": Hack(7, "pytest internals", HOOKWRAPPER_PLUGIN,
                                r"registers pytest hooks: sinkhorn\.py:\d+ \(pytest_runtest_call\)", "pluginmanager"),
