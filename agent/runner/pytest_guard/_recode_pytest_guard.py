@@ -5,6 +5,7 @@ more parse, rewrite and compile per run); keeping this one tiny leaves the
 guard itself to the normal import machinery.
 """
 from recode_guard_core import (
+    hide_guard_modules,
     pytest_collection,
     pytest_collection_finish,
     pytest_runtest_call,
@@ -13,6 +14,9 @@ from recode_guard_core import (
     pytest_sessionfinish,
     pytest_sessionstart,
 )
+
+hide_guard_modules()  # the guard's modules are imported: they leave sys.modules before any conftest.py is loaded
+del hide_guard_modules  # not a hook, and nothing to call again
 
 __all__ = [  # pytest finds hooks by name on this module
     "pytest_collection",

@@ -447,10 +447,13 @@ def _guarded_check(action, *args) -> None:
         _note(f"integrity check {getattr(action, '__name__', '?')} failed: {type(exc).__name__}: {exc}")
 
 
-def _hide_guard_modules() -> None:
+def hide_guard_modules() -> None:
     """What the guard keeps (its rules, its baselines, whether it is on) is out of the candidate's reach: its
-    modules leave ``sys.modules`` once pytest holds its hooks (importing them again is denied), and with the
-    compiled helper the globals and closures of its functions are handed only to the guard (``_refuse_read``)."""
+    modules leave ``sys.modules`` as soon as the plugin module has imported them, before any conftest.py (which
+    may import the candidate's module) is loaded; importing them again is denied. With the compiled helper the
+    globals and closures of its functions are handed only to the guard (``_refuse_read``)."""
+    if not _WATCH:
+        return
     names = [name for name in sys.modules if name.startswith(_GUARD_PREFIXES) and name != _PLUGIN]
     for name in names:
         del sys.modules[name]
@@ -482,7 +485,6 @@ def pytest_collection(session) -> None:
 def pytest_sessionstart(session) -> None:
     if not _WATCH:
         return
-    _hide_guard_modules()
     integrity.hooks_registered(session.config)
     _state["bindings"] = _import_bindings(preload.parse(_TEST) or ast.Module(body=[], type_ignores=[]))
 

@@ -592,8 +592,12 @@ def _patch_import_system() -> None:
 # such window) are judged then, and those made inside are accepted when it ends; the candidate's own import inside
 # a library's (the test importing it) closes the window until it returns. Module namespaces need no window: a
 # library's import-time writes to other modules go through their guarded ``__setattr__``, which accepts them as
-# they happen, and a dict-level write is judged as anywhere else. Kinds of the imports in progress, the innermost
-# last: True for a library's.
+# they happen, and a dict-level write is judged as anywhere else. The candidate's import is judged when it ends;
+# what changed before its first import starts is nobody's but the libraries' and pytest's. Before pytest's session
+# starts, what runs outside any window is pytest's own start-up (its configure hooks add ``Config.rootdir``): when a
+# task's conftest.py imports the candidate that early, those changes are accepted at the next library import, not
+# judged (the candidate's import-time changes were judged as it ended). Kinds of the imports in progress, the
+# innermost last: True for a library's.
 _importing: list[bool] = []
 
 
@@ -602,15 +606,17 @@ def _in_library_import() -> bool:
 
 
 def _enter_import(library: bool) -> None:
-    if library != _in_library_import() and origin.candidate_loaded():  # before, no candidate code has run
+    first = not (library or origin.active[0])  # the candidate's first import: nothing changed so far is its doing
+    loaded = origin.candidate_loaded()
+    if first or (loaded and library != _in_library_import()):
         with GuardWork():
-            (_judge_changes if library else accept_changes)()
+            (_judge_changes if loaded and library and "config" in _hooks else accept_changes)()
     _importing.append(library)
 
 
 def _leave_import() -> None:
     library = _importing.pop()
-    if library != _in_library_import() and origin.candidate_loaded():
+    if (library != _in_library_import() or not library) and origin.candidate_loaded():
         with GuardWork():
             (accept_changes if library else _judge_changes)()
 
