@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agent.dataset import DatasetManager
 from agent.runner.core import RunnerOptions, run_candidate
 from tests.guard_testlib import SANDBOX, evidence
@@ -38,6 +40,13 @@ def test_the_guard_was_out_of_reach_when_a_conftest_imported_the_candidate():
 def test_add():
     assert add(2, 3) == canonical.add(2, 3)
 '''
+
+
+@pytest.fixture(autouse=True, params=["on", "off"], ids=["helper", "in Python"])
+def native(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each case with the guard's compiled helper (where it builds) and with the watch in Python."""
+    monkeypatch.setenv("RECODE_GUARD_NATIVE", request.param)
+    return request.param
 
 
 def _task_with_conftest(root: Path, test_py: str = TEST_PY, test_cases: tuple[str, ...] = TEST_CASES
