@@ -181,15 +181,7 @@ class _TaggedBlock:
         self.tags.append(space.version)
 
     def changed(self) -> list[_Space]:
-        found = []
-        for position in _native[0].changed(self.owners, self.tags):
-            space = self.spaces[position]
-            version = _native[0].version(space.owner)
-            if space.unchanged():
-                self.tags[position] = version  # changed and changed back, or a write the baseline followed
-            else:
-                found.append(space)
-        return found
+        return _tags_moved(self.owners, self.tags, self.spaces.__getitem__)
 
 
 class _ClassTable:
@@ -225,15 +217,21 @@ class _ClassTable:
         return space
 
     def changed(self) -> list[_Space]:
-        found = []
-        for position in _native[0].changed(self.owners, self.tags):
-            space = self.space(self.owners[position])
-            version = _native[0].version(space.owner)
-            if space.unchanged():
-                self.tags[position] = version
-            else:
-                found.append(space)
-        return found
+        return _tags_moved(self.owners, self.tags, lambda position: self.space(self.owners[position]))
+
+
+def _tags_moved(owners: list, tags: array.array, space_at: Callable[[int], _Space]) -> list[_Space]:
+    """The namespaces among ``owners`` whose dict's tag moved and whose values differ from their baseline; a tag
+    that moved over the same values (changed and changed back, or a write the baseline followed) is taken."""
+    found = []
+    for position in _native[0].changed(owners, tags):
+        space = space_at(position)
+        version = _native[0].version(space.owner)  # read first: a change while comparing shows next time
+        if space.unchanged():
+            tags[position] = version
+        else:
+            found.append(space)
+    return found
 
 
 BLOCK_SIZE = 64
@@ -616,7 +614,7 @@ def _enter_import(library: bool) -> None:
 
 def _leave_import() -> None:
     library = _importing.pop()
-    if (library != _in_library_import() or not library) and origin.candidate_loaded():
+    if not (library and _in_library_import()) and origin.candidate_loaded():  # else a library's inside a library's
         with GuardWork():
             (accept_changes if library else _judge_changes)()
 

@@ -480,20 +480,16 @@ static int audit(const char *event, PyObject *args, void *unused)
     if (name == NULL)
         return -1;
     int call = strncmp(event, "ctypes.", 7) == 0 ? 1 : wanted(name, args);
-    /* the frame that fired the event: the hook need not ask (sys._getframe is itself an audited event) */
-    PyFrameObject *frame = call == 1 ? PyEval_GetFrame() : NULL;
-    if (call == 1) {
-        in_hook = 1;
-        call = concerns_candidate(name, frame);
-        in_hook = 0;
-    }
     int rc = call < 0 ? -1 : 0;
     if (call == 1) {
+        /* the frame that fired the event: the hook need not ask (sys._getframe is itself an audited event) */
+        PyFrameObject *frame = PyEval_GetFrame();
         in_hook = 1;
-        PyObject *done = PyObject_CallFunctionObjArgs(audit_hook, name, args, frame ? (PyObject *)frame : Py_None,
-                                                      NULL);
+        int concerns = concerns_candidate(name, frame);
+        PyObject *done = concerns == 1 ? PyObject_CallFunctionObjArgs(audit_hook, name, args,
+                                                                      frame ? (PyObject *)frame : Py_None, NULL) : NULL;
         in_hook = 0;
-        rc = done == NULL ? -1 : 0;
+        rc = concerns < 0 || (concerns == 1 && done == NULL) ? -1 : 0;
         Py_XDECREF(done);
     }
     Py_DECREF(name);
@@ -619,7 +615,8 @@ static PyMethodDef methods[] = {
      "of namespaces, read by code whose globals are not, are handed out only if refuse(function, name) is true."},
     {"adopt_classes", adopt_classes, METH_VARARGS,
      "adopt_classes(namespace, module_name, positions, owners, tags, bases): append the baseline of each mutable "
-     "heap class the namespace holds whose __module__ is the name, not in positions yet (position, class, version tag, copy of its dict); how many."},
+     "heap class the namespace holds whose __module__ is the name, not in positions yet (position, class, "
+     "version tag, copy of its dict); how many."},
     {"key", key, METH_O, "key(namespace): the key of a namespace in suspect()'s known."},
     {NULL, NULL, 0, NULL},
 };
