@@ -55,12 +55,15 @@ TEST_CASES = ("test_add", "test_scale")
 
 
 def make_task(root: Path, *, test_py: str = TEST_PY, canonical: str = CANONICAL,
-              test_cases: tuple[str, ...] = TEST_CASES) -> DatasetManager:
-    """Dataset with task 1: repo ``toy``, target ``pkg/target.py`` blanked, tests run from ``pkg``."""
+              test_cases: tuple[str, ...] = TEST_CASES, conftest: str | None = None) -> DatasetManager:
+    """Dataset with task 1: repo ``toy``, target ``pkg/target.py`` blanked, tests run from ``pkg`` (with
+    ``conftest`` as its conftest.py, if given)."""
     task = root / "annotations" / "annotation_1"
     (task / "toy" / "pkg").mkdir(parents=True)
     (task / "toy" / "pkg" / "target.py").write_text("")
     (task / "toy" / "pkg" / "helper.py").write_text("HELP = 1\n")
+    if conftest is not None:
+        (task / "toy" / "pkg" / "conftest.py").write_text(conftest)
     for name, text in {"canonical.py": canonical, "test.py": test_py, "test.sh": TEST_SH,
                        "instruction.txt": "Implement add and scale.\n", "latex.txt": "$a+b$\n"}.items():
         (task / name).write_text(text)
