@@ -24,6 +24,55 @@ class InferenceError(Exception):
         self.usage = usage
 
 
+class RunFatal(InferenceError):
+    """The provider will refuse every further call of this run until the user acts.
+
+    Quota or credit exhausted, an invalid or revoked key, no permission, an
+    unknown model, or a transient outage that outlasted the retry window. The
+    run stops at once (no further calls), leaving jobs in flight resumable;
+    ``str(error)`` is the last line the user reads: provider, cause, fix.
+    ``code`` is a short stable name of the cause (``insufficient_quota``,
+    ``invalid_api_key``, ``permission``, ``model_not_found``, ``outage``, ...).
+    """
+
+    def __init__(self, provider: str, code: str, cause: str, fix: str, usage: Usage | None = None) -> None:
+        super().__init__(f"{provider} says {cause} ({code}): {fix}", usage)
+        self.provider, self.code, self.cause, self.fix = provider, code, cause, fix
+
+
+class RequestFatal(InferenceError):
+    """This request can never succeed as sent; resending it unchanged would be refused again.
+
+    ``reason`` is the short code recorded in the job (``context_length``,
+    ``invalid_request``, ``responses_unsupported``); the job ends with it and a
+    rerun does not resend it unless the configuration changed.
+    """
+
+    def __init__(self, reason: str, message: str, usage: Usage | None = None) -> None:
+        super().__init__(message, usage)
+        self.reason = reason
+
+
+STOP_REASONS = ("stop", "length", "refusal", "content_filter", "tool_call", "unknown")
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why the provider ended an answer: one of :data:`STOP_REASONS`, and the provider's own words for it.
+
+    ``length`` means the answer was cut off (truncated); ``refusal`` and
+    ``content_filter`` mean the model or the provider's safety system declined.
+    """
+
+    reason: str = "stop"
+    provider_words: str | None = None
+
+    @property
+    def usable(self) -> bool:
+        """Whether the text is a complete answer the caller may act on as such."""
+        return self.reason in ("stop", "tool_call")
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """Which model to call and how. Keys may be left None: they then come from the provider's env var."""
@@ -78,8 +127,11 @@ class Usage:
 
 @dataclass
 class Completion:
+    """The answer's text, what it cost, and why it ended (a truncated or refused answer keeps its raw text)."""
+
     text: str
     usage: Usage
+    stop: Stop = Stop()
 
 
 class ChatModel(Protocol):
@@ -117,10 +169,11 @@ def add_counts(*counts: int | None) -> int | None:
 
 @dataclass(frozen=True)
 class Answer:
-    """One successful provider attempt: the text and what it cost in tokens."""
+    """One provider attempt that answered: the text, what it cost in tokens, and why it ended."""
 
     text: str
     tokens: Tokens
+    stop: Stop = Stop()
 
 
 @dataclass(frozen=True)
