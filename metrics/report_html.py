@@ -152,7 +152,8 @@ def cell(content: object, class_: str | None = None, title: str | None = None) -
 
 def metric_table(metric: Table) -> Html:
     """A metric Table with its title and the skip accounting underneath, formatted like the text output."""
-    rows = [[cell(format_cell(value, metric), "num" if isinstance(value, (int, float)) else None) for value in row]
+    rows = [[cell(format_cell(value, metric), "num" if isinstance(value, (int, float)) or hasattr(value, "formatted")
+                  else None) for value in row]
             for row in metric.rows]
     return join([tag("h3", metric.title), table(metric.columns, rows), bullet_list(metric.notes)])
 
