@@ -12,7 +12,7 @@ import argparse
 from itertools import combinations
 
 from metric_aggregate import LevelSummary, TaskScore, coverage_notes
-from metric_cli import Context, level_columns
+from metric_cli import Context, level_columns, positive_int
 from metric_tables import Table
 from uncertainty import CONFIDENCE, RESAMPLES, SEED, Comparison, bootstrap_interval, paired_comparison
 
@@ -22,7 +22,7 @@ PAIR_COLUMNS = ["A", "B", "A - B", "tasks", "p-value (paired test)", "verdict"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--seed`` and ``--resamples`` of the bootstrap (the defaults make every printed interval reproducible)."""
     parser.add_argument("--seed", type=int, default=SEED, help=f"seed of the bootstrap over tasks (default {SEED})")
-    parser.add_argument("--resamples", type=int, default=RESAMPLES,
+    parser.add_argument("--resamples", type=positive_int, default=RESAMPLES,
                         help=f"bootstrap resamples per interval (default {RESAMPLES})")
 
 
