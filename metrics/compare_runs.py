@@ -11,7 +11,7 @@ import argparse
 from dataclasses import dataclass
 
 from analysis import build_contexts
-from interval_tables import PAIR_COLUMNS, bootstrap_options, comparison_row, method_note, paired_test_note
+from interval_tables import PAIR_COLUMNS, bootstrap_options, comparison_row, pair_notes
 from metric_aggregate import LevelSummary, TaskScore, coverage_notes
 from metric_cli import Context, UsageError
 from metric_passrate_testcase import best_rate
@@ -81,11 +81,10 @@ def section_tables(name: str, ctx_a: Context, ctx_b: Context) -> list[Table]:
         runs_a = {a: summaries for a, summaries in ctx_a.summaries(metric.score).items() if a in dict(pairs)}
         runs_b = {b: summaries for b, summaries in ctx_b.summaries(metric_b.score).items()
                   if b in {b for _, b in pairs}}
-        notes = [method_note(ctx_a.args) + "; A, B and A - B on the tasks scored in both folders",
-                 paired_test_note(metric.binary)]
+        rows = _rows(pairs, runs_a, runs_b, metric, bootstrap_options(ctx_a.args))
+        notes = pair_notes(rows, metric.binary, ctx_a.args) if rows else ["no level has results in both folders"]
         notes += [f"A: {note}" for note in coverage_notes([s for runs in runs_a.values() for s in runs])]
         notes += [f"B: {note}" for note in coverage_notes([s for runs in runs_b.values() for s in runs])]
-        rows = _rows(pairs, runs_a, runs_b, metric, bootstrap_options(ctx_a.args))
         tables.append(Table(f"{name}A vs B: {metric.title}", ["model", "level"] + PAIR_COLUMNS, rows, notes,
                             100.0, 1))
     return tables

@@ -14,8 +14,9 @@ from itertools import combinations
 from metric_aggregate import LevelSummary, TaskScore, coverage_notes
 from metric_cli import Context, level_columns, positive_int
 from metric_tables import Table
-from uncertainty import CONFIDENCE, RESAMPLES, SEED, Comparison, bootstrap_interval, paired_comparison
+from uncertainty import CONFIDENCE, RESAMPLES, SEED, Comparison, Interval, bootstrap_interval, paired_comparison
 
+SMALL_N = 30
 PAIR_COLUMNS = ["A", "B", "A - B", "tasks", "p-value (paired test)", "verdict"]
 
 
@@ -36,6 +37,22 @@ def method_note(args: argparse.Namespace) -> str:
             f"resamples, seed {options['seed']}")
 
 
+def caveats(intervals: list[Interval | None]) -> list[str]:
+    """What the bootstrap cannot say for these intervals: too few tasks, or every task scored alike."""
+    shown = [interval for interval in intervals if interval is not None]
+    notes = []
+    fewest = min((interval.n for interval in shown), default=SMALL_N)
+    if fewest < SMALL_N:
+        notes.append(f"only {fewest} tasks in some cells: a bootstrap interval over fewer than {SMALL_N} tasks is too "
+                     "narrow (it never reaches past the scores seen); the paired test does not rest on the bootstrap")
+    flat = [interval for interval in shown if interval.low == interval.high]
+    if flat:
+        notes.append(f"a zero-width interval means every task scored alike, not certainty: over n tasks the true "
+                     f"rate may still be about 3/n away (rule of three; {100 * 3 / flat[0].n:.0f} points for "
+                     f"n = {flat[0].n})")
+    return notes
+
+
 def interval_table(ctx: Context, title: str, task_score: TaskScore, *, scale: float = 100.0,
                    digits: int = 1) -> Table:
     """Models x levels: each cell the metric's value and its bootstrap interval over the scored tasks."""
@@ -43,7 +60,8 @@ def interval_table(ctx: Context, title: str, task_score: TaskScore, *, scale: fl
     options = bootstrap_options(ctx.args)
     rows = [[model] + [bootstrap_interval(list(s.per_task.values()), **options) for s in summaries[model]]
             for model in ctx.models]
-    notes = [method_note(ctx.args)] + coverage_notes([s for model in ctx.models for s in summaries[model]])
+    notes = [method_note(ctx.args), *caveats([cell for row in rows for cell in row[1:]])]
+    notes += coverage_notes([s for model in ctx.models for s in summaries[model]])
     return Table(title, level_columns(ctx), rows, notes, scale, digits)
 
 
@@ -84,13 +102,20 @@ def paired_table(ctx: Context, title: str, task_score: TaskScore, *, binary: boo
                  digits: int = 1) -> Table:
     """Paired differences between levels and between models, each on the tasks both sides scored."""
     summaries = ctx.summaries(task_score)
-    notes = [method_note(ctx.args) + "; A, B and A - B on the common tasks only", paired_test_note(binary)]
     rows = paired_rows({model: summaries[model] for model in ctx.models}, binary, bootstrap_options(ctx.args))
-    return Table(title, ["comparison"] + PAIR_COLUMNS, rows, notes, scale, digits)
+    return Table(title, ["comparison"] + PAIR_COLUMNS, rows, pair_notes(rows, binary, ctx.args), scale, digits)
+
+
+def pair_notes(rows: list[list], binary: bool, args: argparse.Namespace) -> list[str]:
+    """How a table of comparison rows was computed, and the caveats of its intervals."""
+    intervals = [cell for row in rows for cell in row if isinstance(cell, Interval)]
+    return [method_note(args) + "; A, B and A - B on the tasks scored on both sides", paired_test_note(binary),
+            *caveats(intervals)]
 
 
 def paired_test_note(binary: bool) -> str:
     if binary:
         return ("test: McNemar exact on the tasks only one side solved (A only vs B only); "
                 f"told apart when p < {1 - CONFIDENCE:.2f}")
-    return f"test: two-sided paired bootstrap of the mean difference; told apart when p < {1 - CONFIDENCE:.2f}"
+    return ("test: two-sided paired sign-flip (randomization) test of the per-task differences; "
+            f"told apart when p < {1 - CONFIDENCE:.2f}")

@@ -6,8 +6,9 @@ call draws from its own generator seeded with ``seed``, so one cell's interval d
 cells were computed before it, and a rerun prints the same numbers.
 
 Two configurations run on the same tasks are compared *paired*, task by task: the difference of their means
-is resampled over the common tasks. Binary scores (solved within n turns) are tested with McNemar's exact
-test on the tasks only one side solved; other scores with the paired bootstrap's two-sided p-value. Inputs
+is resampled over the common tasks for its interval. Binary scores (solved within n turns) are tested with
+McNemar's exact test on the tasks only one side solved; other scores with a paired sign-flip randomization test
+(the same test, for scores that are not 0/1). Inputs
 are plain ``{task_id: score}`` dicts, those the ``get_*``/``per_task`` functions return, so tasks missing or
 set aside (incomplete, untrusted) on either side are simply absent and counted.
 """
@@ -23,7 +24,8 @@ CONFIDENCE = 0.95
 RESAMPLES = 10_000
 SEED = 0
 MCNEMAR = "McNemar exact"
-PAIRED_BOOTSTRAP = "paired bootstrap"
+SIGN_FLIP = "paired sign-flip"
+EXACT_SIGN_FLIPS = 16
 
 
 @dataclass(frozen=True)
@@ -127,17 +129,30 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     return min(1.0, 2 * tail / 2 ** n)
 
 
-def bootstrap_p_value(differences: np.ndarray) -> float:
-    """Two-sided p-value of "mean difference = 0" read off resampled mean differences (+1 smoothing, never 0)."""
-    below, above = int((differences <= 0).sum()), int((differences >= 0).sum())
-    return min(1.0, 2 * (min(below, above) + 1) / (len(differences) + 1))
+def sign_flip_p_value(differences: Sequence[float], *, seed: int = SEED, resamples: int = RESAMPLES) -> float:
+    """Two-sided paired randomization test of "no difference": under it each task's A - B is as likely to have
+    the opposite sign, so p is the share of sign assignments whose |sum| reaches the observed one.
+
+    Exact over all 2^m assignments of the m non-zero differences up to ``EXACT_SIGN_FLIPS``, else ``resamples``
+    seeded random ones (+1 smoothing, never 0). On 0/1 outcomes it is McNemar's exact test. Preferred to a
+    bootstrap p-value, which on few tasks calls differences significant that a sign test does not (docs/metrics.md).
+    """
+    nonzero = np.asarray([d for d in differences if d != 0], dtype=float)
+    if not len(nonzero):
+        return 1.0
+    observed = abs(nonzero.sum()) * (1 - 1e-9) - 1e-12  # float sums of the same values may differ in the last bit
+    if len(nonzero) <= EXACT_SIGN_FLIPS:
+        signs = ((np.arange(2 ** len(nonzero))[:, None] >> np.arange(len(nonzero))) & 1) * 2 - 1
+        return float((np.abs(signs @ nonzero) >= observed).mean())
+    signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(resamples, len(nonzero)))
+    return (int((np.abs(signs @ nonzero) >= observed).sum()) + 1) / (resamples + 1)
 
 
 def paired_comparison(a: Mapping[int, float], b: Mapping[int, float], *, binary: bool, seed: int = SEED,
                       resamples: int = RESAMPLES, confidence: float = CONFIDENCE) -> Comparison | None:
     """Compare two configurations on the tasks both scored; None when they share no task.
 
-    ``binary``: scores are 0/1 (solved or not), tested with McNemar; otherwise with the paired bootstrap.
+    ``binary``: scores are 0/1 (solved or not), tested with McNemar; otherwise with the paired sign-flip test.
     """
     common = sorted(set(a) & set(b))
     if not common:
@@ -153,7 +168,7 @@ def paired_comparison(a: Mapping[int, float], b: Mapping[int, float], *, binary:
         only_a, only_b = int(((left == 1) & (right == 0)).sum()), int(((left == 0) & (right == 1)).sum())
         test = PairedTest(mcnemar_exact(only_a, only_b), MCNEMAR, (only_a, only_b))
     else:
-        test = PairedTest(bootstrap_p_value(means_a - means_b), PAIRED_BOOTSTRAP)
+        test = PairedTest(sign_flip_p_value((left - right).tolist(), seed=seed, resamples=resamples), SIGN_FLIP)
     counts = TaskCounts(len(common), len(set(a) - set(b)), len(set(b) - set(a)))
     return Comparison(_interval(point_a, means_a, len(common), confidence),
                       _interval(point_b, means_b, len(common), confidence), difference, counts, test, confidence)

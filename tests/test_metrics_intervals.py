@@ -22,7 +22,7 @@ import metric_passrate_testcase
 import metric_passrate_unitest
 from analysis import main_analysis
 from result_format import state_path
-from uncertainty import bootstrap_interval, mcnemar_exact, paired_comparison
+from uncertainty import bootstrap_interval, mcnemar_exact, paired_comparison, sign_flip_p_value
 
 SECOND = "vendor/model-b"
 TASKS = list(range(1, 41))
@@ -141,6 +141,21 @@ def test_mcnemar_exact_against_hand_computed_binomials(only_a: int, only_b: int,
     assert comparison.test.p_value == pytest.approx(p_value)
     assert comparison.distinguishable == (p_value < 0.05)
     assert comparison.difference.value == pytest.approx((only_a - only_b) / len(a))
+
+
+def test_sign_flip_test_against_hand_counted_assignments() -> None:
+    # three tasks all better on A: of the 8 sign assignments only all-plus and all-minus reach |sum| = 1.0
+    assert sign_flip_p_value([0.5, 0.25, 0.25, 0.0]) == pytest.approx(2 / 8)
+    # [0.5, -0.25, 0.25]: |sum| = 0.5 is reached by 6 of the 8 (all but +0.5 with both 0.25 against it, and mirror)
+    assert sign_flip_p_value([0.5, -0.25, 0.25]) == pytest.approx(6 / 8)
+    assert sign_flip_p_value([0.0, 0.0]) == 1.0
+    # on 0/1 outcomes the sign-flip test is McNemar's, exactly (enumerated) and within Monte Carlo error beyond
+    for only_a, only_b in ((5, 1), (9, 2), (14, 6)):
+        differences = [1.0] * only_a + [-1.0] * only_b
+        tolerance = 0 if only_a + only_b <= 16 else 0.02
+        assert sign_flip_p_value(differences) == pytest.approx(mcnemar_exact(only_a, only_b), abs=tolerance + 1e-12)
+    many = [0.1 * (k % 4) - 0.05 for k in range(40)]
+    assert sign_flip_p_value(many, seed=1) == sign_flip_p_value(many, seed=1)
 
 
 def test_pairs_use_the_common_tasks_and_say_how_many(folders) -> None:
