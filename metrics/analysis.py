@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import all_metrics
+from interval_tables import bootstrap_options
 from metric_cli import DEFAULT_MAX_TURNS, USER_ERRORS, Context, UsageError, base_parser, build_context
 from metric_tables import Table, render
 from optional_extras import ExtraUnavailable
@@ -181,7 +182,7 @@ def series_of(ctx: Context) -> list[Series]:
     cases = count_test_cases(ctx.meta_path)
     selection = ctx.selection
     return [series_from_runs(model, selection.setting, selection.guidance_type, ctx.runs(model), cases,
-                             ctx.args.max_turns) for model in ctx.models]
+                             ctx.args.max_turns, **bootstrap_options(ctx.args)) for model in ctx.models]
 
 
 def analyze(args: argparse.Namespace, warn: Callable[[str], None] = warn_stderr) -> Analysis:

@@ -20,6 +20,7 @@ from tests.metrics_helpers import MODEL, REPO, passed, run_dir, turn, write_data
 import metric_MRR
 import metric_passrate_testcase
 import metric_passrate_unitest
+import plots
 from analysis import main_analysis
 from result_format import state_path
 from uncertainty import bootstrap_interval, mcnemar_exact, paired_comparison, sign_flip_p_value
@@ -233,6 +234,10 @@ def test_report_and_tables_show_the_intervals(folders, tmp_path: Path) -> None:
     shown = f"{100 * recall.value:.1f} [{100 * recall.low:.1f}, {100 * recall.high:.1f}]"
     assert shown in index and shown in (out / "tables.md").read_text(encoding="utf-8")
     assert "org_model-a: L4 vs L0" in index and "McNemar exact" in index
+    assert "Recall@10 by guidance level (bars: 95 % interval)" in [plot.title for plot in analysis.plots]
+    runs = analysis.sections[0].ctx.runs("org_model-a")
+    series = plots.series_from_runs("org_model-a", "memory_agent", "fixed", runs, {}, 10)
+    assert series.recall_interval[1] == recall  # the figure's error bar is the table's interval
 
 
 def published_recall() -> dict[tuple[str, str], float]:
