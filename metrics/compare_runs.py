@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
+from pathlib import Path
 
 from analysis import build_contexts
 from interval_tables import PAIR_COLUMNS, bootstrap_options, comparison_row, pair_notes
@@ -37,6 +38,8 @@ def metrics_of(ctx: Context) -> list[Metric]:
 
 def contexts_of(args: argparse.Namespace, folder: str) -> dict[tuple[str, str], Context]:
     """(setting, guidance type) -> Context of one folder."""
+    if not Path(folder).is_dir():
+        raise UsageError(f"--compare: result folder {folder} not found")
     contexts = build_contexts(argparse.Namespace(**{**vars(args), "result_dir": folder}))
     return {(ctx.selection.setting, ctx.selection.guidance_type): ctx for ctx in contexts}
 
@@ -78,9 +81,8 @@ def section_tables(name: str, ctx_a: Context, ctx_b: Context) -> list[Table]:
     pairs = model_pairs(ctx_a, ctx_b)
     tables = []
     for metric, metric_b in zip(metrics_of(ctx_a), metrics_of(ctx_b)):
-        runs_a = {a: summaries for a, summaries in ctx_a.summaries(metric.score).items() if a in dict(pairs)}
-        runs_b = {b: summaries for b, summaries in ctx_b.summaries(metric_b.score).items()
-                  if b in {b for _, b in pairs}}
+        all_a, all_b = ctx_a.summaries(metric.score), ctx_b.summaries(metric_b.score)
+        runs_a, runs_b = {a: all_a[a] for a, _ in pairs}, {b: all_b[b] for _, b in pairs}
         rows = _rows(pairs, runs_a, runs_b, metric, bootstrap_options(ctx_a.args))
         notes = pair_notes(rows, metric.binary, ctx_a.args) if rows else ["no level has results in both folders"]
         notes += [f"A: {note}" for note in coverage_notes([s for runs in runs_a.values() for s in runs])]

@@ -212,14 +212,25 @@ def test_compare_prints_values_intervals_difference_p_and_verdict(folders) -> No
     assert f"| {MODEL} | L0 |" not in done.stdout and "vendor" not in done.stdout
 
 
-def test_compare_refuses_what_cannot_be_paired(folders, tmp_path: Path) -> None:
+def test_compare_pairs_the_only_models_or_refuses_what_cannot_be_paired(folders, tmp_path: Path) -> None:
     write_outcomes(tmp_path / "C", 0, WEAK, model="third/model")
-    write_outcomes(tmp_path / "C", 0, WEAK, model="fourth/model")
-    done = subprocess.run([sys.executable, "scripts/analyze_results.py", "--compare", str(folders["A"]),
-                           str(tmp_path / "C"), "--dataset-dir", str(folders["dataset"])],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2
-    assert "A and B share no model" in done.stderr and done.stderr.count("\n") == 1
+    write_outcomes(tmp_path / "D", 0, STRONG, model="fourth/model")
+
+    def run(a: str, b: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "scripts/analyze_results.py", "--compare", a, b, "--dataset-dir",
+                               str(folders["dataset"]), "--format", "json"],
+                              cwd=REPO, capture_output=True, text=True, timeout=60)
+
+    alone = run(str(tmp_path / "C"), str(tmp_path / "D"))
+    assert alone.returncode == 0, alone.stderr
+    row = json.loads(alone.stdout)[0]["rows"][0]
+    assert row[:2] == ["third_model vs fourth_model", "L0"] and row[-1] == "can be told apart at 95 %"
+    write_outcomes(tmp_path / "C", 0, WEAK, model="fifth/model")
+    for a, b, message in ((str(folders["A"]), str(tmp_path / "C"), "A and B share no model"),
+                          (str(folders["A"]), str(tmp_path / "nowhere"), "--compare: result folder")):
+        done = run(a, b)
+        assert done.returncode == 2
+        assert message in done.stderr and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
 
 
 def test_report_and_tables_show_the_intervals(folders, tmp_path: Path) -> None:
