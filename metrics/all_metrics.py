@@ -11,6 +11,7 @@ import argparse
 import sys
 from collections.abc import Callable, Iterable
 
+import interval_tables
 import metric_codebert
 import metric_codebleu
 import metric_cost
@@ -43,9 +44,10 @@ def _names(text: str) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--skip`` and the options of metrics that take their own (CodeBERT model)."""
+    """``--skip`` and the options of metrics that take their own (CodeBERT model, the intervals' bootstrap)."""
     parser.add_argument("--skip", type=_names, default=[], help=f"metrics to leave out: {','.join(METRICS)}")
     metric_codebert.add_arguments(parser)
+    interval_tables.add_arguments(parser)
 
 
 def collect_tables(ctx: Context, skip: Iterable[str] = (), warn: Callable[[str], None] = warn_stderr) -> list[Table]:

@@ -19,8 +19,10 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 import all_metrics
+from interval_tables import bootstrap_options
 from metric_cli import DEFAULT_MAX_TURNS, USER_ERRORS, Context, UsageError, base_parser, build_context
 from metric_tables import Table, render
 from optional_extras import ExtraUnavailable
@@ -31,6 +33,7 @@ from run_settings import RunSettings, read_run_settings
 from task_meta import count_test_cases
 
 REPORT_DIR = "report"
+T = TypeVar("T")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -179,7 +182,7 @@ def series_of(ctx: Context) -> list[Series]:
     cases = count_test_cases(ctx.meta_path)
     selection = ctx.selection
     return [series_from_runs(model, selection.setting, selection.guidance_type, ctx.runs(model), cases,
-                             ctx.args.max_turns) for model in ctx.models]
+                             ctx.args.max_turns, **bootstrap_options(ctx.args)) for model in ctx.models]
 
 
 def analyze(args: argparse.Namespace, warn: Callable[[str], None] = warn_stderr) -> Analysis:
@@ -214,12 +217,22 @@ def analyze(args: argparse.Namespace, warn: Callable[[str], None] = warn_stderr)
     return analysis
 
 
-def main_analysis(description: str, argv: Iterable[str] | None = None) -> tuple[argparse.Namespace, Analysis]:
-    """Parse the command line and analyse; a user error prints one line and exits with status 2."""
+def analysis_parser(description: str) -> argparse.ArgumentParser:
     parser = base_parser(description)
     add_arguments(parser)
-    args = parser.parse_args(None if argv is None else list(argv))
+    return parser
+
+
+def guarded(parser: argparse.ArgumentParser, work: Callable[[], T]) -> T:
+    """``work()``; a user error prints one line and exits with status 2."""
     try:
-        return args, analyze(args)
+        return work()
     except USER_ERRORS as exc:
         parser.exit(2, f"error: {exc}\n")
+
+
+def main_analysis(description: str, argv: Iterable[str] | None = None) -> tuple[argparse.Namespace, Analysis]:
+    """Parse the command line and analyse; a user error prints one line and exits with status 2."""
+    parser = analysis_parser(description)
+    args = parser.parse_args(None if argv is None else list(argv))
+    return args, guarded(parser, lambda: analyze(args))

@@ -40,7 +40,7 @@ class _Parser(Parser):
         return parsed
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'")
     return int(text)
@@ -59,7 +59,7 @@ def base_parser(description: str, turn_options: tuple[str, ...] = TURN_OPTIONS) 
     add_dataset_dirs(parser)
     parser.add_argument("--meta", help="annotation_meta.jsonl (default: DATASET_DIR/annotation_meta.jsonl)")
     if "--max-turns" in turn_options:
-        parser.add_argument("--max-turns", type=_positive_int, default=DEFAULT_MAX_TURNS,
+        parser.add_argument("--max-turns", type=positive_int, default=DEFAULT_MAX_TURNS,
                             help="n of Recall@n and curve length")
     else:
         add_idle(parser, "--max-turns", "this script's tables do not depend on it")

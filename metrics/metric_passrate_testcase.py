@@ -11,18 +11,23 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+import interval_tables
+from interval_tables import interval_table, paired_table
 from metric_aggregate import TaskScore, Unscored, level_values
 from metric_cli import Context, level_table, run_cli, turn_table
 from metric_tables import Table
 from junit_outcome import case_pass_rate, passed_cases
 from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_SETTING, LEVELS, RunSelection, execution
 from task_meta import DEFAULT_DATASET_DIR, count_test_cases, load_task_ids_from_jsonl, meta_path_for
+from uncertainty import RESAMPLES, SEED, Interval, level_intervals
 
 __all__ = [
     "get_init_model_passrates",
     "get_model_passrates",
+    "get_model_passrates_ci",
     "get_model_passrates_turn",
     "get_pass_num",
+    "get_task_passrates",
     "get_test_case_num",
     "load_task_ids_from_jsonl",
 ]
@@ -106,11 +111,39 @@ def get_model_passrates_turn(
     return level_values(model, task_ids, best_so_far(cases, max_turns), selection)
 
 
+def get_task_passrates(
+    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
+    meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
+    dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS,
+) -> list[dict[int, float]]:
+    """Per level, each scored task's best test-case pass rate: the values get_model_passrates averages."""
+    cases = count_test_cases(meta_path_for(dataset_dir, meta_path))
+    selection = RunSelection(result_dir, setting, guidance_type, levels)
+    return level_values(model, task_ids, best_rate(cases), selection, per_task=True)
+
+
+def get_model_passrates_ci(
+    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
+    meta_path: Path | str | None = None, setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE,
+    dataset_dir: Path | str = DEFAULT_DATASET_DIR, levels: Iterable[int] = LEVELS, seed: int = SEED,
+    resamples: int = RESAMPLES,
+) -> list[Interval | None]:
+    """Per level, the test-case pass rate (``.value``, equal to get_model_passrates') with its 95 % bootstrap
+    interval over tasks."""
+    per_level = get_task_passrates(model, task_ids, result_dir, meta_path=meta_path, setting=setting,
+                                   guidance_type=guidance_type, dataset_dir=dataset_dir, levels=levels)
+    return level_intervals(per_level, seed=seed, resamples=resamples)
+
+
 def tables(ctx: Context) -> list[Table]:
     cases = count_test_cases(ctx.meta_path)
+    best = best_rate(cases, ctx.args.max_turns)
     result = [
-        level_table(ctx, "Test-case pass rate, best turn (% of test cases)", best_rate(cases, ctx.args.max_turns)),
+        level_table(ctx, "Test-case pass rate, best turn (% of test cases)", best),
         level_table(ctx, "Test-case pass rate at turn 0 (% of test cases)", best_rate(cases, 1)),
+        interval_table(ctx, "Test-case pass rate, best turn, with 95 % interval (% of test cases)", best),
+        paired_table(ctx, "Test-case pass rate, best turn, paired differences (points of % of test cases)", best,
+                     binary=False),
     ]
     if ctx.args.per_turn:
         curve = best_so_far(cases, ctx.args.max_turns)
@@ -119,7 +152,7 @@ def tables(ctx: Context) -> list[Table]:
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    return run_cli(__doc__, tables, argv=argv)
+    return run_cli(__doc__, tables, interval_tables.add_arguments, argv=argv)
 
 
 if __name__ == "__main__":

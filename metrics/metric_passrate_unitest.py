@@ -8,12 +8,15 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+import interval_tables
+from interval_tables import interval_table, paired_table
 from metric_aggregate import TaskScore, level_values
 from metric_cli import Context, level_table, run_cli, turn_table
 from metric_tables import Table, format_passrates
 from junit_outcome import published_success, runner_solved
 from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_SETTING, LEVELS, RunSelection, execution, turn_status
 from task_meta import DEFAULT_DATASET_DIR, load_task_ids_from_jsonl
+from uncertainty import RESAMPLES, SEED, Interval, level_intervals
 
 __all__ = [
     "eval_success",
@@ -21,6 +24,7 @@ __all__ = [
     "format_passrates",
     "get_init_model_passrates",
     "get_model_passrates",
+    "get_model_passrates_ci",
     "get_model_passrates_turns",
     "get_pass_rates",
     "load_task_ids_from_jsonl",
@@ -95,11 +99,25 @@ def get_pass_rates(
     return level_values(model, task_ids, solved_within(n), selection, per_task=True)
 
 
+def get_model_passrates_ci(
+    model: str, task_ids: Iterable[int], result_dir: Path | str | None = None, *,
+    setting: str = DEFAULT_SETTING, guidance_type: str = DEFAULT_GUIDANCE_TYPE, levels: Iterable[int] = LEVELS,
+    n: int | None = None, seed: int = SEED, resamples: int = RESAMPLES,
+) -> list[Interval | None]:
+    """Per level, Recall@n (``.value``, equal to get_model_passrates') with its 95 % bootstrap interval over tasks."""
+    per_level = get_pass_rates(model, task_ids, result_dir, setting=setting, guidance_type=guidance_type,
+                               levels=levels, n=n)
+    return level_intervals(per_level, seed=seed, resamples=resamples)
+
+
 def tables(ctx: Context) -> list[Table]:
     n = ctx.args.max_turns
+    recall = solved_within(n)
     result = [
-        level_table(ctx, f"Unit-test pass rate, Recall@{n} (% of tasks)", solved_within(n)),
+        level_table(ctx, f"Unit-test pass rate, Recall@{n} (% of tasks)", recall),
         level_table(ctx, "Unit-test pass rate at turn 0 (% of tasks)", solved_within(1)),
+        interval_table(ctx, f"Recall@{n} with 95 % interval (% of tasks)", recall),
+        paired_table(ctx, f"Recall@{n}, paired differences (points of % of tasks)", recall, binary=True),
     ]
     if ctx.args.per_turn:
         result.append(turn_table(ctx, "Cumulative unit-test pass rate by turn (% of tasks)", cumulative_solved(n)))
@@ -107,7 +125,7 @@ def tables(ctx: Context) -> list[Table]:
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    return run_cli(__doc__, tables, argv=argv)
+    return run_cli(__doc__, tables, interval_tables.add_arguments, argv=argv)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Plain tables of metric values and their rendering as markdown, CSV or JSON.
 
-Cells hold raw values (fractions, counts); ``scale`` and ``digits`` only
-affect the text formats, so JSON keeps full precision for plots and reports.
+Cells hold raw values (fractions, counts, or dataclasses such as an interval); ``scale`` and ``digits`` only
+affect the text formats, so JSON keeps full precision (a dataclass cell becomes an object) for plots and reports.
 """
 from __future__ import annotations
 
@@ -25,8 +25,11 @@ class Table:
 
 
 def format_cell(value: object, table: Table) -> str:
+    """Text of one cell; a value with a ``formatted(scale, digits)`` method (an interval, a test) renders itself."""
     if value is None:
         return "-"
+    if hasattr(value, "formatted"):
+        return value.formatted(table.scale, table.digits)
     if isinstance(value, float):
         return f"{value * table.scale:.{table.digits}f}"
     return str(value)

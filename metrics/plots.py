@@ -1,4 +1,5 @@
-"""Figures of a results folder: Recall@n, test-case pass rate and cost per task against guidance level;
+"""Figures of a results folder: Recall@n and test-case pass rate (with 95 % bootstrap intervals as error bars)
+and cost per task against guidance level;
 per series, cumulative Recall and the test-case pass rate by turn for each level.
 
 A *series* is one (setting, guidance type, model) group of runs, so dynamic
@@ -28,6 +29,7 @@ from metric_passrate_testcase import best_rate, best_so_far
 from metric_passrate_unitest import cumulative_solved, solved_within
 from optional_extras import import_extra
 from result_files import LevelRun
+from uncertainty import RESAMPLES, SEED, Interval, bootstrap_interval
 
 FORMATS = ("png", "svg")
 LEVEL_MARKERS = "osD^v"  # distinct shapes, shrinking with the level, keep coinciding level curves visible
@@ -46,6 +48,8 @@ class Series:
     per_turn: dict[int, list[float]] = field(default_factory=dict)            # cumulative Recall by turn
     testcase_per_turn: dict[int, list[float]] = field(default_factory=dict)   # best-so-far test-case rate
     cost: list[float | None] = field(default_factory=list)                    # dollars per task (known prices)
+    recall_interval: list[Interval | None] = field(default_factory=list)      # 95 % bootstrap over tasks
+    testcase_interval: list[Interval | None] = field(default_factory=list)
 
     def label(self, vary_setting: bool, vary_type: bool) -> str:
         """The model name, plus the setting and guidance type when the figure mixes several."""
@@ -64,19 +68,24 @@ class Plot:
 
 def series_from_runs(
     model: str, setting: str, guidance_type: str, runs: list[LevelRun], cases: dict[int, int], max_turns: int,
+    *, seed: int = SEED, resamples: int = RESAMPLES,
 ) -> Series:
-    """Score one model's level runs with the metric modules' task scores (Recall@n, best test-case rate,
-    their per-turn curves) and metric_cost's totals (dollars per loaded task; None when no price is known)."""
+    """Score one model's level runs with the metric modules' task scores (Recall@n, best test-case rate with
+    their bootstrap intervals, their per-turn curves) and metric_cost's totals (dollars per loaded task; None
+    when no price is known)."""
     curves = {run.level: summarize(run, cumulative_solved(max_turns)).value for run in runs}
     rates = {run.level: summarize(run, best_so_far(cases, max_turns)).value for run in runs}
     costs = [level_cost(run) for run in runs]
+    recall = [summarize(run, solved_within(max_turns)) for run in runs]
+    testcase = [summarize(run, best_rate(cases, max_turns)) for run in runs]
     return Series(
         model, setting, guidance_type, [run.level for run in runs],
-        [summarize(run, solved_within(max_turns)).value for run in runs],
-        [summarize(run, best_rate(cases, max_turns)).value for run in runs],
+        [summary.value for summary in recall], [summary.value for summary in testcase],
         {level: curve for level, curve in curves.items() if curve is not None},
         {level: curve for level, curve in rates.items() if curve is not None},
         [cost["cost_usd"] / cost["tasks"] if cost["tasks"] and cost["priced"] else None for cost in costs],
+        [bootstrap_interval(list(s.per_task.values()), seed=seed, resamples=resamples) for s in recall],
+        [bootstrap_interval(list(s.per_task.values()), seed=seed, resamples=resamples) for s in testcase],
     )
 
 
@@ -91,6 +100,13 @@ def file_stem(text: str) -> str:
 
 def _percent(values: list[float | None]) -> list[float]:
     return [math.nan if value is None else 100.0 * value for value in values]
+
+
+def _error_bars(intervals: list[Interval | None]) -> list[list[float]]:
+    """Matplotlib's (below, above) distances, in points of %, from each value to its interval's ends."""
+    below = [math.nan if i is None else 100.0 * (i.value - i.low) for i in intervals]
+    above = [math.nan if i is None else 100.0 * (i.high - i.value) for i in intervals]
+    return [below, above]
 
 
 def _new_axes(title: str, xlabel: str, ylabel: str, percent: bool = True):
@@ -133,7 +149,13 @@ def level_plot(series: list[Series], attribute: str, title: str, ylabel: str, ou
         style = "--" if item.guidance_type == "dynamic" else "-"
         values = getattr(item, attribute) or [None] * len(item.levels)
         shown = [math.nan if v is None else v for v in values] if dollars else _percent(values)
-        axes.plot(item.levels, shown, style, marker="o", label=plot_text(item.label(vary_setting, vary_type)))
+        label = plot_text(item.label(vary_setting, vary_type))
+        intervals = getattr(item, f"{attribute}_interval", None)
+        if intervals:
+            axes.errorbar(item.levels, shown, yerr=_error_bars(intervals), fmt=style, marker="o", capsize=3,
+                          label=label)
+        else:
+            axes.plot(item.levels, shown, style, marker="o", label=label)
     if dollars:
         axes.set_ylim(bottom=0)
     levels = sorted({level for item in series for level in item.levels})
@@ -172,10 +194,10 @@ def write_plots(series: list[Series], out_dir: Path | str, max_turns: int) -> li
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plots = [
-        level_plot(series, "recall", f"Recall@{max_turns} by guidance level", "tasks solved (%)", out,
-                   "recall_vs_level"),
-        level_plot(series, "testcase", "Test-case pass rate by guidance level (best turn)", "test cases passed (%)",
-                   out, "testcase_vs_level"),
+        level_plot(series, "recall", f"Recall@{max_turns} by guidance level (bars: 95 % interval)",
+                   "tasks solved (%)", out, "recall_vs_level"),
+        level_plot(series, "testcase", "Test-case pass rate by guidance level (best turn; bars: 95 % interval)",
+                   "test cases passed (%)", out, "testcase_vs_level"),
         level_plot(series, "cost", "Cost per task by guidance level (all results; known prices)", "dollars per task",
                    out, "cost_vs_level"),
     ]

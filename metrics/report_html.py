@@ -33,7 +33,7 @@ h1{font-size:1.5em}h2{font-size:1.25em;border-bottom:1px solid #ccd;padding-bott
 h3{font-size:1.05em;margin:1.2em 0 .4em}
 table{border-collapse:collapse;margin:.4em 0 .8em;font-size:.9em}
 th,td{border:1px solid #ccd;padding:.2em .5em;text-align:left;vertical-align:top}
-th{background:#eef0f5}td.num{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#eef0f5}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 pre{background:#f6f7f9;border:1px solid #dde;padding:.5em;overflow-x:auto;font-size:.82em;white-space:pre-wrap;
 word-break:break-word;max-height:40em;overflow-y:auto}
 pre.diff>span{display:block}pre.diff .add{background:#e3f7e3;color:#14541a}
@@ -152,7 +152,8 @@ def cell(content: object, class_: str | None = None, title: str | None = None) -
 
 def metric_table(metric: Table) -> Html:
     """A metric Table with its title and the skip accounting underneath, formatted like the text output."""
-    rows = [[cell(format_cell(value, metric), "num" if isinstance(value, (int, float)) else None) for value in row]
+    rows = [[cell(format_cell(value, metric), "num" if isinstance(value, (int, float)) or hasattr(value, "formatted")
+                  else None) for value in row]
             for row in metric.rows]
     return join([tag("h3", metric.title), table(metric.columns, rows), bullet_list(metric.notes)])
 

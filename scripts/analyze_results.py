@@ -2,10 +2,14 @@
 
 Usage (from the repo root):
     python scripts/analyze_results.py --result-dir experiment_results --models m1,m2 [--setting S] [--out DIR]
+    python scripts/analyze_results.py --compare RESULTS_A RESULTS_B [--levels 0,4] [--models m]
 Tables go to stdout (--format markdown|csv|json); where the files went goes to stderr. The output folder
 (default RESULT_DIR/report) holds index.html, tables.md, tables.json and plots/*.png|svg. --setting and
 --guidance-type take comma lists; without --guidance-type every type found (fixed, dynamic) is analysed.
 Other options are those of metrics/all_metrics.py (--dataset-dir, --levels, --task-ids, --skip codebert, ...).
+--compare prints, per model and level present in both folders, Recall@n and the test-case pass rate of A and
+B with 95 % intervals, A - B with its paired interval on the common tasks, the paired test's p-value and
+whether the two can be told apart (docs/metrics.md); it writes no report.
 """
 import sys
 from collections.abc import Iterable
@@ -13,12 +17,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "metrics"))
 
-from analysis import main_analysis  # noqa: E402
+from analysis import analysis_parser, analyze, guarded  # noqa: E402
+from compare_runs import compare_folders  # noqa: E402
 from metric_tables import emit  # noqa: E402
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    args, analysis = main_analysis(__doc__, argv)
+    parser = analysis_parser(__doc__)
+    parser.add_argument("--compare", nargs=2, metavar=("A", "B"),
+                        help="compare two result folders task by task instead of analysing --result-dir")
+    args = parser.parse_args(None if argv is None else list(argv))
+    if args.compare:
+        emit(guarded(parser, lambda: compare_folders(args, *args.compare)), args.format)
+        return 0
+    analysis = guarded(parser, lambda: analyze(args))
     emit(analysis.tables(), args.format)
     print(f"report: {analysis.index}", file=sys.stderr)
     print(f"tables: {analysis.out / 'tables.md'}, {analysis.out / 'tables.json'}", file=sys.stderr)

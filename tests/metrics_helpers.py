@@ -60,3 +60,17 @@ def write_dataset(root: Path, tasks: dict[int, int], canonical: dict[int, str] |
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "canonical.py").write_text(text)
     return root
+
+
+def write_outcomes(result_dir: Path, level: int, solved_at: dict[int, int | None], model: str = MODEL,
+                   tests: int = 4, turns: int = 3) -> None:
+    """One result file per task: solved at turn ``solved_at[id]`` (earlier turns fail one test), or never
+    (``None``: ``turns`` turns failing ``1 + id % (tests - 1)`` tests, so the test-case rates vary by task)."""
+    for task_id, first in solved_at.items():
+        if first is None:
+            failing = 1 + task_id % (tests - 1)
+            records = [turn(t, tests=tests, failures=failing, status="failed") for t in range(turns)]
+        else:
+            records = [turn(t, tests=tests, failures=1, status="failed") for t in range(first)]
+            records.append(passed(first, tests=tests))
+        write_result(result_dir, level, task_id, records, model=model)
