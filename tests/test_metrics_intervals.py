@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.metrics_helpers import MODEL, REPO, passed, run_dir, turn, write_dataset, write_outcomes, write_result
@@ -274,3 +275,13 @@ def test_published_numbers_over_102_tasks_have_a_standard_error_near_4_5_points(
     # however the 73 and 72 solved tasks overlap, one more task solved by A than by B is never significant
     for only_b in range(0, 30):
         assert mcnemar_exact(only_b + 1, only_b) == 1.0
+
+
+def test_intervals_cover_and_tests_hold_their_level_on_simulated_sweeps() -> None:
+    """The claims themselves, on seeded simulations (scripts/bench_intervals.py prints the full table)."""
+    from scripts import bench_intervals
+
+    rng = np.random.default_rng(7)
+    assert 0.90 <= bench_intervals.coverage(102, 0.7, 300, 1000, rng) <= 0.99
+    binary, rates = bench_intervals.false_positives(12, 1000, 200, rng)  # 12 tasks: both tests enumerate exactly
+    assert binary <= 0.067 and rates <= 0.067  # 0.05 + 2.5 standard errors of a share over 1000 simulations
