@@ -48,7 +48,7 @@ def caveats(intervals: list[Interval | None]) -> list[str]:
     flat = [interval for interval in shown if interval.low == interval.high]
     if flat:
         notes.append(f"a zero-width interval means every task scored alike, not certainty: over n tasks the true "
-                     f"rate may still be about 3/n away (rule of three; {100 * 3 / flat[0].n:.0f} points for "
+                     f"rate may still be about 3/n of the scale away (rule of three; {3 / flat[0].n:.2f} for "
                      f"n = {flat[0].n})")
     return notes
 

@@ -10,10 +10,12 @@ import json
 import math
 import random
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.metrics_helpers import MODEL, REPO, passed, run_dir, turn, write_dataset, write_outcomes, write_result
@@ -274,3 +276,32 @@ def test_published_numbers_over_102_tasks_have_a_standard_error_near_4_5_points(
     # however the 73 and 72 solved tasks overlap, one more task solved by A than by B is never significant
     for only_b in range(0, 30):
         assert mcnemar_exact(only_b + 1, only_b) == 1.0
+
+
+def test_intervals_cover_and_tests_hold_their_level_on_simulated_sweeps() -> None:
+    """The claims themselves, on seeded simulations (scripts/bench_intervals.py prints the full table)."""
+    from scripts import bench_intervals
+
+    rng = np.random.default_rng(7)
+    assert 0.90 <= bench_intervals.coverage(102, 0.7, 300, 1000, rng) <= 0.99
+    binary, rates = bench_intervals.false_positives(12, 1000, 200, rng)  # 12 tasks: both tests enumerate exactly
+    assert binary <= 0.067 and rates <= 0.067  # 0.05 + 2.5 standard errors of a share over 1000 simulations
+
+
+def test_compare_asks_which_recall_when_the_sweeps_ran_different_max_turns(folders, tmp_path: Path) -> None:
+    shorter = tmp_path / "short sweep"
+    shutil.copytree(folders["B"], shorter)
+    (shorter / "run_metadata").mkdir()
+    (shorter / "run_metadata" / "20260101-000000_1.json").write_text(json.dumps({"config": {"max_turn": 2}}))
+    base = [sys.executable, "scripts/analyze_results.py", "--compare", str(folders["A"]), str(shorter),
+            "--dataset-dir", str(folders["dataset"]), "--format", "json"]
+    refused = subprocess.run(base, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2
+    assert "A was run with max-turn 10 and B with 2; pass --max-turns N" in refused.stderr
+    chosen = subprocess.run(base + ["--max-turns", "2"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert chosen.returncode == 0, chosen.stderr
+    recall = json.loads(chosen.stdout)[0]
+    assert recall["title"] == "A vs B: Recall@2 (% of tasks)"
+    row = next(row for row in recall["rows"] if row[:2] == ["org_model-a", "L4"])
+    solved_by_turn_2 = solved({t: STRONG[t] for t in range(1, 38)}, 2)
+    assert row[2]["value"] == pytest.approx(sum(solved_by_turn_2.values()) / 37)
