@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     args, overrides = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        cfg = load_config(args.yaml_location, overrides)
+        cfg = load_config(args.yaml_location, overrides, need_keys=not args.estimate)
         return estimate(cfg) if args.estimate else run(cfg, [sys.argv[0], *argv])
     except USER_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
