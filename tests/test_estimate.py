@@ -189,3 +189,21 @@ def test_estimate_vs_spent_names_unpriced_jobs() -> None:
     assert rows["calls"][1:] == ["2", "-", "20", "8"]
     assert rows["dollars (list price)"][3:] == ["$0.50", "-", "$5.00", "$1.50", "(1", "job(s)", "unpriced)"]
     assert "$0.25 - $2.50" in text and "$1.50 (1 job(s) unpriced)" in text
+
+
+PUBLISHED_META = REPO.parent / "shared" / "recode_h" / "annotation_meta.jsonl"
+
+
+@pytest.mark.skipif(not PUBLISHED_META.is_file(), reason="the published meta file (../shared/recode_h) is absent")
+def test_published_meta_estimate_from_stand_in_texts(capsys) -> None:
+    """The paper's 102 tasks at the release's default config: 35 code calls per unsolved job (3 seed steps,
+    9 turns x 3 steps, 5 summaries), 9 feedback calls (turns 0-8)."""
+    from scripts.estimate_meta import main as estimate_meta
+
+    assert estimate_meta(["--meta", str(PUBLISHED_META), "--yaml-location", str(REPO / "config" / "default.yaml"),
+                          "--paper-chars", "20000"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("Estimate, no model called: 102 job(s) to run: 102 task(s) at level(s) 4")
+    rows = {line.split()[0]: line.split() for line in printed.splitlines()[4:6]}
+    assert rows["gpt-4o"][3:6] == ["204", "-", f"{102 * 35:,}"] and rows["o4-mini"][3:6] == ["0", "-", "918"]
+    assert "paper 20,000, task 3,702, reference file 5,188 characters per task" in printed

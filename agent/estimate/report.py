@@ -12,7 +12,7 @@ ROLES = {"code": "code (CodeAgent)", "feedback": "feedback (HumanAgent)"}
 
 def count(n: float) -> str:
     """A token or call count, short: 950, 12.3k, 4.56M."""
-    for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+    for size, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
         if abs(n) >= size:
             return f"{n / size:.3g}{unit}"
     return f"{int(n)}"
