@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from agent import research_code_generation as main_command
+from agent.action import RELEASE_ACTIONS
 from agent.config import load_config
 from agent.estimate import job_shape
 from agent.estimate.report import format_estimate_vs_spent
@@ -20,7 +21,7 @@ from agent.estimate.walk import (
 from agent.feedback.records import FeedbackRequest
 from agent.models.build import CachedModel, RemoteModel
 from agent.models.scripted import ScriptedModel
-from agent.protocols.base import Opening, StepView, TaskBrief, TurnInput
+from agent.protocols.base import StepView, TaskBrief, TurnInput
 from tests.fake_providers import FakeProvider, no_provider_env  # noqa: F401
 from tests.run_support import DATASET, REPO, WRONG_CODE, run_cli, run_record
 
@@ -76,19 +77,22 @@ def small_task() -> TaskText:
 
 
 def release_shape(tmp_path: Path, **keys):
+    """A run config of the offline demo (protocol release unless ``keys`` say otherwise) and its job shape."""
     cfg = load_config(OFFLINE, {"output-dir": str(tmp_path / "out"), **keys})
     return cfg, job_shape(cfg)
 
 
-def test_walk_sends_what_the_protocol_builds(tmp_path: Path) -> None:
+@pytest.mark.parametrize("protocol", ["release", "improved"])
+def test_walk_sends_what_the_protocol_builds(tmp_path: Path, protocol: str) -> None:
     """Two turns of two steps at L4, never solved: 4 step calls and the turn-0 feedback, each prompt the one
-    the release's builders make, each later step reading the prefix it shares with the one before."""
-    task, (cfg, shape) = small_task(), release_shape(tmp_path, **{"max-turn": 2, "max-steps": 2})
+    the protocol's builders make, each later step reading the prefix it shares with the one before."""
+    task = small_task()
+    cfg, shape = release_shape(tmp_path, **{"max-turn": 2, "max-steps": 2, "protocol": protocol})
     calls = walk_job(task, shape, 4, UNSOLVED, Assumptions())
     assert [(c.role, c.turn) for c in calls] == [("code", 0), ("code", 0), ("feedback", 0), ("code", 1),
                                                  ("code", 1)]
     protocol = shape.protocol
-    system = protocol.system(("REPLACE", "READ", "RETRIEVE", "BROWSE", "SUBMIT"), 2)
+    system = protocol.system(RELEASE_ACTIONS, 2)
     first = protocol.messages(StepView(TaskBrief(task.latex, task.instruction, task.target), system, "", [],
                                        TurnInput(0, test_cases=task.test_cases),
                                        protocol.opening(TurnInput(0, test_cases=task.test_cases)), None, 1, 2))
