@@ -211,3 +211,15 @@ def test_published_meta_estimate_from_stand_in_texts(capsys) -> None:
     rows = {line.split()[0]: line.split() for line in printed.splitlines()[4:6]}
     assert rows["gpt-4o"][3:6] == ["204", "-", f"{102 * 35:,}"] and rows["o4-mini"][3:6] == ["0", "-", "918"]
     assert "paper 20,000, task 3,702, reference file 5,188 characters per task" in printed
+
+
+def test_offline_run_prints_estimate_beside_spend(tmp_path: Path) -> None:
+    """The offline demo on its task solved at turn 0 (BROWSE, REPLACE, SUBMIT): the spend lies in the range."""
+    done = run_cli(OFFLINE, "--output-dir", str(tmp_path / "out dir"), "--task-ids", "6", "--guidance-level", "0",
+                   "--parallel-mode", "none")
+    assert done.returncode == 0, done.stderr
+    record = run_record(tmp_path / "out dir")
+    low, high = (record["estimate"]["lines"][0]["totals"][course]["calls"] for course in (SOLVED, UNSOLVED))
+    assert (low, high, record["api_calls"]) == (2, 3 + 9 * 3 + 5, 3)
+    block = done.stdout[done.stdout.index("estimate (before the run, low - high) vs spent:"):].splitlines()
+    assert block[3].split() == ["calls", "2", "-", str(high), "3"]
