@@ -182,7 +182,7 @@ def test_after_a_run_the_estimate_stands_beside_the_spend(tmp_path: Path) -> Non
     assert block[4].split()[0:2] == ["input", "tokens"] and block[6].split()[:3] == ["dollars", "(list", "price)"]
 
 
-def test_estimate_vs_spent_names_unpriced_jobs() -> None:
+def test_estimate_vs_spent_names_jobs_of_unknown_cost() -> None:
     estimate = {"lines": [{"model": "m", "role": "code", "totals": {
         course: {"calls": n, "input_tokens": 10 * n, "output_tokens": n, "cached_tokens": 0, "cache_write_tokens": 0}
         for course, n in ((SOLVED, 2), (UNSOLVED, 20))}, "dollars": {SOLVED: 0.5, UNSOLVED: 5.0},
@@ -191,8 +191,8 @@ def test_estimate_vs_spent_names_unpriced_jobs() -> None:
                                                 "cost_usd": 1.5}, {"api_calls": 1, "cost_usd": None}])
     rows = {line.split("  ")[0]: line.split() for line in text.splitlines()[3:]}
     assert rows["calls"][1:] == ["2", "-", "20", "8"]
-    assert rows["dollars (list price)"][3:] == ["$0.50", "-", "$5.00", "$1.50", "(1", "job(s)", "unpriced)"]
-    assert "$0.25 - $2.50" in text and "$1.50 (1 job(s) unpriced)" in text
+    assert rows["dollars (list price)"][3:] == ["$0.50", "-", "$5.00", "$1.50", "(1", "job(s)", "of", "unknown", "cost)"]
+    assert "$0.25 - $2.50" in text and "$1.50 (1 job(s) of unknown cost)" in text
 
 
 PUBLISHED_META = REPO.parent / "shared" / "recode_h" / "annotation_meta.jsonl"

@@ -99,7 +99,7 @@ def format_estimate_vs_spent(estimate: dict, outcomes: list[dict]) -> str:
              (("input tokens", "input_tokens"), ("output tokens", "output_tokens"))]
     known = [c for c in spent_cost if c is not None]
     rows.append(["dollars (list price)", _total_span(estimate, "dollars", dollars),
-                 dollars(sum(known)) + (f" ({len(spent_cost) - len(known)} job(s) unpriced)"
+                 dollars(sum(known)) + (f" ({len(spent_cost) - len(known)} job(s) of unknown cost)"
                                         if len(known) < len(spent_cost) else "")])
     rows.append(["dollars with prompt caching", _total_span(estimate, "cached_dollars", dollars), ""])
     return "\n".join(["estimate (before the run, low - high) vs spent:",
