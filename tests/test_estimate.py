@@ -191,7 +191,8 @@ def test_estimate_vs_spent_names_jobs_of_unknown_cost() -> None:
                                                 "cost_usd": 1.5}, {"api_calls": 1, "cost_usd": None}])
     rows = {line.split("  ")[0]: line.split() for line in text.splitlines()[3:]}
     assert rows["calls"][1:] == ["2", "-", "20", "8"]
-    assert rows["dollars (list price)"][3:] == ["$0.50", "-", "$5.00", "$1.50", "(1", "job(s)", "of", "unknown", "cost)"]
+    assert rows["dollars (list price)"][3:] == ["$0.50", "-", "$5.00", "$1.50", "(1", "job(s)", "of", "unknown",
+                                                "cost)"]
     assert "$0.25 - $2.50" in text and "$1.50 (1 job(s) of unknown cost)" in text
 
 
