@@ -224,3 +224,20 @@ def test_offline_run_prints_estimate_beside_spend(tmp_path: Path) -> None:
     assert (low, high, record["api_calls"]) == (2, 3 + 9 * 3 + 5, 3)
     block = done.stdout[done.stdout.index("estimate (before the run, low - high) vs spent:"):].splitlines()
     assert block[3].split() == ["calls", "2", "-", str(high), "3"]
+
+
+def test_a_replay_run_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
+    code = main_command.main(["--yaml-location", str(write_replay_config(tmp_path)), "--estimate"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "--estimate does not cover replay-feedback-level runs" in err
+
+
+def write_replay_config(tmp_path: Path) -> Path:
+    values = yaml.safe_load(OFFLINE.read_text())
+    values.update({"replay-feedback-level": 2, "guidance-level": 4, "output-dir": str(tmp_path / "out"),
+                   "work-dir": str(DATASET), "script": str(REPO / values["script"]),
+                   "human-script": str(REPO / values["human-script"])})
+    path = tmp_path / "replay run.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
