@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     pending = {model.model: [(task.index, level) for task in tasks for level in cfg.guidance_levels]
                for model in cfg.models}
-    estimate = estimate_tasks(cfg, tasks, job_shape(cfg), pending, Assumptions())
+    seeds = {model: [task.index for task in tasks] for model in pending}
+    estimate = estimate_tasks(cfg, tasks, job_shape(cfg), pending, seeds, Assumptions())
     print(format_estimate(estimate.to_dict()))
     print(f"stand-in texts: paper {args.paper_chars:,}, task {args.instruction_chars:,}, reference file "
           f"{args.code_chars:,} characters per task; from {args.meta}")

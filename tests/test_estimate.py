@@ -12,7 +12,7 @@ import yaml
 from agent import research_code_generation as main_command
 from agent.action import RELEASE_ACTIONS
 from agent.config import load_config
-from agent.estimate import job_shape
+from agent.estimate import estimate_run, job_shape
 from agent.estimate.report import format_estimate_vs_spent
 from agent.estimate.tally import model_totals, price_lines
 from agent.estimate.walk import (
@@ -180,6 +180,11 @@ def test_after_a_run_the_estimate_stands_beside_the_spend(tmp_path: Path) -> Non
     block = done.stdout[done.stdout.index("estimate (before the run"):].splitlines()
     assert block[3].split() == ["calls", "2", "-", str(high), str(high)]  # low: the seed's REPLACE and SUBMIT
     assert block[4].split()[0:2] == ["input", "tokens"] and block[6].split()[:3] == ["dollars", "(list", "price)"]
+    # Adding level 4: the stored seed (with its feedback) and the finished levels cost nothing now
+    more = estimate_run(load_config(config, {"guidance-level": [0, 2, 4]}), [2]).to_dict()
+    assert (more["jobs"], more["finished_jobs"], more["seeds"]) == (3, 2, 0)
+    assert [line["totals"][course]["calls"] for line in more["lines"] for course in (SOLVED, UNSOLVED)] == [
+        0, 4 + 3, 0, 1]
 
 
 def test_estimate_vs_spent_names_jobs_of_unknown_cost() -> None:

@@ -16,6 +16,7 @@ from agent.estimate.walk import Assumptions, JobShape, TaskText
 from agent.layout import Job, is_finished
 from agent.parts import RunParts
 from agent.rcb.snippet import load_snippet_task
+from agent.seeds import Seeds
 
 if TYPE_CHECKING:
     from agent.config import RunConfig
@@ -43,22 +44,25 @@ def job_shape(cfg: RunConfig) -> JobShape:
 
 
 def estimate_run(cfg: RunConfig, task_ids: list[int], assumptions: Assumptions = Assumptions()) -> Estimate:
-    """The estimate of the run ``cfg`` on ``task_ids``: its jobs not yet finished, their seeds, their calls."""
+    """The estimate of the run ``cfg`` on ``task_ids``: its jobs not yet finished, the seeds they need that are
+    not stored yet, their calls."""
     shape = job_shape(cfg)
     tasks = task_texts(cfg, task_ids, shape.setting.kind == "snippet")
     pending = {model.model: [(task, level) for task in task_ids for level in cfg.guidance_levels
                              if not is_finished(cfg, Job(model, level, task))] for model in cfg.models}
-    return estimate_tasks(cfg, tasks, shape, pending, assumptions)
+    stored = Seeds(cfg, RunParts(cfg))
+    seeds = {model.model: sorted({task for task, _ in pending[model.model]
+                                  if not stored.path(model, task).exists()}) for model in cfg.models}
+    return estimate_tasks(cfg, tasks, shape, pending, seeds, assumptions)
 
 
-def estimate_tasks(cfg: RunConfig, tasks: list[TaskText], shape: JobShape,
-                   pending: dict[str, list[tuple[int, int]]], assumptions: Assumptions) -> Estimate:
-    """The estimate for ``tasks`` (the dataset's, or stand-ins of a meta file's sizes) and the jobs ``pending``
-    per code model."""
+def estimate_tasks(cfg: RunConfig, tasks: list[TaskText], shape: JobShape, pending: dict[str, list[tuple[int, int]]],
+                   seeds: dict[str, list[int]], assumptions: Assumptions) -> Estimate:
+    """The estimate for ``tasks`` (the dataset's, or stand-ins of a meta file's sizes), the jobs ``pending`` and
+    the turn-0 ``seeds`` to compute, per code model."""
     levels = tuple(cfg.guidance_levels)
     walks = walk_jobs(tasks, shape, levels, assumptions)
     shares = shape.setting.shares_seed
-    seeds = {model: sorted({task for task, _ in jobs}) for model, jobs in pending.items()}
     per_model = {model: model_totals(walks, jobs, seeds[model], shares, shape.policy.seed_needs_feedback(),
                                      assumptions) for model, jobs in pending.items()}
     feedback = cfg.feedback_model.model if cfg.feedback_model is not None and shape.asks_feedback_model else None
