@@ -105,7 +105,11 @@ def estimate(cfg: RunConfig) -> int:
     if cfg.replay_feedback_level is not None:
         raise ConfigError("--estimate does not cover replay-feedback-level runs (one new turn per stored turn); "
                           "leave the key empty to estimate the run itself")
-    print(format_estimate(estimate_run(cfg, select_tasks(cfg)).to_dict()))
+    table = format_estimate(estimate_run(cfg, select_tasks(cfg)).to_dict())
+    try:
+        print(table, flush=True)
+    except BrokenPipeError:  # `--estimate | head`: the reader left; no traceback at exit (Python docs' recipe)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 
