@@ -108,6 +108,45 @@ def test_a_transient_fault_is_retried_to_the_same_answer(protocol: str, fault: s
     assert (completion.text, completion.stop.reason) == ("def f(): pass", "stop")
 
 
+@pytest.mark.parametrize(("quota_id", "value", "words", "fatal"), [
+    ("GenerateRequestsPerDayPerProjectPerModel-FreeTier", "250", "You exceeded your current quota.", True),
+    ("GenerateRequestsPerMinutePerProjectPerModel", "0", "Quota exceeded.", True),
+    ("GenerateRequestsPerMinutePerProjectPerModel", "60", "You exceeded your current quota.", False),
+    (None, None, "You exceeded your current quota, please check your plan and billing details.", True),
+    (None, None, "Resource has been exhausted (e.g. check quota).", False),
+])
+def test_gemini_tells_a_spent_quota_from_a_rate_limit(quota_id: str | None, value: str | None, words: str,
+                                                      fatal: bool) -> None:
+    from tests.fake_providers import Reply, gemini_error, gemini_quota_details
+
+    details = gemini_quota_details(quota_id, value) if quota_id else None
+    with FakeProvider("gemini") as server:
+        server.push(Reply(429, gemini_error(429, "RESOURCE_EXHAUSTED", words, details))).reply_text("ok")
+        model = build_model(model_spec(server))
+        if fatal:
+            with pytest.raises(RunFatal, match=r"^Gemini says the quota is exhausted \(resource_exhausted\)"):
+                model.complete(ASK)
+        else:
+            assert model.complete(ASK).text == "ok"
+        assert len(server.requests) == (1 if fatal else 2)
+
+
+@pytest.mark.parametrize(("code", "fix"), [
+    ("credit_balance_exhausted", "add credits"),
+    ("project_spend_limit_exceeded", "raise the project's spend limit (or wait for its monthly reset)"),
+    ("organization_usage_limit_exceeded", "ask OpenAI for a higher usage limit"),
+])
+def test_openai_billing_codes_stop_the_run(code: str, fix: str) -> None:
+    from tests.fake_providers import QUOTA_WORDS, Reply, openai_error
+
+    with FakeProvider("openai") as server:
+        server.push(Reply(429, openai_error(QUOTA_WORDS, "insufficient_quota", code))).reply_text("never reached")
+        with pytest.raises(RunFatal) as raised:
+            build_model(model_spec(server)).complete(ASK)
+        assert len(server.requests) == 1
+    assert str(raised.value) == f"OpenAI says the quota is exhausted ({code}): {fix}, {RERUN}"
+
+
 def test_a_gemini_per_minute_limit_waits_its_retry_delay(monkeypatch: pytest.MonkeyPatch,
                                                           caplog: pytest.LogCaptureFixture) -> None:
     from tests.fake_providers import QUOTA_WORDS, Reply, gemini_error, gemini_quota_details
@@ -120,6 +159,32 @@ def test_a_gemini_per_minute_limit_waits_its_retry_delay(monkeypatch: pytest.Mon
         with caplog.at_level(logging.WARNING, logger="agent.inference"):
             assert build_model(model_spec(server)).complete(ASK).text == "ok"
     assert "retry 1/3 in 0.2 s" in caplog.text  # RetryInfo 20s, times the scale
+
+
+def azure_spec(server: FakeProvider, **overrides) -> object:
+    return model_spec(server, provider="azure-openai", model="gpt-4o", base_url=None, endpoint=server.url,
+                      api_version="2024-10-21", deployment="my-gpt4o", **overrides)
+
+
+def test_azure_faults_are_classified_like_openai_s() -> None:
+    with FakeProvider("openai") as server:
+        server.fault("prompt_filtered").fault("deployment_not_found").fault("quota").reply_truncated("def f(")
+        model = build_model(azure_spec(server))
+        with pytest.raises(RequestFatal) as filtered:
+            model.complete(ASK)
+        with pytest.raises(RunFatal) as missing:
+            model.complete(ASK)
+        with pytest.raises(RunFatal) as quota:
+            model.complete(ASK)
+        truncated = model.complete(ASK)
+        assert len(server.requests) == 4
+    assert filtered.value.reason == "content_filter"
+    assert str(filtered.value).startswith("Azure OpenAI gpt-4o: the provider refused the request (HTTP 400: The "
+                                          "response was filtered")
+    assert missing.value.code == "model_not_found" and "The API deployment for this resource does not exist." in str(
+        missing.value)
+    assert str(quota.value) == f"Azure OpenAI says the quota is exhausted (insufficient_quota): add credits, {RERUN}"
+    assert truncated.stop == Stop("length", "finish_reason=length")
 
 
 # ---------------------------------------------------------------- answers that ended early
