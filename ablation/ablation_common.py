@@ -49,7 +49,7 @@ from agent.tempdirs import private_dir
 from agent.text_table import fixed_width
 from agent.dataset import DatasetError, DatasetManager
 from metrics.result_format import folder_model_name
-from metrics.cli_flags import Parser
+from metrics.cli_flags import Parser, add_flag
 from metrics.run_status import UNTRUSTED_STATUSES
 
 EXIT_USER_ERROR = 2
@@ -89,7 +89,7 @@ def add_continuation_args(parser: argparse.ArgumentParser) -> None:
     """Options of the ablations that run one more CodeAgent turn from a stored state."""
     parser.add_argument("--source-run", type=Path,
                         help="result folder of the run to sample (default: the config's first guidance level)")
-    parser.add_argument("--model", help="which code model of the config continues the turns (default: the first)")
+    add_flag(parser, "--model", help="which code model of the config continues the turns (default: the first)")
 
 
 def _positive(text: str) -> int:

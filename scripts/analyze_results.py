@@ -1,11 +1,11 @@
 """Analyse a results folder in one command: print every metric's table, write the figures and the HTML report.
 
 Usage (from the repo root):
-    python scripts/analyze_results.py --result-dir experiment_results --models m1,m2 [--setting S] [--out DIR]
-Tables go to stdout (--format markdown|csv|json); where the files went goes to stderr. The output folder
-(default RESULT_DIR/report) holds index.html, tables.md, tables.json and plots/*.png|svg. --setting and
+    python scripts/analyze_results.py --output-dir experiment_results --model m1,m2 [--evaluation-setting S] [--out DIR]
+Tables go to stdout (--format markdown|csv|json); where the files went goes to stderr. The report folder
+(--out, default OUTPUT_DIR/report) holds index.html, tables.md, tables.json and plots/*.png|svg. --evaluation-setting and
 --guidance-type take comma lists; without --guidance-type every type found (fixed, dynamic) is analysed.
-Other options are those of metrics/all_metrics.py (--dataset-dir, --levels, --task-ids, --skip codebert, ...).
+Other options are those of metrics/all_metrics.py (--dataset-dir, --guidance-level, --task-ids, --skip codebert, ...).
 """
 import sys
 from collections.abc import Iterable

@@ -10,7 +10,7 @@ next run.
 
     python scripts/manage_envs.py                          # build what is missing for work_dir/dataset
     python scripts/manage_envs.py --work-dir work_dir --python-version 3.10 --max-workers 2   # the release's flags
-    python scripts/manage_envs.py --backend uv --task-ids 1,2 --cpu
+    python scripts/manage_envs.py --env-backend uv --task-ids 1,2 --cpu
     python scripts/manage_envs.py --list
     python scripts/manage_envs.py --dry-run --task-ids 3   # print the commands, run nothing
     python scripts/manage_envs.py --rebuild --task-ids 3
@@ -55,7 +55,7 @@ from agent.envs.cache import (  # noqa: E402
     plan_envs,
 )
 from agent.dataset import DatasetError, DatasetManager  # noqa: E402
-from metrics.cli_flags import Parser, add_dataset_dirs, add_task_ids, dataset_dir  # noqa: E402
+from metrics.cli_flags import Parser, add_dataset_dirs, add_flag, add_task_ids, dataset_dir  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -66,7 +66,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--source", nargs="?", metavar="DIR",
                         help="folder holding the release's requirements_*.txt (default: the dataset folder; "
                              "RECODE_REQUIREMENTS_DIR)")
-    parser.add_argument("--python-version", "--python", dest="python_version", metavar="X.Y",
+    add_flag(parser, "--python-version", metavar="X.Y",
                         help="python of new environments (default: 3.10 for conda as the release, else this interpreter's)")
     parser.add_argument("--max-workers", type=int, default=1, metavar="N", help="environments built at once (default: 1)")
     parser.add_argument("--cpu", action="store_true", default=None,

@@ -1,7 +1,7 @@
 """Gold check of a dataset: canonical.py must pass every task's tests and init_content must fail them.
 
     python scripts/verify_envs_via_test_sh.py [--dataset-dir work_dir/dataset] [--task-ids 1,2]
-        [--max-workers 1] [--timeout-sec 600] [--keep-modified [--keep-dir DIR]] [--backend NAME]
+        [--max-workers 1] [--timeout-sec 600] [--keep-modified [--keep-dir DIR]] [--env-backend NAME]
 
 Runs both through the real test runner (private copies, sandbox, the task's
 environment, built on first use). A progress bar (elapsed / remaining) runs

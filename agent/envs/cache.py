@@ -470,7 +470,7 @@ def resolve_python(
         if not build:
             raise EnvError(
                 f"environment {spec.name} of task {index} ('{spec.group}') is not built; "
-                f"run: python scripts/manage_envs.py --dataset-dir {dataset.root} --backend {spec.backend} --task-ids {index}"
+                f"run: python scripts/manage_envs.py --dataset-dir {dataset.root} --env-backend {spec.backend} --task-ids {index}"
             )
         ensure_env(spec, settings)
     python = str(env_python(spec, settings))
