@@ -144,7 +144,7 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
     })
     print("\n".join([format_table(rows, cfg.max_turn), *stop_notes(outcomes)]))
     print(f"results: {cfg.output_dir}  run record: {meta_file}")
-    print(f"report: {report_command(cfg.output_dir)}")
+    print(f"report: {report_command(cfg.output_dir, cfg.work_dir)}")
     if failed:
         print(failed_footer(failed, meta_file, cfg), file=sys.stderr)
         return EXIT_JOBS_FAILED

@@ -25,9 +25,13 @@ MAX_LISTED = 5  # stopped jobs named per reason under the table
 REPORT_SCRIPT = "scripts/analyze_results.py"
 
 
-def report_command(output_dir: Path | str) -> str:
-    """The command that reports on ``output_dir``, quoted for a shell (users' paths have spaces)."""
-    return f"python {REPORT_SCRIPT} --output-dir {shlex.quote(str(output_dir))}"
+def report_command(output_dir: Path, dataset_dir: Path) -> str:
+    """The command that reports on ``output_dir``, quoted for a shell (users' paths have spaces); the dataset
+    is named unless it is the report's default, ``work_dir/dataset`` of the current folder."""
+    command = f"python {REPORT_SCRIPT} --output-dir {shlex.quote(str(output_dir))}"
+    if dataset_dir.resolve() != (Path.cwd() / "work_dir" / "dataset").resolve():
+        command += f" --dataset-dir {shlex.quote(str(dataset_dir))}"
+    return command
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import all_metrics
+from cli_flags import add_flag
 from metric_cli import DEFAULT_MAX_TURNS, USER_ERRORS, Context, UsageError, base_parser, build_context
 from metric_tables import Table, render
 from optional_extras import ExtraUnavailable
@@ -35,7 +36,7 @@ REPORT_DIR = "report"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     all_metrics.add_arguments(parser)
-    parser.add_argument("--out", help=f"report folder (default: RESULT_DIR/{REPORT_DIR})")
+    add_flag(parser, "--out", help=f"report folder (default: OUTPUT_DIR/{REPORT_DIR})")
     parser.set_defaults(guidance_type=None, levels=None, max_turns=None)
 
 

@@ -150,7 +150,7 @@ def test_feedback_that_cannot_be_produced_leaves_the_sample_incomplete(source, c
     script.write_text(yaml.safe_dump({"rules": [{"responses": ["no schema here"]}]}))
     mute = write_config(tmp_path / "mute_config.yaml", source["root"] / "out", human_script=script,
                         human_model="mute-researcher")
-    argv = ["--yaml-location", str(source["config"]), "--feedback-yaml", str(mute), "--samples", "1", "--levels",
+    argv = ["--yaml-location", str(source["config"]), "--feedback-yaml", str(mute), "--samples", "1", "--guidance-level",
             "2", "4"]
     for _ in range(2):  # nothing is kept as a result: the next run asks for the feedback again
         assert feedback_ablation.main(argv) == 0
@@ -420,7 +420,7 @@ def test_an_ablation_replay_is_the_record_the_main_jobs_replay_writes(source, co
     human = tmp_path / "human.yaml"
     human.write_text(yaml.safe_dump([{"task_index": 3, "turn_number": 0, "feedback": []}]))
     argv = ["--yaml-location", str(config), "--source-run", str(out / source["run"].name), "--feedback-file",
-            str(human), "--level", "4"]
+            str(human), "--guidance-level", "4"]
     assert human_feedback.main(argv) == 0
     folder, _ = summary(capsys.readouterr().out)
     unit = unit_files(folder)["task_3_turn_0_llm"]

@@ -221,3 +221,13 @@ def test_model_picks_entries_of_a_models_list(tmp_path: Path) -> None:
     assert [(m.model, m.temperature) for m in cfg.models] == [("coder-b", 0.5)]
     with pytest.raises(ConfigError, match="model 'coder-c' is not among its 'models' entries"):
         load_config(path, main_args(["--model", "coder-c"])[1])
+
+
+def test_docs_cli_table_is_the_table_of_concepts() -> None:
+    """docs/cli.md has one row per concept: its flag, and every spelling that flag replaced."""
+    rows = [line for line in (REPO / "docs" / "cli.md").read_text().splitlines() if line.startswith("| ")][1:]
+    assert len(rows) == len(CONCEPTS)
+    for row, concept in zip(rows, CONCEPTS.values()):
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert cells[1] == f"`{concept.flag}`", row
+        assert re.findall(r"`(--[\w-]+)`", cells[2]) == [*concept.old, *concept.release], row

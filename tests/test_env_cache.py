@@ -27,7 +27,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
         root / "ds", {1: "tiny", 2: "tiny_alias", 3: "broken"},
         {"tiny.txt": "pytest\n", "tiny_alias.txt": "# same thing\nPyTest\n", "broken.txt": BROKEN},
     )
-    args = ["--dataset-dir", str(dataset.root), "--backend", "uv", "--env-dir", str(root / "envs")]
+    args = ["--dataset-dir", str(dataset.root), "--env-backend", "uv", "--env-dir", str(root / "envs")]
     completed = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "manage_envs.py"), *args], capture_output=True, text=True, timeout=300
     )
@@ -270,7 +270,7 @@ def test_broken_dataset_or_unknown_task_is_one_line(
     tmp_path: Path, extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     dataset = make_dataset(tmp_path / "ds", {1: "a"}, {"a.txt": "pytest\n"})
-    code = manage_main(["--dataset-dir", str(dataset.root), "--backend", "uv", "--env-dir", str(tmp_path / "envs"), *extra])
+    code = manage_main(["--dataset-dir", str(dataset.root), "--env-backend", "uv", "--env-dir", str(tmp_path / "envs"), *extra])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith(message) and err.count("\n") == 1
 
@@ -278,7 +278,7 @@ def test_broken_dataset_or_unknown_task_is_one_line(
 def test_task_with_missing_test_sh_is_skipped_and_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dataset = make_dataset(tmp_path / "ds", {1: "a", 2: "a"}, {"a.txt": "pytest\n"})
     (dataset.task_dir(2) / "test.sh").unlink()
-    code = manage_main(["--dataset-dir", str(dataset.root), "--backend", "uv", "--env-dir", str(tmp_path / "envs"), "--list"])
+    code = manage_main(["--dataset-dir", str(dataset.root), "--env-backend", "uv", "--env-dir", str(tmp_path / "envs"), "--list"])
     out = capsys.readouterr().out
     assert code == 1
     assert "task 2: skipped: task 2 is missing" in out and "(a; task 1): missing" in out
@@ -286,6 +286,6 @@ def test_task_with_missing_test_sh_is_skipped_and_reported(tmp_path: Path, capsy
 
 def test_dataset_without_runnable_tasks_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dataset = make_dataset(tmp_path / "ds", {}, {})
-    assert manage_main(["--dataset-dir", str(dataset.root), "--backend", "uv", "--env-dir", str(tmp_path / "envs")]) == 2
+    assert manage_main(["--dataset-dir", str(dataset.root), "--env-backend", "uv", "--env-dir", str(tmp_path / "envs")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "lists no runnable task" in err and err.count("\n") == 1

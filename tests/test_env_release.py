@@ -159,7 +159,7 @@ def test_conda_commands_for_test_common1(replica: tuple, tmp_path: Path, monkeyp
     monkeypatch.delenv("RECODE_TORCH_INDEX_URL", raising=False)
     monkeypatch.delenv("RECODE_PYG_WHEEL_URL", raising=False)
     task = next(t for t, env in assignment.items() if env == "test_common1")
-    lines = dry_run(capsys, "--work-dir", str(dataset.root.parent), "--backend", "conda", "--task-ids", str(task),
+    lines = dry_run(capsys, "--work-dir", str(dataset.root.parent), "--env-backend", "conda", "--task-ids", str(task),
                     "--env-dir", str(tmp_path / "envs"))
     spec = spec_for_task(dataset, task, env_settings("conda", tmp_path / "envs"))
     root = env_root(spec, env_settings("conda", tmp_path / "envs"))
@@ -207,7 +207,7 @@ def test_release_flags_of_manage_envs(replica: tuple, tmp_path: Path, capsys: py
     elsewhere.mkdir()
     (elsewhere / "requirements_28.txt").write_text("pytest==8.4.1\n")
     task = next(t for t, env in assignment.items() if env == "test_281")
-    common = ["--backend", "uv", "--env-dir", str(tmp_path / "envs"), "--task-ids", str(task), "--list"]
+    common = ["--env-backend", "uv", "--env-dir", str(tmp_path / "envs"), "--task-ids", str(task), "--list"]
     assert manage_main(["--work-dir", str(dataset.root.parent), "--python-version", "3.10", "--max-workers", "2", *common]) == 0
     listed = capsys.readouterr().out
     assert "python 3.10" in listed and f"requirements: {dataset.root / 'requirements_28.txt'}" in listed
@@ -223,7 +223,7 @@ def test_release_flags_of_manage_envs(replica: tuple, tmp_path: Path, capsys: py
 def test_install_all_benchmark_envs_script_on_the_replica(replica: tuple, tmp_path: Path) -> None:
     dataset, _ = replica
     done = subprocess.run(
-        ["bash", str(REPO / "install_all_benchmark_envs.sh"), "--work-dir", str(dataset.root.parent), "--backend", "uv",
+        ["bash", str(REPO / "install_all_benchmark_envs.sh"), "--work-dir", str(dataset.root.parent), "--env-backend", "uv",
          "--env-dir", str(tmp_path / "envs"), "--cpu", "--dry-run"],
         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHON": sys.executable},
     )
@@ -304,7 +304,7 @@ def test_real_uv_build_of_test_981_for_cpu(replica: tuple, tmp_path: Path) -> No
     env = {**os.environ, "PYTHON": sys.executable, "RECODE_TORCH_INDEX_URL": mirror.as_uri(),
            "RECODE_PYG_WHEEL_URL": pyg.as_uri()}
     argv = ["bash", str(REPO / "install_all_benchmark_envs.sh"), "--work-dir", str(dataset.root.parent), "--cpu",
-            "--backend", "uv", "--env-dir", str(tmp_path / "envs"), "--task-ids", str(task)]
+            "--env-backend", "uv", "--env-dir", str(tmp_path / "envs"), "--task-ids", str(task)]
     first = subprocess.run(argv, capture_output=True, text=True, timeout=1800, env=env)
     spec = spec_for_task(dataset, task, env_settings("uv", tmp_path / "envs", cpu=True))
     root = env_root(spec, env_settings("uv", tmp_path / "envs", cpu=True))
