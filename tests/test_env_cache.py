@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import threading
@@ -182,8 +183,13 @@ def test_unbuilt_env_without_build_names_the_command(built: dict, monkeypatch: p
         resolve_python(built["dataset"], 3, backend="uv", build=False)
 
 
-def fake_plan_factory(counter: Path, delay: float):
-    """A build_plan stand-in whose single command counts builds and makes this interpreter the env's.
+def wrapper_script(python: str) -> str:
+    """A shell script that runs ``python`` with its arguments; the path is quoted (users' paths have spaces)."""
+    return f'#!/bin/sh\nexec {shlex.quote(python)} "$@"\n'
+
+
+def fake_plan_factory(counter: Path, delay: float, python: str = sys.executable):
+    """A build_plan stand-in whose single command counts builds and makes ``python`` the env's.
 
     A wrapper script, not a symlink: a symlinked venv interpreter would lose its venv (and pytest).
     """
@@ -193,10 +199,10 @@ def fake_plan_factory(counter: Path, delay: float):
             f"open({str(counter)!r}, 'a').write('build\\n')\n"
             f"time.sleep({delay})\n"
             f"os.makedirs({str(prefix / 'bin')!r})\n"
-            f"open({str(prefix / 'bin' / 'python')!r}, 'w').write('#!/bin/sh\\nexec {sys.executable} \"$@\"\\n')\n"
+            f"open({str(prefix / 'bin' / 'python')!r}, 'w').write({wrapper_script(python)!r})\n"
             f"os.chmod({str(prefix / 'bin' / 'python')!r}, 0o755)\n"
         )
-        return BuildPlan(commands=((sys.executable, "-c", script),))
+        return BuildPlan(commands=((python, "-c", script),))
     return fake_plan
 
 
@@ -207,10 +213,25 @@ def one_task_env(tmp_path: Path, requirements: str = "pytest\n") -> tuple:
     return spec_for_task(dataset, 1, settings), settings
 
 
-def test_concurrent_callers_build_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def spaced_python(tmp_path: Path) -> str:
+    """This interpreter, reached through a path with a space: a venv under ``python home/`` that sees this
+    interpreter's packages (a .pth file), as a user's checkout in ``~/My Projects`` has."""
+    venv = tmp_path / "python home" / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    (Path(purelib) / "outer.pth").write_text("\n".join(sys.path[1:]) + "\n")
+    return str(python)
+
+
+@pytest.mark.parametrize("where", ["this interpreter", "a path with a space"])
+def test_concurrent_callers_build_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
     spec, settings = one_task_env(tmp_path)
     counter = tmp_path / "builds.txt"
-    monkeypatch.setattr(env_cache, "build_plan", fake_plan_factory(counter, 0.5))
+    python = sys.executable if where == "this interpreter" else spaced_python(tmp_path)
+    assert (" " in python) == (where == "a path with a space")
+    monkeypatch.setattr(env_cache, "build_plan", fake_plan_factory(counter, 0.5, python))
     monkeypatch.setattr(env_cache, "compile_bytecode",
                         lambda python, log, env, done=None: {"site_packages": [], env_cache.PYTEST_WARMED: 5})
     results: list = []
