@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -457,6 +458,22 @@ def test_samples_run_at_once_with_max_workers_and_come_back_in_order() -> None:
         return item * 10
 
     assert for_each([0, 1, 2, 3], work, "test", workers=2) == [0, 10, 20, 30] and sorted(started) == [0, 1, 2, 3]
+
+
+def test_off_a_terminal_a_line_per_sample_and_one_while_a_sample_is_long(monkeypatch, capsys) -> None:
+    """Output to a file or pipe (a cluster log): no bar, but never silent for HEARTBEAT_SEC (30 s; here 0.2)."""
+    monkeypatch.setattr("agent.progress.HEARTBEAT_SEC", 0.2)
+
+    def work(item: int) -> int:
+        time.sleep(1.0 if item == 1 else 0.0)
+        return item
+
+    assert for_each([0, 1], work, "feedback ablation", workers=1) == [0, 1]
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("feedback ablation: 1/2 sample(s) done") and lines[-1].startswith(
+        "feedback ablation: 2/2 sample(s) done")
+    assert len([line for line in lines if line.startswith("feedback ablation: 1/2")]) >= 3  # the long sample
+    assert not any("\r" in line or "%|" in line for line in lines)  # no bar written to a file
 
 
 def test_a_replay_whose_tests_measure_nothing_is_never_scored(source) -> None:
