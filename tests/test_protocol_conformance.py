@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -134,14 +135,19 @@ OWN_TEST_PY = "own_test_py"  # the folder whose runners copy test.py as ./test.p
 _COPY_TEST_PY = re.compile(r'^(cp "\$\{SCRIPT_DIR\}/test\.py") "\$\{TARGET_DIR\}/[^"]+"$', re.MULTILINE)
 
 
-def release_dataset(root: Path, folder: str) -> Path:
-    """The dataset copy the release reads in ``folder`` (prepared once); ``own_test_py``'s runners copy
-    ``test.py`` into the working folder as ``./test.py``, a shape the release's parser skips."""
-    tree = prepare_tree(root / folder)
-    if folder == OWN_TEST_PY:
-        for runner in tree.dataset.glob("annotations/*/test.sh"):
-            runner.write_text(_COPY_TEST_PY.sub(r"\1 ./test.py", runner.read_text(encoding="utf-8")), encoding="utf-8")
-    return tree.dataset
+def datasets(release_root: Path, our_root: Path, folder: str) -> Path:
+    """Our copy of the dataset the release reads in ``folder``, both made once, before the release runs there
+    (it tests files where they are: its copy changes as it runs). ``own_test_py``'s runners copy ``test.py``
+    into the working folder as ``./test.py``, a shape the release's parser skips."""
+    ours = our_root / folder / "dataset"
+    if not ours.exists():
+        tree = prepare_tree(release_root / folder)
+        if folder == OWN_TEST_PY:
+            for runner in tree.dataset.glob("annotations/*/test.sh"):
+                text = runner.read_text(encoding="utf-8")
+                runner.write_text(_COPY_TEST_PY.sub(r"\1 ./test.py", text), encoding="utf-8")
+        shutil.copytree(tree.dataset, ours)
+    return ours
 
 
 @dataclass
@@ -177,7 +183,7 @@ def runs(tmp_path_factory) -> dict[str, tuple[Calls, Calls]]:
     found = {}
     for name in ORDER:
         scenario = SCENARIOS[name]
-        dataset = release_dataset(release_root, FOLDER_OF.get(name, "shared"))  # both harnesses read this copy
+        dataset = datasets(release_root, our_root, FOLDER_OF.get(name, "shared"))  # the release's runners
         pair = []
         for harness in ("release", "ours"):
             script = ReleaseScript(SAMPLE_DATASET, copy.deepcopy(scenario.tasks))
