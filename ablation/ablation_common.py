@@ -27,7 +27,7 @@ import re
 import sys
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
@@ -41,7 +41,7 @@ from agent.feedback import LLMFeedback
 from agent.layout import result_folder
 from agent.models.build import ChatModel, InferenceError, ModelSpec, build_model
 from agent.parts import RunParts
-from agent.progress import Heartbeat
+from agent.progress import drain
 from agent.protocols.base import ResearcherProtocol
 from agent.record import pass_rate, turn_solved, usage_totals
 from agent.replay import replay_turn
@@ -105,30 +105,19 @@ def for_each(items: list[T], work: Callable[[T], R], what: str, workers: int) ->
     """``work`` on every item, ``workers`` at once (model calls wait on the network), results in the
     items' order; a progress bar on stderr when it is a terminal, else a line per finished sample and one at
     least every HEARTBEAT_SEC. The first failure stops the rest (finished units are stored)."""
-    live = sys.stderr.isatty()
-    bar = tqdm(total=len(items), desc=what, unit="sample", file=sys.stderr, disable=not live, leave=False,
-               dynamic_ncols=True)
-    beat = None if live else Heartbeat(sys.stderr)
+    bar = tqdm(total=len(items), desc=what, unit="sample", file=sys.stderr, disable=not sys.stderr.isatty(),
+               leave=False, dynamic_ncols=True)
     start = time.monotonic()
 
-    def status() -> str:
-        done = len(items) - len(pending)
-        return f"{what}: {done}/{len(items)} sample(s) done ({time.monotonic() - start:.0f} s)"
+    def finished(future: Future) -> None:
+        future.result()  # the first failure stops the rest
+        bar.update()
 
     with bar, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="recode-ablation") as pool:
         futures = [pool.submit(work, item) for item in items]
-        pending = set(futures)
         try:
-            while pending:
-                finished, pending = wait(pending, timeout=min(1.0, beat.interval if beat else 1.0),
-                                         return_when=FIRST_COMPLETED)
-                for future in finished:
-                    future.result()  # the first failure stops the rest
-                bar.update(len(finished))
-                if beat is not None and finished:
-                    beat.line(status())
-                elif beat is not None:
-                    beat.maybe(status)
+            drain(futures, finished, lambda done: f"{what}: {done}/{len(items)} sample(s) done "
+                                                  f"({time.monotonic() - start:.0f} s)")
             return [future.result() for future in futures]
         finally:
             for future in futures:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Callable, TextIO
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from typing import Callable, Iterable, TextIO
 
 from tqdm import tqdm
 
@@ -34,6 +35,25 @@ class Heartbeat:
     def maybe(self, status: Callable[[], str]) -> None:
         if time.monotonic() - self.last >= self.interval:
             self.line(status())
+
+
+def drain(futures: Iterable[Future], on_done: Callable[[Future], None], status: Callable[[int], str],
+          stream: TextIO | None = None) -> None:
+    """``on_done`` for each future as it finishes (its exception, if any, stops the rest); off a terminal also
+    ``status(number done)`` after each and at least every HEARTBEAT_SEC while none finishes."""
+    stream = stream or sys.stderr
+    beat = None if stream.isatty() else Heartbeat(stream)
+    pending, done = set(futures), 0
+    while pending:
+        finished, pending = wait(pending, timeout=min(1.0, beat.interval) if beat else 1.0,
+                                 return_when=FIRST_COMPLETED)
+        for future in finished:
+            on_done(future)
+        done += len(finished)
+        if beat is not None and finished:
+            beat.line(status(done))
+        elif beat is not None:
+            beat.maybe(lambda: status(done))
 
 
 def _dollars(value: float) -> str:

@@ -64,7 +64,7 @@ _PATH = re.compile(r"(?:/[\w.@+-]+)+/(?=[\w.@+-]+)")
 _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
 _TEST_ID = re.compile(r"^[\w.@+-]+\.py::(?:[\w.]+::)?(?=\w+(?:\[[^\]]*\])?: )", re.MULTILINE)
 # Absolute paths only (a folder of a run's own); relative ones (../../test.py) are text both must send alike.
-_ABSOLUTE = re.compile(r"(?<![\w.])(?:/[\w.@+-]+)+/(?=[\w.@+-]+)")
+_ABSOLUTE = re.compile(r"(?:(?<=\\n)|(?<![\w.]))(?:/[\w.@+-]+)+/(?=[\w.@+-]+)")  # after a quote, (, \n...
 _OVERLAY_ID = re.compile(r"^overlay_task_\d+_\w+\.py::(?:[\w.]+::)?", re.MULTILINE)
 
 
