@@ -231,3 +231,14 @@ def test_docs_cli_table_is_the_table_of_concepts() -> None:
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         assert cells[1] == f"`{concept.flag}`", row
         assert re.findall(r"`(--[\w-]+)`", cells[2]) == [*concept.old, *concept.release], row
+
+
+def test_the_main_command_takes_the_old_spellings_the_readme_promised(capsys: pytest.CaptureFixture) -> None:
+    _, overrides = main_args(["--tasks", "1,2", "--levels", "0", "--max-turns", "3", "--models", "a,b",
+                              "--guidance-levels", "2"])
+    assert overrides["task-ids"] == [1, 2] and overrides["guidance-level"] == [2] and overrides["max-turn"] == 3
+    assert overrides["model"] == ["a", "b"]
+    notes = capsys.readouterr().err.splitlines()
+    assert notes == ["note: --tasks is deprecated; use --task-ids", "note: --levels is deprecated; use --guidance-level",
+                     "note: --max-turns is deprecated; use --max-turn", "note: --models is deprecated; use --model",
+                     "note: --guidance-levels is deprecated; use --guidance-level"]
