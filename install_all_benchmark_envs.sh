@@ -8,8 +8,8 @@
 # nothing changed. Arguments pass through to scripts/manage_envs.py, e.g.
 #   bash install_all_benchmark_envs.sh --work-dir work_dir   # the folder that contains dataset/
 #   bash install_all_benchmark_envs.sh --cpu                 # CPU torch wheels (no GPU on this machine)
-#   bash install_all_benchmark_envs.sh --backend uv          # uv venvs (default when conda is absent)
-#   bash install_all_benchmark_envs.sh --backend venv        # python -m venv + pip
+#   bash install_all_benchmark_envs.sh --env-backend uv      # uv venvs (default when conda is absent)
+#   bash install_all_benchmark_envs.sh --env-backend venv    # python -m venv + pip
 #   bash install_all_benchmark_envs.sh --list                # status only
 #   bash install_all_benchmark_envs.sh --dry-run             # the commands, nothing run
 #   bash install_all_benchmark_envs.sh --task-ids 1,2 --rebuild

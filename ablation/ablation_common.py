@@ -26,7 +26,8 @@ import random
 import re
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, TypeVar
@@ -40,6 +41,7 @@ from agent.feedback import LLMFeedback
 from agent.layout import result_folder
 from agent.models.build import ChatModel, InferenceError, ModelSpec, build_model
 from agent.parts import RunParts
+from agent.progress import drain
 from agent.protocols.base import ResearcherProtocol
 from agent.record import pass_rate, turn_solved, usage_totals
 from agent.replay import replay_turn
@@ -49,7 +51,7 @@ from agent.tempdirs import private_dir
 from agent.text_table import fixed_width
 from agent.dataset import DatasetError, DatasetManager
 from metrics.result_format import folder_model_name
-from metrics.cli_flags import Parser
+from metrics.cli_flags import Parser, add_flag
 from metrics.run_status import UNTRUSTED_STATUSES
 
 EXIT_USER_ERROR = 2
@@ -89,7 +91,7 @@ def add_continuation_args(parser: argparse.ArgumentParser) -> None:
     """Options of the ablations that run one more CodeAgent turn from a stored state."""
     parser.add_argument("--source-run", type=Path,
                         help="result folder of the run to sample (default: the config's first guidance level)")
-    parser.add_argument("--model", help="which code model of the config continues the turns (default: the first)")
+    add_flag(parser, "--model", help="which code model of the config continues the turns (default: the first)")
 
 
 def _positive(text: str) -> int:
@@ -101,19 +103,21 @@ def _positive(text: str) -> int:
 
 def for_each(items: list[T], work: Callable[[T], R], what: str, workers: int) -> list[R]:
     """``work`` on every item, ``workers`` at once (model calls wait on the network), results in the
-    items' order; a progress bar on stderr when it is a terminal. The first failure stops the rest
-    (finished units are stored)."""
-    bar = tqdm(total=len(items), desc=what, unit="sample", file=sys.stderr, disable=None, leave=False,
-               dynamic_ncols=True)
+    items' order; a progress bar on stderr when it is a terminal, else a line per finished sample and one at
+    least every HEARTBEAT_SEC. The first failure stops the rest (finished units are stored)."""
+    bar = tqdm(total=len(items), desc=what, unit="sample", file=sys.stderr, disable=not sys.stderr.isatty(),
+               leave=False, dynamic_ncols=True)
+    start = time.monotonic()
 
-    def step(item: T) -> R:
-        result = work(item)
+    def finished(future: Future) -> None:
+        future.result()  # the first failure stops the rest
         bar.update()
-        return result
 
     with bar, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="recode-ablation") as pool:
-        futures = [pool.submit(step, item) for item in items]
+        futures = [pool.submit(work, item) for item in items]
         try:
+            drain(futures, finished, lambda done: f"{what}: {done}/{len(items)} sample(s) done "
+                                                  f"({time.monotonic() - start:.0f} s)")
             return [future.result() for future in futures]
         finally:
             for future in futures:

@@ -2,7 +2,7 @@
 
     python ablation/feedback_ablation.py --yaml-location my.yaml
         [--feedback-yaml OTHER.yaml] [--source-run RESULT_FOLDER] [--model NAME]
-        [--levels 1 2 3 4] [--samples 20] [--seed 0] [--max-workers 1]
+        [--guidance-level 1 2 3 4] [--samples 20] [--seed 0] [--max-workers 1]
 
 For sampled (task, turn) pairs of a stored run whose submission failed, the
 feedback model named by the human-* keys of --feedback-yaml (default: those of
@@ -36,6 +36,7 @@ from ablation.ablation_common import (  # noqa: E402
     write_summary,
 )
 from agent.guidance import LEVELS  # noqa: E402
+from metrics.cli_flags import add_levels  # noqa: E402
 
 
 def parse_args() -> argparse.ArgumentParser:
@@ -43,8 +44,7 @@ def parse_args() -> argparse.ArgumentParser:
     add_continuation_args(parser)
     parser.add_argument("--feedback-yaml", type=Path,
                         help="config whose human-* keys name the feedback model (default: --yaml-location's)")
-    parser.add_argument("--levels", type=int, nargs="+", choices=LEVELS, default=list(LEVELS[1:]),
-                        help="guidance levels to compare (default 1 2 3 4)")
+    add_levels(parser, "1 2 3 4: the levels to compare", dest="levels", default=list(LEVELS[1:]))
     return parser
 
 
@@ -56,6 +56,9 @@ def run(args: argparse.Namespace) -> str:
     if not pairs:
         raise AblationError(f"run {cont.source} has no failed turn to give feedback on")
     levels = sorted(set(args.levels))
+    if not set(levels) <= set(LEVELS):
+        raise AblationError(f"--guidance-level takes levels {LEVELS[0]} to {LEVELS[-1]}, got "
+                            f"{', '.join(map(str, levels))}")
     label = f"{cont.model.model}__feedback_{feedback_spec.model}"
     folder = ablation_folder(cont.cfg, "feedback", (cont.source.name, label),
                              {**cont.params(), "feedback_model": spec_params(feedback_spec)})

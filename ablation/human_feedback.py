@@ -36,6 +36,7 @@ from ablation.ablation_common import (  # noqa: E402
     for_each, human_model, incomplete_notes, prepare_continuation, run_main, sample, unit_name, write_summary,
 )
 from agent.feedback import load_feedback_file  # noqa: E402
+from metrics.cli_flags import add_flag  # noqa: E402
 from agent.record import turn_solved  # noqa: E402
 
 # Feedback sources where a person wrote the records; every other source (llm, seed, replay) is a model's.
@@ -46,8 +47,8 @@ def parse_args() -> argparse.ArgumentParser:
     parser = base_parser(__doc__)
     add_continuation_args(parser)
     parser.add_argument("--feedback-file", type=Path, help="human feedback (default: the config's feedback-file)")
-    parser.add_argument("--level", type=int, choices=range(1, 5), default=4,
-                        help="guidance level the human and LLM records are shown at (default 4)")
+    add_flag(parser, "--guidance-level", dest="level", type=int, choices=range(1, 5), default=4,
+             help="the guidance level the human and LLM records are shown at (default 4)")
     return parser
 
 

@@ -1,4 +1,5 @@
-"""The release's test-runner command: ``python agent/clean_test_runner.py --work-dir work_dir --task-id N``.
+"""The release's test-runner command: ``python agent/clean_test_runner.py --work-dir work_dir --task-ids N``
+(the release's spelling ``--task-id N`` works too).
 
 Tests the target file as it is on disk in the dataset (or ``--candidate FILE``
 / ``--canonical``) and leaves the JUnit report where the release leaves it,
@@ -28,7 +29,7 @@ from agent.runner.core import (  # noqa: E402,F401  (re-exported: the release's 
     REPO_ROOT, Layout, RunnerOptions, prepare, resolve_interpreter, run_candidate, sandbox_prefix,
 )
 from agent.runner.sandbox import SANDBOX_MODES  # noqa: E402
-from metrics.cli_flags import Parser, add_dataset_dirs, dataset_dir  # noqa: E402
+from metrics.cli_flags import Parser, add_dataset_dirs, add_flag, dataset_dir, int_list  # noqa: E402
 from metrics.run_status import INFRA_ERROR  # noqa: E402
 
 
@@ -40,7 +41,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     "--work-dir is looked up in the current folder, then in the repository root.")
     add_dataset_dirs(parser, default_help="that of --work-dir")
     parser.set_defaults(work_dir="work_dir")
-    parser.add_argument("--task-id", type=int, required=True, help="the task to test (one id, as in the release)")
+    add_flag(parser, "--task-ids", release=True, dest="task_id", type=_one_task, required=True, metavar="ID",
+             help="the task to test: one id (the release's --task-id N works too)")
     parser.add_argument("--timeout-sec", type=float, default=RunnerOptions.timeout_sec,
                         help="wall-clock limit of the whole test run (default %(default)g)")
     which = parser.add_mutually_exclusive_group()
@@ -49,10 +51,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--env-mode", action="store_true",
                         help="run in the task's own environment (the one test.sh activates, built on first use) "
                              "instead of this interpreter")
-    parser.add_argument("--python-version", help="Python of environments built by --env-mode (default: 3.10 "
+    add_flag(parser, "--python-version", help="Python of environments built by --env-mode (default: 3.10 "
                                                   "under conda, else the backend's default)")
     parser.add_argument("--env-map-path", help="JSON file task id -> environment name (implies --env-mode)")
-    parser.add_argument("--env-backend", "--backend", dest="env_backend", help="conda, uv, venv or current (implies --env-mode unless current)")
+    add_flag(parser, "--env-backend", help="conda, uv, venv or current (implies --env-mode unless current)")
     parser.add_argument("--json", action="store_true",
                         help="print the result as one JSON document on stdout (every other line goes to stderr)")
     parser.add_argument("--sandbox", choices=SANDBOX_MODES, default=RunnerOptions.sandbox)
@@ -63,6 +65,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.dataset = dataset_dir(parser, args) if args.dataset_dir else None
     return args
+
+
+def _one_task(text: str) -> int:
+    """The runner tests one task per call, as the release's does."""
+    ids = int_list(text)
+    if len(ids) != 1:
+        raise argparse.ArgumentTypeError(f"the runner tests one task per call; pass one id, got '{text}'")
+    return ids[0]
+
+
+def failure_line(message: str) -> str:
+    """A failure's first line, and for an error before any test ran (a collection failure, a broken import)
+    its cause, the last ``E`` line of pytest's text: ``No module named 'torch'`` must not be hidden."""
+    lines = message.splitlines() or [""]
+    causes = [line[1:].strip() for line in lines[1:] if line.startswith("E ")]
+    if not causes:
+        return lines[0]
+    hint = ""
+    if causes[-1].startswith("ModuleNotFoundError"):
+        hint = " (this interpreter lacks a module the task needs: run it in its environment with --env-mode)"
+    return f"{lines[0]}: {causes[-1]}{hint}"
 
 
 def dataset_folder(work_dir: str) -> Path:
@@ -128,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
           f"errors={result['errors']} skipped={result['skipped']}  ({result['duration_sec']:.2f} s, "
           f"interpreter {result['interpreter']})", file=human)
     for message in result["failure_messages"]:
-        print("  " + message.splitlines()[0], file=human)
+        print("  " + failure_line(message), file=human)
     if result["report_path"]:
         print(f"JUnit report: {result['report_path']}", file=human)
     if result["status"] == INFRA_ERROR:

@@ -204,12 +204,19 @@ def _strip_userinfo(url: str) -> str:
 class _Reader:
     """Typed access to the raw mapping; every failure names the file and the key."""
 
-    def __init__(self, source: str, raw: dict[str, Any], need_keys: bool = True) -> None:
+    def __init__(self, source: str, raw: dict[str, Any], need_keys: bool = True,
+                 flags: frozenset[str] = frozenset()) -> None:
         self.source = source
         self.raw = raw
         self.need_keys = need_keys  # False: API keys are not looked up (--estimate calls no model)
+        self.flags = flags  # keys a command-line flag of the same name set: their mistakes are the flag's
 
     def fail(self, message: str) -> ConfigError:
+        """The error, against the flag when it starts by naming a key a flag set (``--max-workers must...``),
+        else against the file."""
+        key = next((key for key in self.flags if message.startswith(f"'{key}' ")), None)
+        if key is not None:
+            return ConfigError(f"--{key}{message[len(key) + 2:]}")
         return ConfigError(f"{self.source}: {message}")
 
     def get(self, key: str) -> Any:
@@ -586,8 +593,9 @@ def load_config(path: str | Path, overrides: dict | None = None, *, need_keys: b
     source = str(path)
     raw = _with_overrides(_read_yaml(path), overrides or {}, source)
     _check_keys(raw, KNOWN_KEYS, "", source)
+    flags = frozenset(key for key, value in (overrides or {}).items() if value is not None)
     reader = _Reader(source, _unset_empty({key: _expand_env(value, key, source) for key, value in raw.items()}),
-                     need_keys)
+                     need_keys, flags)
 
     levels = _guidance_levels(reader)
     guidance_type = reader.choice("guidance-type", GUIDANCE_TYPES)

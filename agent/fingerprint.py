@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -20,6 +23,23 @@ MODEL_KEYS = ("provider", "model", "deployment", "temperature", "top_p", "max_ou
               "thinking_budget", "fold_system", "openai_api", "script")
 SECRET_KEYS = {"api_key"}
 _MISSING: Any = object()
+SHOWN_CHANGES = 5  # changed keys a refusal names; the rest go to a file it points to
+# How the user wrote what each fingerprint key holds: the YAML key (config/default.yaml), or what sets it.
+_SETTING_KEYS = {
+    "protocol": "protocol", "setting": "evaluation-setting", "level": "guidance-level",
+    "guidance_type": "guidance-type", "max_guidance_level": "max-guidance-level", "max_steps": "max-steps",
+    "edit_action": "edit-action", "feedback_source": "feedback-source", "replayed_level": "replay-run-feedback-level",
+    "dataset": "the task's files (work-dir)", "harness": "the harness version",
+    "memory.threshold": "memory-threshold", "memory.to_keep": "memory-to-keep",
+}
+_MODEL_FIELDS = {
+    "provider": "api-provider", "model": "model", "deployment": "deployment", "temperature": "temperature",
+    "top_p": "top-p", "max_output_tokens": "max-tokens", "reasoning_effort": "reasoning-effort",
+    "thinking_budget": "thinking-budget", "script": "script",
+    "fold_system": "protocol (system prompt folded for this model)", "openai_api": "protocol (OpenAI API used)",
+}
+_ROLE_PREFIX = {"code": "", "feedback": "human-"}
+_HUMAN_EXCEPTIONS = {"model": "human-agent-model"}  # the release's name of the feedback model's key
 
 
 def text_hash(text: str) -> str:
@@ -72,11 +92,42 @@ def _shown(value: Any) -> str:
     return "(none)" if value is _MISSING else json.dumps(value) if isinstance(value, str) else str(value)
 
 
+def user_key(key: str) -> str:
+    """A fingerprint key as the user wrote it in the YAML: ``feedback.model`` -> ``human-agent-model``,
+    ``code.top_p`` -> ``top-p``, ``max_steps`` -> ``max-steps``, ``prompt.X`` -> ``prompt X``."""
+    if key in _SETTING_KEYS:
+        return _SETTING_KEYS[key]
+    role, _, field = key.partition(".")
+    if role in _ROLE_PREFIX and field in _MODEL_FIELDS:
+        name = _MODEL_FIELDS[field]
+        if role == "feedback" and " " not in name:
+            return _HUMAN_EXCEPTIONS.get(field, f"human-{name}")
+        return name if role == "code" else f"{name}, feedback model"
+    if role == "prompt" and field:
+        return f"prompt {field} (release-prompts or the harness's prompts)"
+    return key
+
+
+def _changes_file(lines: list[str]) -> Path:
+    """Every change, one per line, in a file named by its content (the same refusal writes it once)."""
+    text = "".join(f"{line}\n" for line in lines)
+    path = Path(tempfile.gettempdir()) / f"recode-h-changes-{hashlib.sha256(text.encode()).hexdigest()[:12]}.txt"
+    if not path.exists():
+        partial = path.with_name(f"{path.name}.{os.getpid()}.part")
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, path)
+    return path
+
+
 def refusal(where: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
-    """The one line refusing to resume or skip ``where`` (a result file) made under ``old``."""
-    changes = ", ".join(f"{key} {_shown(old.get(key, _MISSING))} -> {_shown(new.get(key, _MISSING))}"
-                        for key in diff_fingerprints(old, new))
-    return (f"{where} was made under another configuration ({changes}); set overwrite: true to recompute it, "
+    """The one line refusing to resume or skip ``where`` (a result file) made under ``old``: the changed keys
+    named as the user wrote them, at most :data:`SHOWN_CHANGES` of them, and a file listing them all."""
+    changes = [f"{user_key(key)} {_shown(old.get(key, _MISSING))} -> {_shown(new.get(key, _MISSING))}"
+               for key in diff_fingerprints(old, new)]
+    shown = ", ".join(changes[:SHOWN_CHANGES])
+    if len(changes) > SHOWN_CHANGES:
+        shown += f", and {len(changes) - SHOWN_CHANGES} more: all {len(changes)} in {_changes_file(changes)}"
+    return (f"{where} was made under another configuration ({shown}); set overwrite: true to recompute it, "
             "or choose another output-dir to keep it")
 
 

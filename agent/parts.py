@@ -96,15 +96,18 @@ class RunParts:
     def human(self, task_index: int, source: FeedbackSource | None) -> HumanAgent:
         """A researcher without a repository copy: enough to ask for feedback on a stored turn."""
         dataset, cases = self.dataset, self.dataset.get(task_index).test_cases
+        path = self.protocol.test_path(dataset, task_index)
         return HumanAgent(dataset.latex(task_index), dataset.instruction(task_index), dataset.canonical(task_index),
                           task_index, lambda code, report: run_tests(dataset, task_index, code, self.cfg.runner,
                                                                      report_to=report),
-                          source, lambda execution: self.protocol.test_info(execution, cases))
+                          source, lambda execution: self.protocol.test_info(execution, cases, path))
 
     def upgrade(self, level: int | None, task_index: int) -> Upgrade:
         """How stored records of ``task_index`` at ``level`` are made whole, in this run's protocol."""
         cases = self.dataset.get(task_index).test_cases
-        return Upgrade(level, lambda execution: self.protocol.test_info(execution, cases), self.protocol.feedback_text)
+        path = self.protocol.test_path(self.dataset, task_index)
+        return Upgrade(level, lambda execution: self.protocol.test_info(execution, cases, path),
+                       self.protocol.feedback_text)
 
     def load(self, store: ResultStore, level: int | None) -> list[dict]:
         """A store's records, made whole."""

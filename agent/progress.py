@@ -2,14 +2,58 @@
 
 On a terminal this is one tqdm bar refreshed in place. Elsewhere (a log file,
 a cluster's job output) a bar would write a line per refresh, so each
-finished job writes one line instead, carrying the same counters.
+finished job writes one line instead, carrying the same counters, and a
+:class:`Heartbeat` line when nothing was written for ``HEARTBEAT_SEC`` (a job
+of ten turns can take many minutes: a silent log looks like a hung run).
 """
 from __future__ import annotations
 
 import sys
-from typing import Callable, TextIO
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from typing import Callable, Iterable, TextIO
 
 from tqdm import tqdm
+
+
+HEARTBEAT_SEC = 30.0  # off a terminal, the longest a long command stays silent
+
+
+class Heartbeat:
+    """Off a terminal: lines on ``stream``, and one at least every :data:`HEARTBEAT_SEC` when the caller asks
+    (:meth:`maybe`) whether one is due."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.interval = HEARTBEAT_SEC
+        self.last = time.monotonic()
+
+    def line(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+        self.last = time.monotonic()
+
+    def maybe(self, status: Callable[[], str]) -> None:
+        if time.monotonic() - self.last >= self.interval:
+            self.line(status())
+
+
+def drain(futures: Iterable[Future], on_done: Callable[[Future], None], status: Callable[[int], str],
+          stream: TextIO | None = None) -> None:
+    """``on_done`` for each future as it finishes (its exception, if any, stops the rest); off a terminal also
+    ``status(number done)`` after each and at least every HEARTBEAT_SEC while none finishes."""
+    stream = stream or sys.stderr
+    beat = None if stream.isatty() else Heartbeat(stream)
+    pending, done = set(futures), 0
+    while pending:
+        finished, pending = wait(pending, timeout=min(1.0, beat.interval) if beat else 1.0,
+                                 return_when=FIRST_COMPLETED)
+        for future in finished:
+            on_done(future)
+        done += len(finished)
+        if beat is not None and finished:
+            beat.line(status(done))
+        elif beat is not None:
+            beat.maybe(lambda: status(done))
 
 
 def _dollars(value: float) -> str:
@@ -34,6 +78,7 @@ class Progress:
         self.total = total
         self.tests_running = tests_running
         self.bar = tqdm(total=total, unit="job", dynamic_ncols=True, file=self.stream) if self.live else None
+        self.heartbeat = None if self.live else Heartbeat(self.stream)
         self.done = 0
         self.turns = 0
         self.streamed: dict = {}
@@ -61,6 +106,8 @@ class Progress:
 
     def tick(self) -> None:
         self._show()
+        if self.heartbeat is not None:
+            self.heartbeat.maybe(lambda: f"[{self.done}/{self.total}] jobs done, still running | {self.counters()}")
 
     def job_done(self, job: object, outcome: dict) -> None:
         """The job's own total replaces the per-turn deltas streamed for it."""
@@ -71,8 +118,8 @@ class Progress:
         what = f"task {outcome['task_index']} (L{outcome['level']}, {outcome['model']})"
         if self.bar is None:
             cost = "" if outcome["cost_usd"] is None else f", {_dollars(outcome['cost_usd'])}"
-            print(f"[{self.done}/{self.total}] {what} {_verdict(outcome)}, {outcome['turns']} turns{cost} | "
-                  f"{self.counters()}", file=self.stream, flush=True)
+            self.heartbeat.line(f"[{self.done}/{self.total}] {what} {_verdict(outcome)}, {outcome['turns']} turns"
+                                f"{cost} | {self.counters()}")
             return
         if outcome["state"] == "error":
             self.bar.write(f"{what} {_verdict(outcome)}", file=self.stream)

@@ -44,7 +44,7 @@ def replay_turn(session: Session, stored: dict, records: list[dict], level: int,
     where the shown records came from (``feedback_source`` of the record)."""
     session.restore(stored, memory=True)
     shown = TurnInput(stored["turn_number"] + 1, stored["execution_result"], FeedbackShown(records, level),
-                      session.meta.test_cases)
+                      session.meta.test_cases, session.test_path)
     attempt = session.attempt(shown, report)
     protocol = session.protocol
     return turn_record(session.index, attempt, FeedbackReply([], source), level, "", protocol.name,

@@ -2,8 +2,8 @@
 
     python agent/research_code_generation.py [--yaml-location config/default.yaml]
         [--max-workers N] [--parallel-mode processes|threads|none|ray] [--output-dir DIR]
-        [--task-ids 1,2] [--guidance-level 0 2 4] [--model NAME ...] [--work-dir DIR | --dataset-dir DIR]
-        [--estimate]
+        [--task-ids 1,2] [--guidance-level 0 2 4] [--max-turn N] [--model NAME ...]
+        [--work-dir DIR | --dataset-dir DIR] [--estimate]
 
 Each flag overrides the YAML key of its name, so a sweep needs no edits of the file.
 ``--estimate`` prints what the run would cost (jobs, calls, tokens per model, a dollar range at list prices)
@@ -44,12 +44,14 @@ from agent.models.build import InferenceError, build_model  # noqa: E402
 from agent.progress import Progress  # noqa: E402
 from agent.results import ResultError  # noqa: E402
 from agent.run_metadata import build_metadata, metadata_path, write_metadata  # noqa: E402
-from agent.run_summary import format_table, stop_notes, summarize  # noqa: E402
+from agent.run_summary import format_table, report_command, stop_notes, summarize  # noqa: E402
 from agent.scheduler import check_plan, plan_run, run_plan  # noqa: E402
 from agent.workflow import start_ledger  # noqa: E402
 from agent.web import WebFeedbackError, shared_server  # noqa: E402
 from agent.dataset import DatasetError, DatasetManager  # noqa: E402
-from metrics.cli_flags import Flatten, Parser, add_dataset_dirs, add_task_ids, dataset_dir, int_list  # noqa: E402
+from metrics.cli_flags import (  # noqa: E402
+    Parser, add_dataset_dirs, add_flag, add_levels, add_models, add_output_dir, add_task_ids, dataset_dir,
+)
 
 USER_ERRORS = (BudgetError, ConfigError, DatasetError, InferenceError, EnvError, ExecutorError, WebFeedbackError)
 EXIT_USER_ERROR = 2
@@ -65,20 +67,20 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict]:
                         help="the run's YAML config (default: config/default.yaml, as in the release)")
     parser.add_argument("--max-workers", type=int, help="jobs at once (overrides max-workers)")
     parser.add_argument("--parallel-mode", choices=PARALLEL_MODES, help="overrides parallel-mode")
-    parser.add_argument("--output-dir", metavar="DIR", help="where results go (overrides output-dir)")
+    add_output_dir(parser, "where this run writes; overrides output-dir")
     add_task_ids(parser, "the config's task-ids, else every runnable task")
     add_dataset_dirs(parser, default_help="the config's work-dir")
-    parser.add_argument("--guidance-level", nargs="+", type=int_list, action=Flatten, metavar="L",
-                        help="guidance level(s) 0-4: 2, or 0,2,4 or 0 2 4 (overrides guidance-level)")
-    parser.add_argument("--model", nargs="+", metavar="NAME",
-                        help="code model(s) to run (overrides model; with a 'models' list in the config, picks "
-                             "its entries of these names)")
+    add_levels(parser, "the config's guidance-level")
+    add_flag(parser, "--max-turn", type=int, metavar="N", help="turns per task (overrides max-turn)")
+    add_models(parser, "the code models to run (overrides model; with a 'models' list in the config, picks its "
+                       "entries of these names)")
     parser.add_argument("--estimate", action="store_true",
                         help="print the run's expected calls, tokens and dollars, then exit: no model is called")
     args = parser.parse_args(argv)
     folder = dataset_dir(parser, args) if args.dataset_dir or args.work_dir else None
     overrides = {"max-workers": args.max_workers, "parallel-mode": args.parallel_mode,
                  "output-dir": args.output_dir, "task-ids": args.task_ids, "guidance-level": args.guidance_level,
+                 "max-turn": args.max_turn,
                  "work-dir": None if folder is None else str(folder), "model": args.model}
     return args, overrides
 
@@ -164,6 +166,7 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
     if expected is not None:
         print(format_estimate_vs_spent(expected, outcomes))
     print(f"results: {cfg.output_dir}  run record: {meta_file}")
+    print(f"report: {report_command(cfg.output_dir, cfg.work_dir)}")
     if failed:
         print(failed_footer(failed, meta_file, cfg), file=sys.stderr)
         return EXIT_JOBS_FAILED

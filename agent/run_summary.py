@@ -7,18 +7,31 @@ error) is counted as incomplete, never as solved or unsolved at its level, and
 :func:`stop_notes` says how many stopped and why. Solved counts and rates cover
 the whole experiment even on a resumed run, while tokens and dollars are what
 this invocation spent (a skipped task costs nothing now). The table says so in
-its headers and its last line, since the report (scripts/report.py) counts the
+its headers and its last line, since the report (:data:`REPORT_SCRIPT`) counts the
 tokens and dollars of all results in the folder and the two differ after a resume.
 """
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
 from metrics.result_format import STOP_KEY
 from metrics.run_status import BUDGET, FEEDBACK_MISSING
 from agent.text_table import fixed_width
 
 MAX_LISTED = 5  # stopped jobs named per reason under the table
+# The documented command after a run (docs/cli.md): every metric's table, the figures and the HTML report.
+REPORT_SCRIPT = "scripts/analyze_results.py"
+
+
+def report_command(output_dir: Path, dataset_dir: Path) -> str:
+    """The command that reports on ``output_dir``, quoted for a shell (users' paths have spaces); the dataset
+    is named unless it is the report's default, ``work_dir/dataset`` of the current folder."""
+    command = f"python {REPORT_SCRIPT} --output-dir {shlex.quote(str(output_dir))}"
+    if dataset_dir.resolve() != (Path.cwd() / "work_dir" / "dataset").resolve():
+        command += f" --dataset-dir {shlex.quote(str(dataset_dir))}"
+    return command
 
 
 @dataclass(frozen=True)
@@ -95,7 +108,7 @@ def format_table(rows: list[SummaryRow], max_turn: int) -> str:
     if any(row.unpriced for row in rows):
         lines.append("* lower bound: some jobs have no known cost (no price in the price table, or the job failed)")
     lines.append("(all): every stored result of these jobs, earlier runs included; (this run): spent by this "
-                 "command only. The report (scripts/report.py) counts tokens and cost over all results.")
+                 f"command only. The report ({REPORT_SCRIPT}) counts tokens and cost over all results.")
     return "\n".join(lines)
 
 

@@ -45,6 +45,7 @@ class Session:
         self.setting = protocol.settings[cfg.evaluation_setting]
         self.dataset = DatasetManager(cfg.work_dir)
         self.meta = self.dataset.get(task_index)
+        self.test_path = protocol.test_path(self.dataset, task_index)
         self.ws = RepoWorkspace(make_workspace(self.dataset, task_index, tmp / "repo"), self.meta.target_file_path)
         latex, instruction = self.dataset.latex(task_index), self.dataset.instruction(task_index)
         snippet = load_snippet_task(self.dataset, task_index) if self.setting.kind == "snippet" else None
@@ -54,7 +55,7 @@ class Session:
                                actions=ACTIONS if cfg.edit_action else RELEASE_ACTIONS)
         self.lookahead = self._lookahead(tmp / "early") if cfg.slots.early_tests else None
         self.human = HumanAgent(latex, instruction, self.dataset.canonical(task_index), task_index, self._test, source,
-                                lambda execution: protocol.test_info(execution, self.meta.test_cases))
+                                lambda execution: protocol.test_info(execution, self.meta.test_cases, self.test_path))
         if self.lookahead is not None:
             self.agent.on_write = self.lookahead.offer
 
@@ -73,7 +74,8 @@ class Session:
 
     def turn_input(self, turn: int, execution: dict | None, feedback) -> TurnInput:
         """What turn ``turn`` starts from: the last test result when the setting shows it, the feedback."""
-        return TurnInput(turn, execution if self.setting.shows_result else None, feedback, self.meta.test_cases)
+        return TurnInput(turn, execution if self.setting.shows_result else None, feedback, self.meta.test_cases,
+                         self.test_path)
 
     def attempt(self, shown: TurnInput, report: Path) -> Attempt:
         """The CodeAgent's turn, then the tests on its submission."""
@@ -86,8 +88,8 @@ class Session:
         finally:
             if self.lookahead is not None:  # early runs belong to their turn
                 self.lookahead.close()
-        return Attempt(shown.turn, result, execution, self.protocol.test_info(execution, self.meta.test_cases),
-                       previous, started)
+        return Attempt(shown.turn, result, execution,
+                       self.protocol.test_info(execution, self.meta.test_cases, self.test_path), previous, started)
 
     def feedback(self, *, turn: int, level: int, code: str, previous_code: str, execution: dict) -> FeedbackReply:
         return request_feedback(self.human, turn=turn, level=level, code=code, previous_code=previous_code,

@@ -3,7 +3,7 @@
 A metric whose optional extra is missing (codebleu, transformers + a CodeBERT
 model) is reported on stderr and left out; the others still print.
 
-Usage: python metrics/all_metrics.py --result-dir DIR --models m1,m2 [--skip codebert] [--format json]
+Usage: python metrics/all_metrics.py --output-dir DIR --model m1,m2 [--skip codebert] [--format json]
 """
 from __future__ import annotations
 

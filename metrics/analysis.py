@@ -1,12 +1,12 @@
 """One analysis of a results folder: every metric's tables, the figures and the HTML report, for each
 selected (setting, guidance type). Shared by scripts/analyze_results.py and scripts/report.py.
 
-``--setting`` and ``--guidance-type`` take comma-separated lists; without
+``--evaluation-setting`` and ``--guidance-type`` take comma-separated lists; without
 ``--guidance-type`` every guidance type found for the setting is analysed
 (fixed first), so dynamic runs appear beside fixed ones. Each result file is
 loaded once and feeds the tables, the figures and the trajectory pages.
 
-Defaults come from what was run: ``--max-turns`` (the n of Recall@n) and
+Defaults come from what was run: ``--max-turn`` (the n of Recall@n) and
 ``--task-ids`` from the run records (metrics/run_settings.py), levels from the
 run folders present. A level, model or guidance type asked for that has no
 results is refused with one line before anything is written, so a typo never
@@ -23,6 +23,7 @@ from typing import TypeVar
 
 import all_metrics
 from interval_tables import bootstrap_options
+from cli_flags import add_flag
 from metric_cli import DEFAULT_MAX_TURNS, USER_ERRORS, Context, UsageError, base_parser, build_context
 from metric_tables import Table, render
 from optional_extras import ExtraUnavailable
@@ -38,7 +39,7 @@ T = TypeVar("T")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     all_metrics.add_arguments(parser)
-    parser.add_argument("--out", help=f"report folder (default: RESULT_DIR/{REPORT_DIR})")
+    add_flag(parser, "--out", help=f"report folder (default: OUTPUT_DIR/{REPORT_DIR})")
     parser.set_defaults(guidance_type=None, levels=None, max_turns=None)
 
 
@@ -99,12 +100,12 @@ def build_contexts(args: argparse.Namespace) -> list[Context]:
     """One metric Context per selected (setting, guidance type); raises UsageError when nothing matches or an
     asked level, model or type has no results.
 
-    Without ``--guidance-type`` / ``--levels`` the types and levels are those that have run folders; without
-    ``--max-turns`` / ``--task-ids``, those of the run records; ``ctx.args.covers`` says what was used and why.
+    Without ``--guidance-type`` / ``--guidance-level`` the types and levels are those that have run folders; without
+    ``--max-turn`` / ``--task-ids``, those of the run records; ``ctx.args.covers`` says what was used and why.
     """
     if not Path(args.result_dir).is_dir():
-        raise UsageError(f"result dir {args.result_dir} not found; pass --result-dir DIR")
-    models = split(args.models) if args.models else None
+        raise UsageError(f"results folder {args.result_dir} not found; pass --output-dir DIR")
+    models = args.models or None
     contexts = []
     for setting in split(args.setting):
         found = check_selection(args, setting, models)
@@ -118,18 +119,18 @@ def build_contexts(args: argparse.Namespace) -> list[Context]:
                 **vars(args), "setting": setting, "guidance_type": guidance_type, "levels": levels,
                 "max_turns": max_turns, "task_ids": tasks}))
             sources = {"turns": turns_from, "tasks": tasks_from,
-                       "levels": "from --levels" if args.levels else "the run folders found"}
+                       "levels": "from --guidance-level" if args.levels else "the run folders found"}
             ctx.args.covers = coverage(ctx, sources, settings)
             contexts.append(ctx)
     if not contexts:
         raise UsageError(f"no '{args.setting}_*_feedback_*_guidance_*' runs under {args.result_dir}; "
-                         "pass --models, --setting or --guidance-type")
+                         "pass --model, --evaluation-setting or --guidance-type")
     return contexts
 
 
 def _turns_source(args: argparse.Namespace, settings: RunSettings) -> tuple[int, str]:
     if args.max_turns:
-        return args.max_turns, "from --max-turns"
+        return args.max_turns, "from --max-turn"
     if settings.max_turn:
         return settings.max_turn, "from the run records"
     return DEFAULT_MAX_TURNS, "the release's default; no run record says"
@@ -148,7 +149,7 @@ def coverage(ctx: Context, sources: dict[str, str], settings: RunSettings) -> li
     ids = ctx.task_ids
     asked = f"; the run records asked for {_listed(f'L{lv}' for lv in settings.levels)}" if settings.levels else ""
     records = f"{len(settings.records)} run record(s): {_listed(settings.records[-3:])}" if settings.records \
-        else "no run record (pass --max-turns and --task-ids if they differ from the defaults)"
+        else "no run record (pass --max-turn and --task-ids if they differ from the defaults)"
     return [
         f"max-turn {ctx.args.max_turns} ({sources['turns']}): Recall@{ctx.args.max_turns}",
         f"{len(ids)} tasks ({sources['tasks']}): {_listed(ids[:40])}{' ...' if len(ids) > 40 else ''}",

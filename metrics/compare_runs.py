@@ -58,7 +58,7 @@ def model_pairs(ctx_a: Context, ctx_b: Context) -> list[tuple[str, str]]:
 def _same_turns(ctx_a: Context, ctx_b: Context) -> None:
     if ctx_a.args.max_turns != ctx_b.args.max_turns:
         raise UsageError(f"A was run with max-turn {ctx_a.args.max_turns} and B with {ctx_b.args.max_turns}; pass "
-                         "--max-turns N to compare Recall@N of both")
+                         "--max-turn N to compare Recall@N of both")
 
 
 def _rows(pairs: list[tuple[str, str]], runs_a: dict[str, list[LevelSummary]],

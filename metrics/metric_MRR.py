@@ -1,6 +1,6 @@
 """Mean reciprocal rank of the first successful turn: 1/(i+1) for 0-based turn i, else 0 (docs/ARCHITECTURE.md, "Metrics").
 
-Usage: python metrics/metric_MRR.py --result-dir DIR --models m1,m2
+Usage: python metrics/metric_MRR.py --output-dir DIR --model m1,m2
 """
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def tables(ctx: Context) -> list[Table]:
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    return run_cli(__doc__, tables, interval_tables.add_arguments, argv=argv, turn_options=("--max-turns",))
+    return run_cli(__doc__, tables, interval_tables.add_arguments, argv=argv, turn_options=("--max-turn",))
 
 
 if __name__ == "__main__":

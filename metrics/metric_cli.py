@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cli_flags import Parser, add_dataset_dirs, add_idle, add_task_ids, dataset_dir, int_list
+from cli_flags import (Parser, add_dataset_dirs, add_flag, add_idle, add_levels, add_models, add_output_dir,
+                       add_task_ids, dataset_dir)
 from metric_aggregate import LevelSummary, TaskScore, coverage_notes, summarize
 from metric_tables import FORMATS, Table, emit
 from optional_extras import ExtraUnavailable
@@ -21,7 +22,7 @@ from result_files import (DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, DEFAULT_SET
 from task_meta import DEFAULT_DATASET_DIR, MetaError, load_task_ids_from_jsonl, meta_path_for
 
 DEFAULT_MAX_TURNS = 10
-TURN_OPTIONS = ("--max-turns", "--per-turn")  # what a metric's tables may depend on besides the selection
+TURN_OPTIONS = ("--max-turn", "--per-turn")  # what a metric's tables may depend on besides the selection
 
 
 class UsageError(Exception):
@@ -46,28 +47,39 @@ def positive_int(text: str) -> int:
     return int(text)
 
 
-def base_parser(description: str, turn_options: tuple[str, ...] = TURN_OPTIONS) -> argparse.ArgumentParser:
-    """The options every metric takes; of ``TURN_OPTIONS`` only those in ``turn_options`` (the ones its tables
-    use) are offered, the others are accepted with a note that they are ignored."""
-    parser = _Parser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--result-dir", default=DEFAULT_RESULT_DIR, help="folder holding the run folders")
-    parser.add_argument("--models", help="comma-separated model names (default: every model found)")
-    parser.add_argument("--setting", default=DEFAULT_SETTING, help="evaluation setting in the folder names")
+def add_selection(parser: argparse.ArgumentParser, levels: list[int] | None = None,
+                  levels_help: str = "0,1,2,3,4", setting: str = DEFAULT_SETTING) -> None:
+    """Which run folders to read: the results folder, models, setting, guidance type and levels."""
+    add_output_dir(parser, f"default: {DEFAULT_RESULT_DIR}", dest="result_dir", default=DEFAULT_RESULT_DIR)
+    add_models(parser, "the models to read (default: every model found)", dest="models")
+    add_flag(parser, "--evaluation-setting", dest="setting", default=setting,
+             help="evaluation setting in the folder names")
     parser.add_argument("--guidance-type", default=DEFAULT_GUIDANCE_TYPE, help="guidance type in the folder names")
-    parser.add_argument("--levels", type=int_list, default=list(LEVELS), help="guidance levels, e.g. 0,2,4")
-    add_task_ids(parser, "the runnable tasks of the meta file", old=("--tasks",))
+    add_levels(parser, levels_help, dest="levels", default=levels)
+
+
+def base_parser(description: str, turn_options: tuple[str, ...] = TURN_OPTIONS,
+                table_format: bool = True) -> argparse.ArgumentParser:
+    """The options every metric takes; of ``TURN_OPTIONS`` only those in ``turn_options`` (the ones its tables
+    use) are offered, the others are accepted with a note that they are ignored. ``table_format``: the
+    command prints tables (``--format markdown|csv|json``)."""
+    parser = _Parser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_selection(parser, list(LEVELS))
+    add_task_ids(parser, "the runnable tasks of the meta file")
     add_dataset_dirs(parser)
-    parser.add_argument("--meta", help="annotation_meta.jsonl (default: DATASET_DIR/annotation_meta.jsonl)")
-    if "--max-turns" in turn_options:
-        parser.add_argument("--max-turns", type=positive_int, default=DEFAULT_MAX_TURNS,
-                            help="n of Recall@n and curve length")
+    add_flag(parser, "--meta", help="annotation_meta.jsonl (default: DATASET_DIR/annotation_meta.jsonl)")
+    if "--max-turn" in turn_options:
+        add_flag(parser, "--max-turn", dest="max_turns", type=positive_int, default=DEFAULT_MAX_TURNS,
+                 help="n of Recall@n and curve length")
     else:
-        add_idle(parser, "--max-turns", "this script's tables do not depend on it")
+        for flag in ("--max-turn", "--max-turns"):
+            add_idle(parser, flag, "this script's tables do not depend on it")
     if "--per-turn" in turn_options:
         parser.add_argument("--per-turn", action="store_true", help="also print per-turn curves")
     else:
         add_idle(parser, "--per-turn", "this script has no per-turn table", nargs=0)
-    parser.add_argument("--format", choices=FORMATS, default="markdown")
+    if table_format:
+        parser.add_argument("--format", choices=FORMATS, default="markdown")
     return parser
 
 
@@ -100,12 +112,12 @@ def build_context(args: argparse.Namespace) -> Context:
     """Resolve the command line into a Context; user mistakes raise one-line errors."""
     selection = RunSelection(args.result_dir, args.setting, args.guidance_type, tuple(args.levels))
     if not Path(args.result_dir).is_dir():
-        raise UsageError(f"result dir {args.result_dir} not found; pass --result-dir DIR")
-    models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else discover_models(selection)
+        raise UsageError(f"results folder {args.result_dir} not found; pass --output-dir DIR")
+    models = args.models or discover_models(selection)
     if not models:
         raise UsageError(
             f"no '{args.setting}_*_feedback_{args.guidance_type}_guidance_*' runs under {args.result_dir}; "
-            "pass --models, --setting or --guidance-type"
+            "pass --model, --evaluation-setting or --guidance-type"
         )
     meta_path = meta_path_for(args.dataset_dir, args.meta)
     task_ids = args.task_ids if args.task_ids else load_task_ids_from_jsonl(meta_path)

@@ -23,7 +23,7 @@ default neulab/codebert-python at layer 11, the package's choice for Python;
 are read from disk only (a folder or the Hugging Face cache), never fetched
 mid-report, so a table never waits on the network.
 
-Usage: python metrics/metric_codebert.py --result-dir DIR --models m1,m2 [--codebert-model PATH]
+Usage: python metrics/metric_codebert.py --output-dir DIR --model m1,m2 [--codebert-model PATH]
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Optional extra: codebleu==0.7.0 with tree-sitter==0.22.3 and tree-sitter-python==0.21.0
 (newer grammar packages fail inside codebleu). Scores are per task, then macro-averaged.
 
-Usage: python metrics/metric_codebleu.py --result-dir DIR --models m1,m2
+Usage: python metrics/metric_codebleu.py --output-dir DIR --model m1,m2
 """
 from __future__ import annotations
 

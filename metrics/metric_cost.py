@@ -10,7 +10,7 @@ are counted apart: they are not the model's failures and should be rerun.
 Turn 0 is computed once per task and shared by every level (docs/ARCHITECTURE.md, "Protocol"), so a
 level's row includes it, and the model's "all" row counts it once per task.
 
-Usage: python scripts/cost_report.py --result-dir DIR --models m1,m2
+Usage: python scripts/cost_report.py --output-dir DIR --model m1,m2
 """
 from __future__ import annotations
 

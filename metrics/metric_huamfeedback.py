@@ -5,7 +5,7 @@ functions, classes, a cyclomatic count from the AST). The feedback part reads
 the ``feedback_items`` (raw records, docs/ARCHITECTURE.md, "Feedback records") and ``feedback_text`` (what the
 agent was shown) of each turn; release results lack both and show "-".
 
-Usage: python metrics/metric_huamfeedback.py --result-dir DIR --models m1,m2 [--dataset-dir D]
+Usage: python metrics/metric_huamfeedback.py --output-dir DIR --model m1,m2 [--dataset-dir D]
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Per turn ``0 if errors else tests - skipped - failures`` over len(test_cases)
 of the meta file, clamped to [0, 1]; per task the best turn; macro-averaged.
 
-Usage: python metrics/metric_passrate_testcase.py --result-dir DIR --models m1,m2 [--per-turn]
+Usage: python metrics/metric_passrate_testcase.py --output-dir DIR --model m1,m2 [--per-turn]
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Unit-test pass rate (Recall@n): the share of tasks solved by a turn among the first n (docs/ARCHITECTURE.md, "Metrics").
 
-Usage: python metrics/metric_passrate_unitest.py --result-dir DIR --models m1,m2 [--per-turn]
+Usage: python metrics/metric_passrate_unitest.py --output-dir DIR --model m1,m2 [--per-turn]
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Scaled and vanilla pass@1 of ResearchCodeBench snippet tasks, overall and per paper.
 
-Usage: python metrics/metric_scaled_pass.py --result-dir DIR --map DATASET/researchcodebench_map.jsonl
-           [--models m1,m2] [--setting snippet] [--guidance-type fixed] [--levels 0,2] [--format markdown|csv|json]
+Usage: python metrics/metric_scaled_pass.py --output-dir DIR --map DATASET/researchcodebench_map.jsonl
+           [--model m1,m2] [--evaluation-setting snippet] [--guidance-type fixed] [--guidance-level 0,2] [--format markdown|csv|json]
 
 scaled pass@1  = 100 x code lines of passed snippets / code lines of the snippets scored
 vanilla pass@1 = 100 x passed snippets / snippets scored
@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from cli_flags import int_list
+from cli_flags import Parser
+from metric_cli import add_selection
 from metric_passrate_unitest import turn_success
 from metric_tables import FORMATS, Table, emit
 from result_files import DEFAULT_GUIDANCE_TYPE, DEFAULT_RESULT_DIR, LEVELS, LevelRun, RunSelection, discover_models, load_run
@@ -153,13 +154,9 @@ def tables(rows: list[SnippetRow], runs: list[LevelRun]) -> list[Table]:
 
 
 def parse_args(argv: Iterable[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--result-dir", default=DEFAULT_RESULT_DIR, help="folder holding the run folders")
+    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_selection(parser, levels_help="every level with a folder", setting=DEFAULT_SETTING)
     parser.add_argument("--map", required=True, help="researchcodebench_map.jsonl of the imported dataset")
-    parser.add_argument("--models", help="comma-separated model names (default: every model found)")
-    parser.add_argument("--setting", default=DEFAULT_SETTING, help="evaluation setting in the folder names")
-    parser.add_argument("--guidance-type", default=DEFAULT_GUIDANCE_TYPE, help="guidance type in the folder names")
-    parser.add_argument("--levels", type=int_list, help="guidance levels (default: every level with a folder)")
     parser.add_argument("--format", choices=FORMATS, default="markdown")
     return parser.parse_args(None if argv is None else list(argv))
 
@@ -167,16 +164,16 @@ def parse_args(argv: Iterable[str] | None) -> argparse.Namespace:
 def load_selected_runs(args: argparse.Namespace, rows: list[SnippetRow]) -> list[LevelRun]:
     selection = RunSelection(args.result_dir, args.setting, args.guidance_type, tuple(args.levels or LEVELS))
     if not Path(args.result_dir).is_dir():
-        raise ScaledPassError(f"result dir {args.result_dir} not found; pass --result-dir DIR")
-    models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else discover_models(selection)
+        raise ScaledPassError(f"results folder {args.result_dir} not found; pass --output-dir DIR")
+    models = args.models or discover_models(selection)
     if not models:
         raise ScaledPassError(f"no '{args.setting}_*_feedback_{args.guidance_type}_guidance_*' runs under "
-                              f"{args.result_dir}; pass --models, --setting or --guidance-type")
+                              f"{args.result_dir}; pass --model, --evaluation-setting or --guidance-type")
     ids = [row.index for row in rows]
     runs = [load_run(model, level, ids, selection) for model in models for level in selection.levels
             if args.levels or selection.folder(model, level).is_dir()]
     if not runs:
-        raise ScaledPassError(f"no result folders for {', '.join(models)} under {args.result_dir}; pass --levels")
+        raise ScaledPassError(f"no result folders for {', '.join(models)} under {args.result_dir}; pass --guidance-level")
     return runs
 
 

@@ -1,12 +1,12 @@
 """Analyse a results folder in one command: print every metric's table, write the figures and the HTML report.
 
 Usage (from the repo root):
-    python scripts/analyze_results.py --result-dir experiment_results --models m1,m2 [--setting S] [--out DIR]
-    python scripts/analyze_results.py --compare RESULTS_A RESULTS_B [--levels 0,4] [--models m]
-Tables go to stdout (--format markdown|csv|json); where the files went goes to stderr. The output folder
-(default RESULT_DIR/report) holds index.html, tables.md, tables.json and plots/*.png|svg. --setting and
+    python scripts/analyze_results.py --output-dir experiment_results --model m1,m2 [--evaluation-setting S] [--out DIR]
+    python scripts/analyze_results.py --compare RESULTS_A RESULTS_B [--guidance-level 0,4] [--model m]
+Tables go to stdout (--format markdown|csv|json); where the files went goes to stderr. The report folder
+(--out, default OUTPUT_DIR/report) holds index.html, tables.md, tables.json and plots/*.png|svg. --evaluation-setting and
 --guidance-type take comma lists; without --guidance-type every type found (fixed, dynamic) is analysed.
-Other options are those of metrics/all_metrics.py (--dataset-dir, --levels, --task-ids, --skip codebert, ...).
+Other options are those of metrics/all_metrics.py (--dataset-dir, --guidance-level, --task-ids, --skip codebert, ...).
 --compare prints, per model and level present in both folders, Recall@n and the test-case pass rate of A and
 B with 95 % intervals, A - B with its paired interval on the common tasks, the paired test's p-value and
 whether the two can be told apart (docs/metrics.md); it writes no report.
@@ -25,7 +25,7 @@ from metric_tables import emit  # noqa: E402
 def main(argv: Iterable[str] | None = None) -> int:
     parser = analysis_parser(__doc__)
     parser.add_argument("--compare", nargs=2, metavar=("A", "B"),
-                        help="compare two result folders task by task instead of analysing --result-dir")
+                        help="compare two result folders task by task instead of analysing --output-dir")
     args = parser.parse_args(None if argv is None else list(argv))
     if args.compare:
         emit(guarded(parser, lambda: compare_folders(args, *args.compare)), args.format)

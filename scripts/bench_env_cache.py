@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Time resolve_python cache hits against the 50 ms target (environments must be built first).
 
-    bash install_all_benchmark_envs.sh --backend uv && python scripts/bench_env_cache.py --backend uv
+    bash install_all_benchmark_envs.sh --backend uv && python scripts/bench_env_cache.py --env-backend uv
 
 "cold" is the first call in a process (parse test.sh, hash requirements, stat
 the marker); "warm" is a memoised call. Ratios below 1.0 meet the target.
@@ -26,7 +26,8 @@ name_missing_modules()
 import agent.envs.cache as env_cache  # noqa: E402
 from agent.envs.cache import EnvError, resolve_python  # noqa: E402
 from agent.dataset import DatasetError, DatasetManager  # noqa: E402
-from metrics.cli_flags import Parser, add_dataset_dirs, dataset_dir  # noqa: E402
+from agent.envs.cli import add_backend_argument  # noqa: E402
+from metrics.cli_flags import Parser, add_dataset_dirs, add_renamed, dataset_dir  # noqa: E402
 
 TARGET_SEC = 0.050
 
@@ -42,14 +43,15 @@ def time_call(dataset: DatasetManager, index: int, backend: str | None, cold: bo
 def main() -> int:
     parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_dataset_dirs(parser)
-    parser.add_argument("--backend")
-    parser.add_argument("--repeat", type=int, default=200)
+    add_backend_argument(parser)
+    parser.add_argument("--repeats", type=int, default=200, help="calls timed per kind (cold, warm)")
+    add_renamed(parser, "--repeat", "--repeats")
     args = parser.parse_args()
     dataset = DatasetManager(dataset_dir(parser, args, _CHECKOUT / "work_dir" / "dataset"))
     try:
         tasks = [meta.index for meta in dataset.runnable()]
         samples = {
-            kind: [time_call(dataset, tasks[i % len(tasks)], args.backend, kind == "cold") for i in range(args.repeat)]
+            kind: [time_call(dataset, tasks[i % len(tasks)], args.backend, kind == "cold") for i in range(args.repeats)]
             for kind in ("cold", "warm")
         } if tasks else {}
     except (DatasetError, EnvError) as exc:

@@ -55,7 +55,7 @@ from agent.slots import Span, cpu_count  # noqa: E402
 from agent.text_table import fixed_width  # noqa: E402
 from agent.dataset import DatasetManager  # noqa: E402
 from agent.layout import result_folder  # noqa: E402
-from metrics.cli_flags import add_renamed  # noqa: E402
+from metrics.cli_flags import add_flag, add_renamed  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 WRONG_CODE = "def not_the_answer():\n    return None\n"
@@ -328,13 +328,14 @@ def main() -> None:
     parser.add_argument("--part", choices=PARTS, action="append", help="run only these parts (default: all)")
     parser.add_argument("--latency", type=float, default=10.0, help="seconds per scripted model call in (a)")
     parser.add_argument("--jobs", type=int, nargs="+", default=[8, 32, 64], help="jobs in flight in (a)")
-    parser.add_argument("--max-turn", type=int, default=3, help="turns per job in (a)")
+    add_flag(parser, "--max-turn", type=int, default=3, help="turns per job in (a)")
     parser.add_argument("--mode", default="processes", choices=("processes", "threads"))
     parser.add_argument("--no-early-tests", action="store_true", help="run (a) with early-tests: false")
     parser.add_argument("--task-count", type=int, default=4, metavar="N",
                         help="how many sample tasks (jobs = models x tasks x 2 levels)")
-    add_renamed(parser, "--tasks", "--task-count", type=int)
-    parser.add_argument("--turns", type=int, default=10, help="turns of the prompt-growth run")
+    add_renamed(parser, "--tasks", "--task-count")
+    parser.add_argument("--growth-turns", type=int, default=10, help="turns of the prompt-growth run")
+    add_renamed(parser, "--turns", "--growth-turns")
     args = parser.parse_args()
     parts = args.part or PARTS
     tasks = numpy_tasks(args.task_count)
@@ -359,7 +360,7 @@ def main() -> None:
                       "efficiency", "slots idle", "driver CPU", "peak RSS (tree)", "load")
             print("\n".join("    " + line for line in fixed_width(header, rows)))
         if "memory" in parts:
-            per_turn, opening = bench_prompt_growth(fast, tasks[0], args.turns)
+            per_turn, opening = bench_prompt_growth(fast, tasks[0], args.growth_turns)
             print_prompt_growth(per_turn, opening)
         if "rerun" in parts:
             calls, rerun_sec, first_sec = bench_rerun(fast, tasks, args.mode)

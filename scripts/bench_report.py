@@ -7,7 +7,7 @@ before the viewer, extracted with ``git archive``), then prints side by side: bu
 trajectory pages' sizes (median, 95th percentile, max, total) and load times measured in headless Chromium
 (file://, to the load event; for the viewer also until its script is ready, and one search in the list).
 
-    python scripts/bench_report.py [--task-count 102] [--levels 0,1,2,3,4] [--turns 10] [--paper-kb 30]
+    python scripts/bench_report.py [--task-count 102] [--guidance-level 0,1,2,3,4] [--max-turn 10] [--paper-kb 30]
         [--baseline REV] [--keep DIR] [--pages 12]
 
 Needs chromium and a git checkout. Prints measurements; asserts nothing (timings depend on the machine).
@@ -31,6 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.cdp import Browser  # noqa: E402
 from tests.synthetic_run import write_run  # noqa: E402
+from metrics.cli_flags import add_flag, add_levels, add_renamed  # noqa: E402
 
 BASELINE = "84211b0"  # the report before the viewer (static pages, prompts not shown)
 MODEL = "org/model-bench"
@@ -105,23 +106,24 @@ def kb(value: float) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task-count", type=int, default=102)
-    parser.add_argument("--levels", default="0,1,2,3,4")
-    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--task-count", type=int, default=102, help="tasks of the synthetic run")
+    add_levels(parser, "0,1,2,3,4", dest="levels", default=[0, 1, 2, 3, 4])
+    add_flag(parser, "--max-turn", type=int, default=10, help="turns per task of the synthetic run")
+    add_renamed(parser, "--turns", "--max-turn")
     parser.add_argument("--paper-kb", type=int, default=30, help="paper LaTeX in every prompt (KB)")
     parser.add_argument("--baseline", default=BASELINE, help="git revision of the report to compare with")
     parser.add_argument("--pages", type=int, default=12, help="trajectory pages opened in the browser")
     parser.add_argument("--keep", help="build everything in this folder and keep it (default: a temporary one)")
     args = parser.parse_args()
-    levels = [int(level) for level in args.levels.split(",")]
+    levels = args.levels
     with tempfile.TemporaryDirectory(prefix="bench-report-") as scratch:
         root = Path(args.keep) if args.keep else Path(scratch)
         results, dataset = root / "results", root / "dataset"
         start = time.monotonic()
-        write_run(results, dataset, tasks=args.task_count, levels=levels, turns=args.turns, model=MODEL,
+        write_run(results, dataset, tasks=args.task_count, levels=levels, turns=args.max_turn, model=MODEL,
                   paper_chars=args.paper_kb * 1024)
         pickles = sum(path.stat().st_size for path in results.rglob("*.pkl"))
-        print(f"synthetic run: {args.task_count} tasks x {len(levels)} levels x up to {args.turns} turns, 3 calls per "
+        print(f"synthetic run: {args.task_count} tasks x {len(levels)} levels x up to {args.max_turn} turns, 3 calls per "
               f"turn, paper {args.paper_kb} KB; pickles {pickles / 2**20:,.0f} MB; written in "
               f"{time.monotonic() - start:.0f} s", flush=True)
         baseline = extract(args.baseline, root / "baseline")

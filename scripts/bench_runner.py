@@ -73,7 +73,7 @@ from agent.runner.phases import recording
 from agent.runner.sandbox import SANDBOX_MODES
 from agent.text_table import fixed_width
 from agent.dataset import DatasetError, DatasetManager, TaskMeta
-from metrics.cli_flags import Parser, add_dataset_dirs, dataset_dir
+from metrics.cli_flags import Parser, add_dataset_dirs, add_flag, dataset_dir
 
 DEFAULT_DATASET = REPO_ROOT / "work_dir" / "dataset"
 CLI = REPO_ROOT / "agent" / "clean_test_runner.py"
@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     add_dataset_dirs(parser)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--papers", help="comma-separated paper names (default: every paper of the dataset)")
-    parser.add_argument("--env-backend", default=None, help="conda, uv, venv or current (default: auto)")
+    add_flag(parser, "--env-backend", default=None, help="conda, uv, venv or current (default: auto)")
     parser.add_argument("--sandbox", choices=SANDBOX_MODES, default="auto")
     parser.add_argument("--instructions", action="store_true",
                         help="also count the watch's share in instructions (needs valgrind; slow)")

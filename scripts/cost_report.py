@@ -1,7 +1,7 @@
 """Cost and effort report per model and guidance level (tokens, dollars, turns, wall time, infra errors).
 
 A thin entry point over metrics/metric_cost.py; run from the repo root:
-python scripts/cost_report.py --result-dir experiment_results --models gpt-5
+python scripts/cost_report.py --output-dir experiment_results --model gpt-5
 """
 import sys
 from pathlib import Path

@@ -3,9 +3,9 @@
 --log-dir DIR`` and ``inspect_ai.log.read_eval_log``. Needs the optional extra: pip install inspect_ai.
 
 Usage (from the repo root, or as ``recode-export``):
-    python scripts/export.py --format inspect --result-dir experiment_results [--out DIR] [--models m1,m2]
-Writes DIR (default RESULT_DIR/inspect_logs). Selection options are those of the report (--setting,
---guidance-type, --levels, --tasks, --dataset-dir); --max-turns and --tasks default to the run records.
+    python scripts/export.py --format inspect --output-dir experiment_results [--out DIR] [--model m1,m2]
+Writes DIR (default OUTPUT_DIR/inspect_logs). Selection options are those of the report (--evaluation-setting,
+--guidance-type, --guidance-level, --task-ids, --dataset-dir); --max-turn and --task-ids default to the run records.
 """
 import argparse
 import sys
@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "metrics"))
 
 from analysis import build_contexts  # noqa: E402
 from export_inspect import write_inspect_logs  # noqa: E402
+from cli_flags import add_flag  # noqa: E402
 from metric_cli import USER_ERRORS, base_parser  # noqa: E402
 from result_files import warn_stderr  # noqa: E402
 
@@ -24,12 +25,11 @@ OUT_DIR = "inspect_logs"
 
 
 def parser() -> argparse.ArgumentParser:
-    """The metric scripts' selection options; ``--format`` names the export format instead of a table format."""
-    command = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
-                                      parents=[base_parser(__doc__)], conflict_handler="resolve")
+    """The metric scripts' selection options (with their resolution of --dataset-dir / --work-dir);
+    ``--format`` names the export format instead of a table format."""
+    command = base_parser(__doc__, turn_options=("--max-turn",), table_format=False)
     command.add_argument("--format", choices=sorted(FORMATS), required=True, help="export format")
-    command.add_argument("--out", help=f"output folder (default: RESULT_DIR/{OUT_DIR})")
-    command.add_argument("--per-turn", action="store_true", help=argparse.SUPPRESS)  # a table option: no use here
+    add_flag(command, "--out", help=f"output folder (default: OUTPUT_DIR/{OUT_DIR})")
     command.set_defaults(guidance_type=None, levels=None, max_turns=None)
     return command
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Write the env each task's test.sh activates, as the release does: JSON ``{task id: env name}``.
 
-    python scripts/extract_env_map.py --dataset-dir work_dir/dataset [--meta-jsonl FILE] [--out env_map.json]
+    python scripts/extract_env_map.py --dataset-dir work_dir/dataset [--meta FILE] [--out env_map.json]
 
-(the release's spelling ``--ref-dataset-dir`` works too).
+(the release's spellings ``--ref-dataset-dir`` and ``--meta-jsonl`` work too).
 
-Tasks come from ``--meta-jsonl`` (default: the dataset's annotation_meta.jsonl;
+Tasks come from ``--meta`` (default: the dataset's annotation_meta.jsonl;
 every runnable row); a task whose test.sh activates no env maps to null. The
 JSON is what the test runner's ``--env-map-path`` reads.
 
@@ -43,7 +43,7 @@ from agent.envs.spec import (  # noqa: E402
     task_env_names,
 )
 from agent.dataset import DatasetError, DatasetManager  # noqa: E402
-from metrics.cli_flags import Parser, add_dataset_dirs, dataset_dir  # noqa: E402
+from metrics.cli_flags import Parser, add_dataset_dirs, add_flag, dataset_dir  # noqa: E402
 
 def shown(path: Path | None, relative_to: Path, dataset_root: Path) -> str | None:
     """Files inside the dataset relative to where the map will live (so the pair can move); others absolute."""
@@ -98,9 +98,10 @@ def requirements_map_yaml(dataset: DatasetManager, requirements_map: Path | None
 
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_dataset_dirs(parser, release_aliases=("--ref-dataset-dir",))
-    parser.add_argument("--meta-jsonl", metavar="FILE", help="the meta file listing the tasks (default: <dataset>/annotation_meta.jsonl)")
-    parser.add_argument("--out", "--output", dest="out", metavar="FILE", help="write here (default: print it)")
+    add_dataset_dirs(parser, release=True)
+    add_flag(parser, "--meta", release=True, metavar="FILE",
+             help="the meta file listing the tasks (default: <dataset>/annotation_meta.jsonl)")
+    add_flag(parser, "--out", metavar="FILE", help="write here (default: print it)")
     parser.add_argument("--format", choices=("json", "yaml"),
                         help="json: task id -> env name (default); yaml: env -> requirements file (default for a .yaml/.yml --out)")
     parser.add_argument("--requirements-map", help="with --format yaml: an existing map to resolve env names with")
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     fmt = args.format or ("yaml" if out and out.suffix in (".yaml", ".yml") else "json")
     root = dataset_dir(parser, args, _CHECKOUT / "work_dir" / "dataset")
     try:
-        meta = Path(args.meta_jsonl).expanduser().resolve() if args.meta_jsonl else None
+        meta = Path(args.meta).expanduser().resolve() if args.meta else None
         dataset = DatasetManager(root, str(meta)) if meta else DatasetManager(root)
         if fmt == "json":
             text, summary = task_env_json(dataset)

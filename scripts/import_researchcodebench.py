@@ -1,7 +1,7 @@
 """Import ResearchCodeBench papers into a RECODE-H dataset folder: one task per annotated snippet.
 
     python scripts/import_researchcodebench.py --pset PATH/TO/pset --out work_dir/rcb_dataset
-        [--papers ID,ID] [--start-index N] [--no-resolve] [--torch-pair 2.14.1,0.29.1] [--python 3.11]
+        [--papers ID,ID] [--start-index N] [--no-resolve] [--torch-pair 2.14.1,0.29.1] [--python-version 3.11]
         [--requirements FILE [--env-name recode_rcb]]
         [--report-weak [--env-backend current] [--timeout-sec 120]]
 
@@ -53,12 +53,13 @@ from agent.rcb.resolve import ResolveError, Resolver
 from agent.rcb.tasks import DEFAULT_ENV_NAME, DEFAULT_TIMEOUT
 from agent.rcb.writer import MAP_FILE, import_plans
 from agent.dataset import META_FILE, DatasetError, DatasetManager
+from metrics.cli_flags import Parser, add_flag
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pset", required=True, help="ResearchCodeBench 'pset' folder (holds papers.yaml)")
-    parser.add_argument("--out", required=True, help="dataset folder to write (created if missing)")
+    add_flag(parser, "--out", required=True, help="dataset folder to write (created if missing)")
     parser.add_argument("--papers", help="comma-separated paper ids (default: every paper of papers.yaml)")
     parser.add_argument("--start-index", type=int, help="first task id (default: reuse earlier ids, else max + 1)")
     parser.add_argument("--env-name", default=DEFAULT_ENV_NAME,
@@ -69,11 +70,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="derive environments without asking the package index what can be installed")
     parser.add_argument("--torch-pair", help="TORCH,TORCHVISION versions for the shared constraints "
                         "(default: the newest pair the index offers)")
-    parser.add_argument("--python", help="python version X.Y the environments will have (default: this interpreter's)")
+    add_flag(parser, "--python-version", metavar="X.Y",
+             help="python version the environments will have (default: this interpreter's)")
     parser.add_argument("--test-timeout", type=int, default=DEFAULT_TIMEOUT, help="pytest --timeout in test.sh")
     parser.add_argument("--report-weak", action="store_true",
                         help="after importing, flag tasks whose placeholder version passes the tests")
-    parser.add_argument("--env-backend", help="environment backend for --report-weak (conda, uv, venv, current)")
+    add_flag(parser, "--env-backend", help="environment backend for --report-weak (conda, uv, venv, current)")
     parser.add_argument("--timeout-sec", type=float, default=300.0, help="per-task limit for --report-weak")
     return parser.parse_args(argv)
 
@@ -98,7 +100,7 @@ def parse_pair(text: str | None) -> dict[str, str] | None:
 
 
 def derived_environments(papers: list[PaperSpec], args: argparse.Namespace) -> EnvPlan:
-    resolver = None if args.no_resolve else Resolver(args.python or current_python_version())
+    resolver = None if args.no_resolve else Resolver(args.python_version or current_python_version())
     return plan_environments(papers, resolver, parse_pair(args.torch_pair))
 
 

@@ -10,9 +10,9 @@ next run.
 
     python scripts/manage_envs.py                          # build what is missing for work_dir/dataset
     python scripts/manage_envs.py --work-dir work_dir --python-version 3.10 --max-workers 2   # the release's flags
-    python scripts/manage_envs.py --backend uv --task-ids 1,2 --cpu
+    python scripts/manage_envs.py --env-backend uv --task-ids 1,2 --cpu
     python scripts/manage_envs.py --list
-    python scripts/manage_envs.py --dry-run --task-ids 3   # print the commands, run nothing
+    python scripts/manage_envs.py --dry-run --task-ids 3   # what each build installs, how big, its commands
     python scripts/manage_envs.py --rebuild --task-ids 3
 
 Backends: conda (default where installed), uv (default otherwise), venv,
@@ -41,6 +41,7 @@ name_missing_modules()
 
 from agent.envs.backends import require_tool  # noqa: E402
 from agent.envs.cli import add_backend_argument  # noqa: E402
+from agent.envs.size import announcement  # noqa: E402
 from agent.envs.cache import (  # noqa: E402
     BuildResult,
     EnvError,
@@ -55,7 +56,7 @@ from agent.envs.cache import (  # noqa: E402
     plan_envs,
 )
 from agent.dataset import DatasetError, DatasetManager  # noqa: E402
-from metrics.cli_flags import Parser, add_dataset_dirs, add_task_ids, dataset_dir  # noqa: E402
+from metrics.cli_flags import Parser, add_dataset_dirs, add_flag, add_task_ids, dataset_dir  # noqa: E402
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -66,11 +67,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--source", nargs="?", metavar="DIR",
                         help="folder holding the release's requirements_*.txt (default: the dataset folder; "
                              "RECODE_REQUIREMENTS_DIR)")
-    parser.add_argument("--python-version", "--python", dest="python_version", metavar="X.Y",
+    add_flag(parser, "--python-version", metavar="X.Y",
                         help="python of new environments (default: 3.10 for conda as the release, else this interpreter's)")
     parser.add_argument("--max-workers", type=int, default=1, metavar="N", help="environments built at once (default: 1)")
-    parser.add_argument("--cpu", action="store_true", default=None,
-                        help="CPU builds of the PyTorch wheels, for machines without a GPU (default: RECODE_ENV_CPU, else the CUDA builds pinned)")
+    builds = parser.add_mutually_exclusive_group()
+    builds.add_argument("--cpu", dest="cpu", action="store_true", default=None,
+                        help="CPU builds of the PyTorch wheels (default on a machine without a GPU; RECODE_ENV_CPU=1)")
+    builds.add_argument("--cuda", dest="cpu", action="store_false",
+                        help="the CUDA builds the requirements pin (default on a machine with a GPU; RECODE_ENV_CPU=0)")
     parser.add_argument("--rebuild", action="store_true", help="rebuild the selected environments even if they are ready")
     parser.add_argument("--list", action="store_true", help="show the environments and their status; build nothing")
     parser.add_argument("--dry-run", action="store_true", help="print the commands each missing environment's build runs; run nothing")
@@ -103,6 +107,7 @@ def dry_run(planned: list[PlannedEnv], settings: EnvSettings, rebuild: bool) -> 
             print(f"# {describe(entry)}: ready; nothing to run")
             continue
         print(f"# {describe(entry)}")
+        print(f"# {announcement(entry.spec)}")
         for line in build_commands(entry.spec, settings):
             print(line)
 

@@ -32,14 +32,14 @@ from agent.atomic_file import atomic_write_text
 from agent.rcb.answers import ANSWERS, PROTOCOLS, answer_rules
 from agent.rcb.snippet import SnippetError, load_snippet_task
 from agent.dataset import DatasetError, DatasetManager
-from metrics.cli_flags import Parser, add_dataset_dirs, dataset_dir
+from metrics.cli_flags import Parser, add_dataset_dirs, add_flag, dataset_dir
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(description=__doc__.splitlines()[0])
     add_dataset_dirs(parser, required=True)  # the dataset scripts/import_researchcodebench.py wrote
     parser.add_argument("--answer", choices=ANSWERS, required=True)
-    parser.add_argument("--out", required=True, help="rule file to write (YAML)")
+    add_flag(parser, "--out", required=True, help="rule file to write (YAML)")
     parser.add_argument("--protocol", choices=PROTOCOLS, default="snippet",
                         help="snippet: answer the block (evaluation-setting snippet); agent: REPLACE the whole file "
                              "and SUBMIT (baseline, agent, memory_agent)")

@@ -2,9 +2,9 @@
 (code diff, test digest, feedback at its level, tokens, cost, status). Opens from disk in a browser.
 
 Usage (from the repo root):
-    python scripts/report.py --result-dir experiment_results [--out DIR] [--models m1,m2] [--setting S]
-Writes DIR/index.html (default RESULT_DIR/report/index.html). Options of metrics/all_metrics.py apply
-(--dataset-dir, --levels, --task-ids, --skip codebert, ...); --setting and --guidance-type take comma lists.
+    python scripts/report.py --output-dir experiment_results [--out DIR] [--model m1,m2] [--evaluation-setting S]
+Writes DIR/index.html (default OUTPUT_DIR/report/index.html). Options of metrics/all_metrics.py apply
+(--dataset-dir, --guidance-level, --task-ids, --skip codebert, ...); --evaluation-setting and --guidance-type take comma lists.
 """
 import sys
 from collections.abc import Iterable

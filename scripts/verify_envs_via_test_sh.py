@@ -1,7 +1,7 @@
 """Gold check of a dataset: canonical.py must pass every task's tests and init_content must fail them.
 
     python scripts/verify_envs_via_test_sh.py [--dataset-dir work_dir/dataset] [--task-ids 1,2]
-        [--max-workers 1] [--timeout-sec 600] [--keep-modified [--keep-dir DIR]] [--backend NAME]
+        [--max-workers 1] [--timeout-sec 600] [--keep-modified [--keep-dir DIR]] [--env-backend NAME]
 
 Runs both through the real test runner (private copies, sandbox, the task's
 environment, built on first use). A progress bar (elapsed / remaining) runs
@@ -33,10 +33,11 @@ name_missing_modules()
 import argparse
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from tqdm import tqdm
 
+from agent.progress import drain
 from agent.runner.core import RunnerOptions, prepare
 from agent.envs.cli import add_backend_argument
 from agent.rcb.gold import BROKEN, EXPECTED, KINDS, UNRUNNABLE, WEAK, TaskCheck, check_task
@@ -85,17 +86,22 @@ def summary(checks: list[TaskCheck]) -> str:
 def run_checks(dataset: DatasetManager, task_ids: list[int], options: RunnerOptions, workers: int) -> list[TaskCheck]:
     """Check every task, printing each row as it finishes under a progress bar."""
     checks: list[TaskCheck] = []
+    started = time.monotonic()
     print(format_row(ROW_COLUMNS), flush=True)
     with tqdm(total=len(task_ids), desc="gold check", unit="task", file=sys.stderr, mininterval=1.0,
+              disable=not sys.stderr.isatty(),
               bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]") as bar, \
             ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(check_task, dataset, index, options) for index in task_ids]
-        for future in as_completed(futures):
+        def finished(future: Future) -> None:
             check = future.result()
             checks.append(check)
             bar.write(format_row(row(check)), file=sys.stdout)
             sys.stdout.flush()
             bar.update(1)
+
+        futures = [pool.submit(check_task, dataset, index, options) for index in task_ids]
+        drain(futures, finished, lambda done: f"gold check: {done}/{len(task_ids)} task(s) done "
+                                              f"({time.monotonic() - started:.0f} s)")
     return sorted(checks, key=lambda c: c.index)
 
 

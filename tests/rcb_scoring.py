@@ -60,9 +60,9 @@ def scored_run(dataset: DatasetManager, task_ids: list[int], answer: str, out: P
     done = subprocess.run([sys.executable, "agent/research_code_generation.py", "--yaml-location", str(config)],
                           cwd=REPO, capture_output=True, text=True, timeout=3600)
     assert done.returncode == 0, done.stderr[-3000:]
-    shown = subprocess.run([sys.executable, "metrics/metric_scaled_pass.py", "--result-dir", str(out / "results"),
-                            "--map", str(dataset.root / "researchcodebench_map.jsonl"), "--setting", setting,
-                            "--models", model, "--format", "json"], cwd=REPO, capture_output=True, text=True,
+    shown = subprocess.run([sys.executable, "metrics/metric_scaled_pass.py", "--output-dir", str(out / "results"),
+                            "--map", str(dataset.root / "researchcodebench_map.jsonl"), "--evaluation-setting", setting,
+                            "--model", model, "--format", "json"], cwd=REPO, capture_output=True, text=True,
                            timeout=300)
     assert shown.returncode == 0, shown.stderr
     per_paper = json.loads(shown.stdout)[1]

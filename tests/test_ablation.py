@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -150,7 +151,7 @@ def test_feedback_that_cannot_be_produced_leaves_the_sample_incomplete(source, c
     script.write_text(yaml.safe_dump({"rules": [{"responses": ["no schema here"]}]}))
     mute = write_config(tmp_path / "mute_config.yaml", source["root"] / "out", human_script=script,
                         human_model="mute-researcher")
-    argv = ["--yaml-location", str(source["config"]), "--feedback-yaml", str(mute), "--samples", "1", "--levels",
+    argv = ["--yaml-location", str(source["config"]), "--feedback-yaml", str(mute), "--samples", "1", "--guidance-level",
             "2", "4"]
     for _ in range(2):  # nothing is kept as a result: the next run asks for the feedback again
         assert feedback_ablation.main(argv) == 0
@@ -420,7 +421,7 @@ def test_an_ablation_replay_is_the_record_the_main_jobs_replay_writes(source, co
     human = tmp_path / "human.yaml"
     human.write_text(yaml.safe_dump([{"task_index": 3, "turn_number": 0, "feedback": []}]))
     argv = ["--yaml-location", str(config), "--source-run", str(out / source["run"].name), "--feedback-file",
-            str(human), "--level", "4"]
+            str(human), "--guidance-level", "4"]
     assert human_feedback.main(argv) == 0
     folder, _ = summary(capsys.readouterr().out)
     unit = unit_files(folder)["task_3_turn_0_llm"]
@@ -457,6 +458,22 @@ def test_samples_run_at_once_with_max_workers_and_come_back_in_order() -> None:
         return item * 10
 
     assert for_each([0, 1, 2, 3], work, "test", workers=2) == [0, 10, 20, 30] and sorted(started) == [0, 1, 2, 3]
+
+
+def test_off_a_terminal_a_line_per_sample_and_one_while_a_sample_is_long(monkeypatch, capsys) -> None:
+    """Output to a file or pipe (a cluster log): no bar, but never silent for HEARTBEAT_SEC (30 s; here 0.2)."""
+    monkeypatch.setattr("agent.progress.HEARTBEAT_SEC", 0.2)
+
+    def work(item: int) -> int:
+        time.sleep(1.0 if item == 1 else 0.0)
+        return item
+
+    assert for_each([0, 1], work, "feedback ablation", workers=1) == [0, 1]
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("feedback ablation: 1/2 sample(s) done") and lines[-1].startswith(
+        "feedback ablation: 2/2 sample(s) done")
+    assert len([line for line in lines if line.startswith("feedback ablation: 1/2")]) >= 3  # the long sample
+    assert not any("\r" in line or "%|" in line for line in lines)  # no bar written to a file
 
 
 def test_a_replay_whose_tests_measure_nothing_is_never_scored(source) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 import yaml
 
 from agent.models.build import PROVIDER_ENV_VARS
+from agent.run_summary import REPORT_SCRIPT
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = REPO / "agent" / "research_code_generation.py"
@@ -81,7 +83,29 @@ def test_unwritable_output_dir(tmp_path: Path, dataset: Path) -> None:
     assert_one_line_error(done, "cannot write to output-dir")
 
 
-def test_bad_flag_value_is_rejected_before_anything_runs(tmp_path: Path, dataset: Path) -> None:
-    done = run_cli("--yaml-location", str(config(tmp_path, dataset)), "--max-workers", "0")
-    assert_one_line_error(done, "'max-workers' must be an integer >= 1, got 0")
+@pytest.mark.parametrize("flag, value", [("--max-workers", "0"), ("--max-turn", "0"), ("--guidance-level", "7")])
+def test_bad_flag_value_is_named_as_the_flag_not_the_file(tmp_path: Path, dataset: Path, flag: str, value: str) -> None:
+    path = config(tmp_path, dataset)
+    done = run_cli("--yaml-location", str(path), flag, value)
+    assert_one_line_error(done, f"error: {flag} must be an integer")
+    assert str(path) not in done.stderr and f", got {value}" in done.stderr
     assert not (tmp_path / "out").exists()
+    done = run_cli("--yaml-location", str(config(tmp_path, dataset, **{flag.lstrip("-"): int(value)})))
+    assert_one_line_error(done, f"{path}: '{flag.lstrip('-')}' must be an integer")  # the file's own value
+
+
+def test_the_footer_names_the_documented_report_command_and_it_runs(tmp_path: Path, dataset: Path) -> None:
+    """The last line of a run is the report command docs/cli.md documents; run as printed, it reports."""
+    home = tmp_path / "a home with spaces"
+    home.mkdir()
+    done = run_cli("--yaml-location", str(config(home, dataset, **{"max-turn": 1})), cwd=REPO)
+    assert done.returncode in (0, 1), done.stderr
+    footer = done.stdout.strip().splitlines()[-1]
+    command = footer.removeprefix("report: ")
+    assert command.startswith(f"python {REPORT_SCRIPT} --output-dir ") and footer.startswith("report: ")
+    assert f"python {REPORT_SCRIPT} --output-dir experiment_results" in (REPO / "docs" / "cli.md").read_text()
+    assert f"({REPORT_SCRIPT})" in done.stdout  # the table's note names the same command
+    report = subprocess.run([sys.executable, *shlex.split(command)[1:], "--skip", "codebert,codebleu"], cwd=REPO,
+                            capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0, report.stderr
+    assert (home / "out" / "report" / "index.html").is_file()

@@ -13,12 +13,23 @@ import yaml
 
 from agent.config import ConfigError, load_config
 from agent.research_code_generation import parse_args as main_args
-from metrics.cli_flags import DATASET_DIR_HELP, TASK_IDS_HELP, WORK_DIR_HELP
+from metrics.cli_flags import (CONCEPTS, DATASET_DIR_HELP, LEVELS_HELP, MODEL_HELP, OUTPUT_DIR_HELP, TASK_IDS_HELP,
+                               WORK_DIR_HELP, Parser, add_flag)
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the TOML reader pytest itself uses there
+    import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = {"--task-ids": TASK_IDS_HELP, "--dataset-dir": DATASET_DIR_HELP, "--work-dir": WORK_DIR_HELP}
-OLD = {"--tasks", "--task-id", "--ref-dataset-dir", "--task_ids", "--dataset_dir", "--work_dir", "--taskids"}
-RELEASE_SINGLE_TASK = "agent/clean_test_runner.py"  # --task-id N is the release's own flag (SPEC 8.2)
+SHARED = {"--task-ids": TASK_IDS_HELP, "--dataset-dir": DATASET_DIR_HELP, "--work-dir": WORK_DIR_HELP,
+          "--output-dir": OUTPUT_DIR_HELP, "--guidance-level": LEVELS_HELP, "--model": MODEL_HELP}
+# Commands whose flag of a shared concept takes one value, so its description says so instead.
+SINGLE_VALUE = {("agent/clean_test_runner.py", "--task-ids"), ("ablation/human_feedback.py", "--guidance-level"),
+                ("ablation/feedback_ablation.py", "--model"), ("ablation/human_feedback.py", "--model"),
+                ("ablation/step_ablition.py", "--model")}
+OLD = {flag for concept in CONCEPTS.values() for flag in (*concept.old, *concept.release)}
+RELEASE_SINGLE_TASK = "agent/clean_test_runner.py"  # the release's runner: --task-id N works there (SPEC 8.2)
 HELP_DRIVER = """
 import contextlib, io, json, runpy, sys
 helps = {}
@@ -42,6 +53,12 @@ def commands() -> list[str]:
     files = [path for folder in ("scripts", "ablation", "metrics") for path in sorted((REPO / folder).glob("*.py"))
              if '__name__ == "__main__"' in path.read_text(encoding="utf-8")]
     return [str(path.relative_to(REPO)) for path in files] + ["agent/research_code_generation.py", RELEASE_SINGLE_TASK]
+
+
+def words(flag: str) -> tuple[str, ...]:
+    """A flag's words, singular, without separators: --max-turns, --max_turn and --maxturn's are alike."""
+    return tuple(word[:-1] if word.endswith("s") and len(word) > 3 else word
+                 for word in flag.lstrip("-").replace("_", "-").split("-"))
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +98,9 @@ def test_shared_flags_are_spelled_and_described_one_way(helps: dict[str, str]) -
             for flag in set(flags) & set(SHARED):
                 if flags != [flag]:
                     problems.append(f"{path}: {flag} shares its entry with {flags}")
-                if not description.startswith(SHARED[flag]):
+                if not description.startswith(SHARED[flag]) and (path, flag) not in SINGLE_VALUE:
                     problems.append(f"{path}: {flag} is described as {description!r}")
-        old = shown & OLD - ({"--task-id"} if path == RELEASE_SINGLE_TASK else set())
+        old = shown & OLD
         if old:
             problems.append(f"{path}: shows the old spelling(s) {sorted(old)}")
         if ("--dataset-dir" in shown) != ("--work-dir" in shown):
@@ -91,17 +108,59 @@ def test_shared_flags_are_spelled_and_described_one_way(helps: dict[str, str]) -
     assert problems == []
 
 
+def test_one_concept_has_one_spelling_in_every_command(helps: dict[str, str]) -> None:
+    """Across every command's --help: no flag shows two spellings in one entry, no two flags shown anywhere are
+    spellings of one concept of the table, and no two differ only by plural, separator or case."""
+    shown: dict[str, set[str]] = {}
+    for path, text in helps.items():
+        for flags, _ in options(text):
+            long = [flag for flag in flags if flag.startswith("--")]
+            assert len(long) == 1, f"{path}: one entry with several spellings {long}"
+            shown.setdefault(long[0], set()).add(path)
+    problems = []
+    for concept in CONCEPTS.values():
+        for old in set(concept.old + concept.release) & set(shown):
+            problems.append(f"{old} (in {sorted(shown[old])}) is a second spelling of {concept.flag}")
+    by_words: dict[tuple[str, ...], set[str]] = {}
+    for flag in shown:
+        by_words.setdefault(words(flag.lower()), set()).add(flag)
+    problems += [f"one concept, several spellings: {sorted(flags)}" for flags in by_words.values() if len(flags) > 1]
+    assert problems == []
+
+
+def test_every_old_spelling_is_accepted_with_a_note_or_as_the_release_s(capsys: pytest.CaptureFixture) -> None:
+    """Each alias of the table sets what its canonical flag sets; ours say so on stderr in one line."""
+    for concept in CONCEPTS.values():
+        for old, noted in [(flag, True) for flag in concept.old] + [(flag, False) for flag in concept.release]:
+            parser = Parser(prog="cmd")
+            add_flag(parser, concept.flag, release=True, dest="value")
+            assert parser.parse_args([old, "X"]).value == "X"
+            note = f"note: {old} is deprecated; use {concept.flag}\n"
+            assert capsys.readouterr().err == (note if noted else ""), old
+
+
+def test_console_scripts_are_commands_the_flag_test_walks() -> None:
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    walked = {path.removesuffix(".py").replace("/", ".") for path in commands()}
+    assert {target.split(":")[0] for target in scripts.values()} <= walked
+
+
 def test_the_shared_flags_are_where_tasks_and_datasets_are_chosen(helps: dict[str, str]) -> None:
     def flags(path: str) -> set[str]:
         return {flag for names, _ in options(helps[path]) for flag in names}
 
     main = flags("agent/research_code_generation.py")
-    assert {"--output-dir", "--task-ids", "--guidance-level", "--model", "--dataset-dir", "--work-dir"} <= main
+    assert {"--output-dir", "--task-ids", "--guidance-level", "--max-turn", "--model", "--dataset-dir",
+            "--work-dir"} <= main
     for path in ("scripts/manage_envs.py", "scripts/verify_envs_via_test_sh.py", "metrics/metric_cost.py",
                  "metrics/all_metrics.py", "scripts/analyze_results.py", "scripts/report.py"):
         assert {"--task-ids", "--dataset-dir", "--work-dir"} <= flags(path), path
-    assert "--per-turn" not in flags("scripts/cost_report.py") and "--max-turns" not in flags("scripts/cost_report.py")
-    assert {"--per-turn", "--max-turns"} <= flags("metrics/metric_passrate_unitest.py")
+    for path in ("metrics/all_metrics.py", "scripts/analyze_results.py", "scripts/export.py",
+                 "metrics/metric_scaled_pass.py"):
+        assert {"--output-dir", "--guidance-level", "--model", "--evaluation-setting"} <= flags(path), path
+    assert "--per-turn" not in flags("scripts/cost_report.py") and "--max-turn" not in flags("scripts/cost_report.py")
+    assert {"--per-turn", "--max-turn"} <= flags("metrics/metric_passrate_unitest.py")
+    assert "--task-ids" in flags(RELEASE_SINGLE_TASK)
 
 
 def run(*argv: str) -> subprocess.CompletedProcess:
@@ -124,6 +183,7 @@ def test_old_and_idle_spellings_still_work_and_say_so(tmp_path: Path) -> None:
     results.mkdir()
     done = run("scripts/cost_report.py", "--result-dir", str(results), "--tasks", "1,2", "--per-turn",
                "--max-turns", "3")
+    assert "note: --result-dir is deprecated; use --output-dir" in done.stderr
     assert "note: --tasks is deprecated; use --task-ids" in done.stderr
     assert "note: --per-turn is ignored (this script has no per-turn table) and will be removed" in done.stderr
     assert "note: --max-turns is ignored" in done.stderr
@@ -161,3 +221,24 @@ def test_model_picks_entries_of_a_models_list(tmp_path: Path) -> None:
     assert [(m.model, m.temperature) for m in cfg.models] == [("coder-b", 0.5)]
     with pytest.raises(ConfigError, match="model 'coder-c' is not among its 'models' entries"):
         load_config(path, main_args(["--model", "coder-c"])[1])
+
+
+def test_docs_cli_table_is_the_table_of_concepts() -> None:
+    """docs/cli.md has one row per concept: its flag, and every spelling that flag replaced."""
+    rows = [line for line in (REPO / "docs" / "cli.md").read_text().splitlines() if line.startswith("| ")][1:]
+    assert len(rows) == len(CONCEPTS)
+    for row, concept in zip(rows, CONCEPTS.values()):
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert cells[1] == f"`{concept.flag}`", row
+        assert re.findall(r"`(--[\w-]+)`", cells[2]) == [*concept.old, *concept.release], row
+
+
+def test_the_main_command_takes_the_old_spellings_the_readme_promised(capsys: pytest.CaptureFixture) -> None:
+    _, overrides = main_args(["--tasks", "1,2", "--levels", "0", "--max-turns", "3", "--models", "a,b",
+                              "--guidance-levels", "2"])
+    assert overrides["task-ids"] == [1, 2] and overrides["guidance-level"] == [2] and overrides["max-turn"] == 3
+    assert overrides["model"] == ["a", "b"]
+    notes = capsys.readouterr().err.splitlines()
+    assert notes == ["note: --tasks is deprecated; use --task-ids", "note: --levels is deprecated; use --guidance-level",
+                     "note: --max-turns is deprecated; use --max-turn", "note: --models is deprecated; use --model",
+                     "note: --guidance-levels is deprecated; use --guidance-level"]

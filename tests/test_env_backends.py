@@ -51,7 +51,7 @@ def test_conda_commands_create_a_prefix_with_python_and_install_with_its_pip(tmp
 def test_conda_found_on_path_is_used_and_absent_conda_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("RECODE_ENV_BACKEND", raising=False)
-    with pytest.raises(EnvError, match="backend 'conda' needs conda on PATH .*--backend uv"):
+    with pytest.raises(EnvError, match="backend 'conda' needs conda on PATH .*--env-backend uv"):
         build_plan("conda", tmp_path / "env", tmp_path / "req.txt", "3.10")
     assert default_backend() == "uv"
     conda = fake_tool(tmp_path, "conda")
@@ -120,7 +120,7 @@ def test_manage_envs_without_conda_says_so_in_one_line(
 ) -> None:
     dataset = make_dataset(tmp_path / "ds", {1: "a"}, {"a.txt": "pytest\n"})
     monkeypatch.setenv("PATH", str(tmp_path))
-    code = manage_main(["--dataset-dir", str(dataset.root), "--backend", "conda", "--env-dir", str(tmp_path / "envs")])
+    code = manage_main(["--dataset-dir", str(dataset.root), "--env-backend", "conda", "--env-dir", str(tmp_path / "envs")])
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith("error: backend 'conda' needs conda on PATH") and err.count("\n") == 1

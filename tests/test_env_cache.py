@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 import threading
@@ -27,7 +28,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict:
         root / "ds", {1: "tiny", 2: "tiny_alias", 3: "broken"},
         {"tiny.txt": "pytest\n", "tiny_alias.txt": "# same thing\nPyTest\n", "broken.txt": BROKEN},
     )
-    args = ["--dataset-dir", str(dataset.root), "--backend", "uv", "--env-dir", str(root / "envs")]
+    args = ["--dataset-dir", str(dataset.root), "--env-backend", "uv", "--env-dir", str(root / "envs")]
     completed = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "manage_envs.py"), *args], capture_output=True, text=True, timeout=300
     )
@@ -182,8 +183,13 @@ def test_unbuilt_env_without_build_names_the_command(built: dict, monkeypatch: p
         resolve_python(built["dataset"], 3, backend="uv", build=False)
 
 
-def fake_plan_factory(counter: Path, delay: float):
-    """A build_plan stand-in whose single command counts builds and makes this interpreter the env's.
+def wrapper_script(python: str) -> str:
+    """A shell script that runs ``python`` with its arguments; the path is quoted (users' paths have spaces)."""
+    return f'#!/bin/sh\nexec {shlex.quote(python)} "$@"\n'
+
+
+def fake_plan_factory(counter: Path, delay: float, python: str = sys.executable):
+    """A build_plan stand-in whose single command counts builds and makes ``python`` the env's.
 
     A wrapper script, not a symlink: a symlinked venv interpreter would lose its venv (and pytest).
     """
@@ -193,10 +199,10 @@ def fake_plan_factory(counter: Path, delay: float):
             f"open({str(counter)!r}, 'a').write('build\\n')\n"
             f"time.sleep({delay})\n"
             f"os.makedirs({str(prefix / 'bin')!r})\n"
-            f"open({str(prefix / 'bin' / 'python')!r}, 'w').write('#!/bin/sh\\nexec {sys.executable} \"$@\"\\n')\n"
+            f"open({str(prefix / 'bin' / 'python')!r}, 'w').write({wrapper_script(python)!r})\n"
             f"os.chmod({str(prefix / 'bin' / 'python')!r}, 0o755)\n"
         )
-        return BuildPlan(commands=((sys.executable, "-c", script),))
+        return BuildPlan(commands=((python, "-c", script),))
     return fake_plan
 
 
@@ -207,10 +213,25 @@ def one_task_env(tmp_path: Path, requirements: str = "pytest\n") -> tuple:
     return spec_for_task(dataset, 1, settings), settings
 
 
-def test_concurrent_callers_build_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def spaced_python(tmp_path: Path) -> str:
+    """This interpreter, reached through a path with a space: a venv under ``python home/`` that sees this
+    interpreter's packages (a .pth file), as a user's checkout in ``~/My Projects`` has."""
+    venv = tmp_path / "python home" / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    (Path(purelib) / "outer.pth").write_text("\n".join(sys.path[1:]) + "\n")
+    return str(python)
+
+
+@pytest.mark.parametrize("where", ["this interpreter", "a path with a space"])
+def test_concurrent_callers_build_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
     spec, settings = one_task_env(tmp_path)
     counter = tmp_path / "builds.txt"
-    monkeypatch.setattr(env_cache, "build_plan", fake_plan_factory(counter, 0.5))
+    python = sys.executable if where == "this interpreter" else spaced_python(tmp_path)
+    assert (" " in python) == (where == "a path with a space")
+    monkeypatch.setattr(env_cache, "build_plan", fake_plan_factory(counter, 0.5, python))
     monkeypatch.setattr(env_cache, "compile_bytecode",
                         lambda python, log, env, done=None: {"site_packages": [], env_cache.PYTEST_WARMED: 5})
     results: list = []
@@ -270,7 +291,7 @@ def test_broken_dataset_or_unknown_task_is_one_line(
     tmp_path: Path, extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     dataset = make_dataset(tmp_path / "ds", {1: "a"}, {"a.txt": "pytest\n"})
-    code = manage_main(["--dataset-dir", str(dataset.root), "--backend", "uv", "--env-dir", str(tmp_path / "envs"), *extra])
+    code = manage_main(["--dataset-dir", str(dataset.root), "--env-backend", "uv", "--env-dir", str(tmp_path / "envs"), *extra])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith(message) and err.count("\n") == 1
 
@@ -278,7 +299,7 @@ def test_broken_dataset_or_unknown_task_is_one_line(
 def test_task_with_missing_test_sh_is_skipped_and_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dataset = make_dataset(tmp_path / "ds", {1: "a", 2: "a"}, {"a.txt": "pytest\n"})
     (dataset.task_dir(2) / "test.sh").unlink()
-    code = manage_main(["--dataset-dir", str(dataset.root), "--backend", "uv", "--env-dir", str(tmp_path / "envs"), "--list"])
+    code = manage_main(["--dataset-dir", str(dataset.root), "--env-backend", "uv", "--env-dir", str(tmp_path / "envs"), "--list"])
     out = capsys.readouterr().out
     assert code == 1
     assert "task 2: skipped: task 2 is missing" in out and "(a; task 1): missing" in out
@@ -286,6 +307,6 @@ def test_task_with_missing_test_sh_is_skipped_and_reported(tmp_path: Path, capsy
 
 def test_dataset_without_runnable_tasks_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     dataset = make_dataset(tmp_path / "ds", {}, {})
-    assert manage_main(["--dataset-dir", str(dataset.root), "--backend", "uv", "--env-dir", str(tmp_path / "envs")]) == 2
+    assert manage_main(["--dataset-dir", str(dataset.root), "--env-backend", "uv", "--env-dir", str(tmp_path / "envs")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "lists no runnable task" in err and err.count("\n") == 1

@@ -75,7 +75,7 @@ def test_post_install_steps_are_the_releases(replica: tuple, tmp_path: Path) -> 
 
 
 def test_cuda_tags_need_their_index_and_cpu_tags_are_dropped(replica: tuple, tmp_path: Path) -> None:
-    by_env = specs_by_env(replica[0], env_settings("uv", tmp_path / "envs"))
+    by_env = specs_by_env(replica[0], env_settings("uv", tmp_path / "envs", cpu=False))
     common, nine_eight = by_env["test_common1"].spec, by_env["test_981"].spec
     assert common.index_tags == ("cu128",) and "torch==2.7.1+cu128" in common.install_lines
     moved_out = ("dgl", "clip", "mhnreact", "dassl", "torch_scatter")
@@ -107,7 +107,7 @@ def test_plain_requirements_keep_their_environment_names() -> None:
         pytest.skip("the sample dataset is not in this checkout")
     from agent.dataset import DatasetManager
 
-    settings = env_settings("uv", "/nonexistent", python_version="3.11")
+    settings = env_settings("uv", "/nonexistent", python_version="3.11", cpu=False)  # the CUDA builds, as before
     names = {spec_for_task(DatasetManager(dataset), index, settings).name for index in (1, 4)}
     assert names == {"uv-py3.11-7fb33cc74612", "uv-py3.11-63e6efbfedf6"}
 
@@ -146,9 +146,10 @@ def fake_tool(directory: Path, name: str) -> str:
     return str(path)
 
 
-def dry_run(capsys: pytest.CaptureFixture[str], *argv: str) -> list[str]:
+def dry_run(capsys: pytest.CaptureFixture[str], *argv: str, said: bool = False) -> list[str]:
+    """The --dry-run lines: the commands (and with ``said``, what and how big each build is)."""
     assert manage_main([*argv, "--dry-run"]) == 0
-    return capsys.readouterr().out.splitlines()
+    return [line for line in capsys.readouterr().out.splitlines() if said or not line.startswith("# environment ")]
 
 
 def test_conda_commands_for_test_common1(replica: tuple, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -159,12 +160,15 @@ def test_conda_commands_for_test_common1(replica: tuple, tmp_path: Path, monkeyp
     monkeypatch.delenv("RECODE_TORCH_INDEX_URL", raising=False)
     monkeypatch.delenv("RECODE_PYG_WHEEL_URL", raising=False)
     task = next(t for t, env in assignment.items() if env == "test_common1")
-    lines = dry_run(capsys, "--work-dir", str(dataset.root.parent), "--backend", "conda", "--task-ids", str(task),
-                    "--env-dir", str(tmp_path / "envs"))
-    spec = spec_for_task(dataset, task, env_settings("conda", tmp_path / "envs"))
-    root = env_root(spec, env_settings("conda", tmp_path / "envs"))
+    lines = dry_run(capsys, "--work-dir", str(dataset.root.parent), "--env-backend", "conda", "--task-ids", str(task),
+                    "--env-dir", str(tmp_path / "envs"), "--cuda", said=True)
+    spec = spec_for_task(dataset, task, env_settings("conda", tmp_path / "envs", cpu=False))
+    root = env_root(spec, env_settings("conda", tmp_path / "envs", cpu=False))
     python = f"{root}/prefix/bin/python"
     assert spec.name.startswith("conda-py3.10-")
+    assert lines[1].startswith(f"# environment {spec.name} for 'test_common1': python 3.10 (conda)")
+    assert "torch CUDA build" in lines[1]
+    del lines[1]
     assert lines == [
         f"# {spec.name} (test_common1; task {task})",
         f"{conda} create --yes --quiet --prefix {root}/prefix python=3.10 pip",
@@ -207,7 +211,7 @@ def test_release_flags_of_manage_envs(replica: tuple, tmp_path: Path, capsys: py
     elsewhere.mkdir()
     (elsewhere / "requirements_28.txt").write_text("pytest==8.4.1\n")
     task = next(t for t, env in assignment.items() if env == "test_281")
-    common = ["--backend", "uv", "--env-dir", str(tmp_path / "envs"), "--task-ids", str(task), "--list"]
+    common = ["--env-backend", "uv", "--env-dir", str(tmp_path / "envs"), "--task-ids", str(task), "--list"]
     assert manage_main(["--work-dir", str(dataset.root.parent), "--python-version", "3.10", "--max-workers", "2", *common]) == 0
     listed = capsys.readouterr().out
     assert "python 3.10" in listed and f"requirements: {dataset.root / 'requirements_28.txt'}" in listed
@@ -223,13 +227,15 @@ def test_release_flags_of_manage_envs(replica: tuple, tmp_path: Path, capsys: py
 def test_install_all_benchmark_envs_script_on_the_replica(replica: tuple, tmp_path: Path) -> None:
     dataset, _ = replica
     done = subprocess.run(
-        ["bash", str(REPO / "install_all_benchmark_envs.sh"), "--work-dir", str(dataset.root.parent), "--backend", "uv",
+        ["bash", str(REPO / "install_all_benchmark_envs.sh"), "--work-dir", str(dataset.root.parent), "--env-backend", "uv",
          "--env-dir", str(tmp_path / "envs"), "--cpu", "--dry-run"],
         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHON": sys.executable},
     )
     assert done.returncode == 0, done.stderr
-    headers = [line for line in done.stdout.splitlines() if line.startswith("# ")]
+    headers = [line for line in done.stdout.splitlines() if line.startswith("# ") and "# environment " not in line]
     assert sorted(line.split("(")[1].split(";")[0] for line in headers) == sorted(RELEASE_ENV_ORDER)
+    said = [line for line in done.stdout.splitlines() if line.startswith("# environment ")]
+    assert len(said) == 8 and all("torch CPU build" in line and "on disk (an estimate)" in line for line in said)
     assert done.stdout.count("-m compileall -q -j0") == 8
 
 
@@ -304,7 +310,7 @@ def test_real_uv_build_of_test_981_for_cpu(replica: tuple, tmp_path: Path) -> No
     env = {**os.environ, "PYTHON": sys.executable, "RECODE_TORCH_INDEX_URL": mirror.as_uri(),
            "RECODE_PYG_WHEEL_URL": pyg.as_uri()}
     argv = ["bash", str(REPO / "install_all_benchmark_envs.sh"), "--work-dir", str(dataset.root.parent), "--cpu",
-            "--backend", "uv", "--env-dir", str(tmp_path / "envs"), "--task-ids", str(task)]
+            "--env-backend", "uv", "--env-dir", str(tmp_path / "envs"), "--task-ids", str(task)]
     first = subprocess.run(argv, capture_output=True, text=True, timeout=1800, env=env)
     spec = spec_for_task(dataset, task, env_settings("uv", tmp_path / "envs", cpu=True))
     root = env_root(spec, env_settings("uv", tmp_path / "envs", cpu=True))

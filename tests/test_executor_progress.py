@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import time
 
 from agent.progress import Progress
 
@@ -52,3 +53,21 @@ def test_terminal_bar_shows_jobs_turns_tests_and_dollars() -> None:
 def test_tests_running_left_out_when_unknown() -> None:
     progress = Progress(1, stream=io.StringIO())
     assert progress.counters() == "0 turns, $0.0000"
+
+
+def test_not_a_terminal_a_line_while_a_long_job_runs(monkeypatch) -> None:
+    """A job of many turns finishes after minutes: a log still gets a line at least every HEARTBEAT_SEC."""
+    monkeypatch.setattr("agent.progress.HEARTBEAT_SEC", 0.05)
+    stream = io.StringIO()
+    progress = Progress(2, tests_running=lambda: 1, stream=stream)
+    progress.tick()
+    assert stream.getvalue() == ""  # not yet due
+    time.sleep(0.06)
+    progress.turn("job-a", {"cost_usd": 0.1, "turn": 0})
+    progress.tick()
+    progress.tick()  # just said: not due again
+    assert stream.getvalue().splitlines() == ["[0/2] jobs done, still running | 1 turns, 1 tests running, $0.1000"]
+    progress.job_done("job-a", outcome(1))
+    time.sleep(0.03)
+    progress.tick()  # the job's line reset the clock
+    assert len(stream.getvalue().splitlines()) == 2

@@ -23,7 +23,7 @@ log_api = pytest.importorskip("inspect_ai.log", reason="the Inspect export needs
 
 
 def export(results: Path, dataset: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "scripts/export.py", "--format", "inspect", "--result-dir", str(results),
+    return subprocess.run([sys.executable, "scripts/export.py", "--format", "inspect", "--output-dir", str(results),
                            "--dataset-dir", str(dataset), "--out", str(out), *extra],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
 
@@ -74,7 +74,7 @@ def test_a_run_read_back_by_inspect(tmp_path: Path) -> None:
 def test_release_records_and_hostile_text_export(tmp_path: Path) -> None:
     """The report's scenario: records with code_calls, a release-format pickle, a corrupt file, hostile code."""
     dataset, results = build_results(tmp_path)
-    done = export(results, dataset, tmp_path / "logs", "--models", MODEL, "--guidance-type", "fixed")
+    done = export(results, dataset, tmp_path / "logs", "--model", MODEL, "--guidance-type", "fixed")
     assert done.returncode == 0, done.stderr
     log = log_api.read_eval_log(str(tmp_path / "logs" / f"recode-h_{run_folder_name('memory_agent', MODEL, 'fixed', 0)}.eval"))
     by_id = {sample.id: sample for sample in log.samples}
@@ -87,9 +87,23 @@ def test_release_records_and_hostile_text_export(tmp_path: Path) -> None:
 
 def test_user_errors_and_the_console_script(tmp_path: Path) -> None:
     done = export(tmp_path / "nowhere", tmp_path, tmp_path / "logs")
-    assert done.returncode == 2 and done.stderr.strip().startswith("error: result dir")
+    assert done.returncode == 2 and done.stderr.strip().startswith("error: results folder")
     assert "Traceback" not in done.stderr
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["recode-export"] == "scripts.export:main"
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert any(req.startswith("inspect_ai") for req in extras["inspect"])
+
+
+def test_the_readme_s_command_without_dataset_dir(tmp_path: Path) -> None:
+    """``python scripts/export.py --format inspect --output-dir experiment_results`` from a checkout-like folder
+    (a path with a space): the dataset is the default work_dir/dataset, as --help says (was a TypeError)."""
+    home = tmp_path / "my checkout"
+    write_run(home / "experiment_results", home / "work_dir" / "dataset", tasks=2, levels=[0], turns=2, model=MODEL,
+              paper_chars=1_000)
+    for flag in ("--output-dir", "--result-dir"):
+        done = subprocess.run([sys.executable, str(REPO / "scripts" / "export.py"), "--format", "inspect", flag,
+                               "experiment_results"], cwd=home, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert "1 Inspect log(s) in experiment_results/inspect_logs" in done.stdout
+        assert ("note: --result-dir is deprecated; use --output-dir" in done.stderr) == (flag == "--result-dir")

@@ -3,13 +3,15 @@ line naming the changes and both ways out, no secret inside."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
 import agent.prompts
 from agent.dataset import DatasetManager
-from agent.fingerprint import diff_fingerprints, job_fingerprint, prompt_texts, refusal, text_hash
+from agent.config import KNOWN_KEYS
+from agent.fingerprint import diff_fingerprints, job_fingerprint, prompt_texts, refusal, text_hash, user_key
 from tests.loop_config import make_config
 
 
@@ -53,11 +55,38 @@ def test_the_refusal_names_each_change_and_both_ways_out(tmp_path: Path) -> None
     old = fingerprint_of(make_config(tmp_path, guidance_level=1))
     new = fingerprint_of(make_config(tmp_path, guidance_level=1, human_agent_model="other-researcher", max_steps=5))
     line = refusal("out/task_1_result.pkl", old, new)
-    assert line == (f"out/task_1_result.pkl was made under another configuration (feedback.model "
-                    f"\"scripted-researcher\" -> \"other-researcher\", max_steps {old['max_steps']} -> 5); set "
+    assert line == (f"out/task_1_result.pkl was made under another configuration (human-agent-model "
+                    f"\"scripted-researcher\" -> \"other-researcher\", max-steps {old['max_steps']} -> 5); set "
                     "overwrite: true to recompute it, or choose another output-dir to keep it")
     assert "\n" not in line
-    assert "temperature (none) -> 0.5" in refusal("x", {}, {"temperature": 0.5})
+    assert "temperature (none) -> 0.5" in refusal("x", {}, {"code.temperature": 0.5})
+
+
+def test_keys_are_named_as_the_user_wrote_them(tmp_path: Path) -> None:
+    """Every key a real fingerprint holds is named as a key of the YAML (or says what sets it)."""
+    found = fingerprint_of(make_config(tmp_path, guidance_level=2))
+    named = {key: user_key(key) for key in found}
+    assert named["feedback.model"] == "human-agent-model" and named["code.model"] == "model"
+    assert named["feedback.top_p"] == "human-top-p" and named["code.max_output_tokens"] == "max-tokens"
+    assert named["memory.to_keep"] == "memory-to-keep" and named["setting"] == "evaluation-setting"
+    keys = {name for name in named.values() if " " not in name}
+    assert keys <= KNOWN_KEYS, keys - KNOWN_KEYS
+    assert not any("." in name or "_" in name.split(" ")[0] for name in named.values()), named
+
+
+def test_many_changes_name_five_and_point_to_a_file_with_all(tmp_path: Path) -> None:
+    old = fingerprint_of(make_config(tmp_path, guidance_level=1))
+    edited = {name: f"{text} " for name, text in prompt_texts(agent.prompts).items() if isinstance(text, str)}
+    new = fingerprint_of(make_config(tmp_path, guidance_level=1, human_agent_model="other", max_steps=5),
+                         prompts={**prompt_texts(agent.prompts), **edited})
+    changed = diff_fingerprints(old, new)
+    assert len(changed) > 12
+    line = refusal("out/task_1_result.pkl", old, new)
+    assert line.count(" -> ") == 5 and len(line) < 700 and "\n" not in line
+    listed = Path(line.split(f"all {len(changed)} in ")[1].split(")")[0])
+    assert listed.read_text().splitlines() == [
+        f"{user_key(key)} {json.dumps(old[key])} -> {json.dumps(new[key])}" for key in changed]
+    assert refusal("out/task_1_result.pkl", old, new) == line  # the same refusal, the same file
 
 
 def test_a_secret_is_refused() -> None:

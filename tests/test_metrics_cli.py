@@ -29,11 +29,11 @@ def cli_args(tmp_path: Path) -> list[str]:
         write_result(result_dir, level, 1, [passed(0, tests=2)], model=SECOND)
         write_result(result_dir, level, 2, [passed(0, tests=2)], model=SECOND)
     (result_dir / "memory_agent_org_model-a_feedback_fixed_guidance_0" / "task_4_result.pkl").write_bytes(b"junk")
-    return ["--result-dir", str(result_dir), "--dataset-dir", str(dataset), "--levels", "0,1"]
+    return ["--output-dir", str(result_dir), "--dataset-dir", str(dataset), "--guidance-level", "0,1"]
 
 
 def test_markdown_table_with_counts_underneath(cli_args: list[str], capsys) -> None:
-    assert metric_passrate_unitest.main(cli_args + ["--models", f"org/model-a,{SECOND}"]) == 0
+    assert metric_passrate_unitest.main(cli_args + ["--model", f"org/model-a,{SECOND}"]) == 0
     out, err = capsys.readouterr()
     assert "| model | L0 | L1 |" in out
     assert "| org/model-a | 50.0 | 50.0 |" in out
@@ -44,7 +44,7 @@ def test_markdown_table_with_counts_underneath(cli_args: list[str], capsys) -> N
 
 
 def test_csv_is_parseable_and_notes_go_to_stderr(cli_args: list[str], capsys) -> None:
-    assert metric_passrate_testcase.main(cli_args + ["--models", "org/model-a", "--format", "csv"]) == 0
+    assert metric_passrate_testcase.main(cli_args + ["--model", "org/model-a", "--format", "csv"]) == 0
     out, err = capsys.readouterr()
     blocks = [block for block in out.split("\n\n") if block.strip()]
     rows = list(csv.reader(io.StringIO(blocks[0].split("\n", 1)[1])))
@@ -54,7 +54,7 @@ def test_csv_is_parseable_and_notes_go_to_stderr(cli_args: list[str], capsys) ->
 
 
 def test_json_keeps_raw_fractions_and_per_turn_curves(cli_args: list[str], capsys) -> None:
-    args = cli_args + ["--format", "json", "--per-turn", "--max-turns", "3"]
+    args = cli_args + ["--format", "json", "--per-turn", "--max-turn", "3"]
     assert metric_passrate_unitest.main(args) == 0
     tables = json.loads(capsys.readouterr().out)
     by_title = {table["title"]: table for table in tables}
@@ -66,9 +66,9 @@ def test_json_keeps_raw_fractions_and_per_turn_curves(cli_args: list[str], capsy
 
 
 @pytest.mark.parametrize("override, message", [
-    (["--result-dir", "nowhere"], "result dir nowhere not found"),
+    (["--output-dir", "nowhere"], "results folder nowhere not found"),
     (["--dataset-dir", "nowhere"], "meta file not found: nowhere/annotation_meta.jsonl"),
-    (["--setting", "baseline"], "no 'baseline_*_feedback_fixed_guidance_*' runs"),
+    (["--evaluation-setting", "baseline"], "no 'baseline_*_feedback_fixed_guidance_*' runs"),
 ])
 def test_user_errors_are_one_line_and_exit_2(cli_args: list[str], capsys, override: list, message: str) -> None:
     with pytest.raises(SystemExit) as info:

@@ -69,7 +69,7 @@ def test_model_total_counts_the_shared_turn_zero_once(result_dir: Path) -> None:
 
 def test_cost_table(result_dir: Path, tmp_path: Path, capsys) -> None:
     dataset = write_dataset(tmp_path / "ds", {1: 1, 2: 1, 3: 1})
-    args = ["--result-dir", str(result_dir), "--dataset-dir", str(dataset), "--levels", "0,1", "--format", "json"]
+    args = ["--output-dir", str(result_dir), "--dataset-dir", str(dataset), "--guidance-level", "0,1", "--format", "json"]
     assert metric_cost.main(args) == 0
     (table,) = json.loads(capsys.readouterr().out)
     rows = {row[1]: dict(zip(table["columns"], row)) for row in table["rows"]}

@@ -70,7 +70,7 @@ def test_feedback_statistics_per_level(tmp_path: Path) -> None:
 def test_feedback_tables_note_release_results(tmp_path: Path, capsys) -> None:
     dataset = write_dataset(tmp_path / "ds", {1: 1}, {1: SOURCE})
     write_result(tmp_path / "res", 0, 1, [turn(0)])
-    args = ["--result-dir", str(tmp_path / "res"), "--dataset-dir", str(dataset), "--levels", "0"]
+    args = ["--output-dir", str(tmp_path / "res"), "--dataset-dir", str(dataset), "--guidance-level", "0"]
     assert feedback.main(args) == 0
     out = capsys.readouterr().out
     assert "| cyclomatic | 9.0 | 9.0 | 9.0 | 9.0 | 9.0 |" in out

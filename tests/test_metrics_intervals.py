@@ -122,8 +122,8 @@ def test_the_seed_makes_intervals_reproducible(folders) -> None:
 
     assert run(7) == run(7)
     assert [(i.low, i.high, i.se) for i in run(7)] != [(i.low, i.high, i.se) for i in run(8)]
-    command = [sys.executable, "metrics/metric_passrate_unitest.py", "--result-dir", str(folders["A"]),
-               "--dataset-dir", str(folders["dataset"]), "--levels", "0,4", "--seed", "3"]
+    command = [sys.executable, "metrics/metric_passrate_unitest.py", "--output-dir", str(folders["A"]),
+               "--dataset-dir", str(folders["dataset"]), "--guidance-level", "0,4", "--seed", "3"]
     first, second = (subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60) for _ in "ab")
     assert first.returncode == 0, first.stderr
     assert first.stdout == second.stdout and "with 95 % interval" in first.stdout
@@ -202,7 +202,7 @@ def test_compare_tells_a_real_difference_from_noise(folders) -> None:
 
 
 def test_compare_prints_values_intervals_difference_p_and_verdict(folders) -> None:
-    done = compare(folders, "--models", MODEL, "--levels", "4")
+    done = compare(folders, "--model", MODEL, "--guidance-level", "4")
     assert done.returncode == 0, done.stderr
     line = next(line for line in done.stdout.splitlines() if line.startswith(f"| {MODEL} | L4 |"))
     cells = [cell.strip() for cell in line.strip("|").split("|")]
@@ -237,7 +237,7 @@ def test_compare_pairs_the_only_models_or_refuses_what_cannot_be_paired(folders,
 
 def test_report_and_tables_show_the_intervals(folders, tmp_path: Path) -> None:
     out = tmp_path / "report out"
-    _, analysis = main_analysis("", ["--result-dir", str(folders["A"]), "--dataset-dir", str(folders["dataset"]),
+    _, analysis = main_analysis("", ["--output-dir", str(folders["A"]), "--dataset-dir", str(folders["dataset"]),
                                      "--skip", "codebert,codebleu,feedback,cost", "--out", str(out)])
     titles = [table.title for table in analysis.tables()]
     assert "Recall@10 with 95 % interval (% of tasks)" in titles
@@ -297,8 +297,8 @@ def test_compare_asks_which_recall_when_the_sweeps_ran_different_max_turns(folde
             "--dataset-dir", str(folders["dataset"]), "--format", "json"]
     refused = subprocess.run(base, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2
-    assert "A was run with max-turn 10 and B with 2; pass --max-turns N" in refused.stderr
-    chosen = subprocess.run(base + ["--max-turns", "2"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert "A was run with max-turn 10 and B with 2; pass --max-turn N" in refused.stderr
+    chosen = subprocess.run(base + ["--max-turn", "2"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert chosen.returncode == 0, chosen.stderr
     recall = json.loads(chosen.stdout)[0]
     assert recall["title"] == "A vs B: Recall@2 (% of tasks)"

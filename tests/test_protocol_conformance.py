@@ -10,12 +10,20 @@ the release's checkout, each task's first code request and every feedback
 request are byte-identical once temporary paths and object addresses in the
 test information are masked; ``test_every_call_is_identical`` goes further and
 compares every call's messages.
+
+Both harnesses read the same dataset copy (the release's, whose runners have the
+published shape). In the ``own_test_py`` scenarios its runners copy ``test.py``
+in a shape the release's parser skips, so the release runs the annotation's own
+``test.py`` from the task's sub-folder and its tracebacks say ``../../test.py:N``
+(agent/protocols/release_paths.py): a level run from the shared seed opens with
+that text, and ours must send the same bytes (only absolute paths masked).
 """
 from __future__ import annotations
 
 import copy
 import json
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -31,6 +39,7 @@ from tests.release_oracle import (
     ReleaseScript,
     TaskScript,
     feedback_records,
+    prepare_tree,
     read,
     release_checkout,
     release_config,
@@ -54,6 +63,9 @@ WRONG_AGAIN = "def placeholder():\n    return 0\n"
 _PATH = re.compile(r"(?:/[\w.@+-]+)+/(?=[\w.@+-]+)")
 _ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
 _TEST_ID = re.compile(r"^[\w.@+-]+\.py::(?:[\w.]+::)?(?=\w+(?:\[[^\]]*\])?: )", re.MULTILINE)
+# Absolute paths only (a folder of a run's own); relative ones (../../test.py) are text both must send alike.
+_ABSOLUTE = re.compile(r"(?:(?<=\\n)|(?<![\w.]))(?:/[\w.@+-]+)+/(?=[\w.@+-]+)")  # after a quote, (, \n...
+_OVERLAY_ID = re.compile(r"^overlay_task_\d+_\w+\.py::(?:[\w.]+::)?", re.MULTILINE)
 
 
 def canonical(task: int) -> str:
@@ -63,6 +75,12 @@ def canonical(task: int) -> str:
 def masked(text: str) -> str:
     """``text`` with the folders of absolute paths, object addresses and test-file prefixes masked."""
     return _TEST_ID.sub("", _ADDRESS.sub("0x?", _PATH.sub("", text)))
+
+
+def absolute_masked(text: str) -> str:
+    """``text`` with only the folders of absolute paths, object addresses and the random module name of the
+    release's temporary test copy (``overlay_task_1_x3k.py::dpo.test::``, ours ``test.py::``) masked."""
+    return _OVERLAY_ID.sub("test.py::", _ADDRESS.sub("0x?", _ABSOLUTE.sub("", text)))
 
 
 @dataclass
@@ -103,10 +121,33 @@ SCENARIOS = {
                          "resume": True},
         {1: TaskScript(code=[submit(), submit()], feedback=[])}),
 }
+SCENARIOS["own_test_py_L4"] = Scenario("own_test_py_L4", SCENARIOS["memory_agent_L4"].keys, first_run())
+SCENARIOS["own_test_py_L2_same_seed"] = Scenario("own_test_py_L2_same_seed",
+                                                 SCENARIOS["memory_agent_L2_same_seed"].keys,
+                                                 SCENARIOS["memory_agent_L2_same_seed"].tasks)
 # Scenarios run in this order in one output folder per harness: the second and the last read the first's results.
-ORDER = ("memory_agent_L4", "memory_agent_L2_same_seed", "replay_at_L1", "memory_summary", "agent_setting")
-FOLDER_OF = {"memory_summary": "summary", "agent_setting": "agent"}  # the others share the first run's folder
-STARTS_FROM_STORED = ("memory_agent_L2_same_seed", "replay_at_L1")  # no turn-0 request: the seed, stored turns
+ORDER = ("memory_agent_L4", "memory_agent_L2_same_seed", "replay_at_L1", "memory_summary", "agent_setting",
+         "own_test_py_L4", "own_test_py_L2_same_seed")
+FOLDER_OF = {"memory_summary": "summary", "agent_setting": "agent", "own_test_py_L4": "own_test_py",
+             "own_test_py_L2_same_seed": "own_test_py"}  # the others share the first run's folder
+STARTS_FROM_STORED = ("memory_agent_L2_same_seed", "replay_at_L1", "own_test_py_L2_same_seed")  # the seed, stored turns
+OWN_TEST_PY = "own_test_py"  # the folder whose runners copy test.py as ./test.py (the release then runs its own)
+_COPY_TEST_PY = re.compile(r'^(cp "\$\{SCRIPT_DIR\}/test\.py") "\$\{TARGET_DIR\}/[^"]+"$', re.MULTILINE)
+
+
+def datasets(release_root: Path, our_root: Path, folder: str) -> Path:
+    """Our copy of the dataset the release reads in ``folder``, both made once, before the release runs there
+    (it tests files where they are: its copy changes as it runs). ``own_test_py``'s runners copy ``test.py``
+    into the working folder as ``./test.py``, a shape the release's parser skips."""
+    ours = our_root / folder / "dataset"
+    if not ours.exists():
+        tree = prepare_tree(release_root / folder)
+        if folder == OWN_TEST_PY:
+            for runner in tree.dataset.glob("annotations/*/test.sh"):
+                text = runner.read_text(encoding="utf-8")
+                runner.write_text(_COPY_TEST_PY.sub(r"\1 ./test.py", text), encoding="utf-8")
+        shutil.copytree(tree.dataset, ours)
+    return ours
 
 
 @dataclass
@@ -120,10 +161,11 @@ class Calls:
         return [self.script.kind(r) for r in self.requests]
 
 
-def run_ours(scenario: Scenario, root: Path, server: FakeProvider, checkout: Path) -> subprocess.CompletedProcess:
+def run_ours(scenario: Scenario, root: Path, server: FakeProvider, checkout: Path,
+             dataset: Path = SAMPLE_DATASET) -> subprocess.CompletedProcess:
     """Our main command on the release's default.yaml plus the scenario's keys (and where our files go)."""
     config = {**release_config(checkout, {
-        **scenario.keys, "task-ids": sorted(scenario.tasks), "work-dir": str(SAMPLE_DATASET),
+        **scenario.keys, "task-ids": sorted(scenario.tasks), "work-dir": str(dataset),
         "output-dir": str(root / FOLDER_OF.get(scenario.name, "shared")), "api-key": "", "human-api-key": ""}),
         "release-prompts": str(checkout), "env-backend": "current", "parallel-mode": "none"}
     path = root / f"{scenario.name}.yaml"
@@ -141,6 +183,7 @@ def runs(tmp_path_factory) -> dict[str, tuple[Calls, Calls]]:
     found = {}
     for name in ORDER:
         scenario = SCENARIOS[name]
+        dataset = datasets(release_root, our_root, FOLDER_OF.get(name, "shared"))  # the release's runners
         pair = []
         for harness in ("release", "ours"):
             script = ReleaseScript(SAMPLE_DATASET, copy.deepcopy(scenario.tasks))
@@ -150,7 +193,7 @@ def runs(tmp_path_factory) -> dict[str, tuple[Calls, Calls]]:
                     done = run_release({**scenario.keys, "task-ids": sorted(scenario.tasks)}, server, cwd)
                     assert done.ok, done.describe()
                 else:
-                    done = run_ours(scenario, our_root, server, checkout)
+                    done = run_ours(scenario, our_root, server, checkout, dataset)
                     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
                 assert not script.exhausted, (harness, name, script.exhausted)
                 pair.append(Calls(list(server.requests), script))
@@ -182,6 +225,19 @@ def test_a_task_s_first_code_request_is_byte_identical(runs, name: str) -> None:
     release, ours = runs[name]
     first = release.kinds().index(("code", sorted(SCENARIOS[name].tasks)[0]))
     assert ours.requests[first].messages == release.requests[first].messages
+
+
+@pytest.mark.parametrize("name", STARTS_FROM_STORED)
+def test_a_level_run_from_stored_turns_opens_with_the_release_s_bytes(runs, name: str) -> None:
+    """The first request of a level run that starts from the shared seed (or stored turns) shows their test
+    information: byte-identical with the release's but for absolute folders and object addresses."""
+    release, ours = runs[name]
+    first = release.kinds().index(("code", sorted(SCENARIOS[name].tasks)[0]))
+    mine, theirs = ours.requests[first].messages, release.requests[first].messages
+    assert [absolute_masked(m["content"]) for m in mine] == [absolute_masked(m["content"]) for m in theirs]
+    if name.startswith(OWN_TEST_PY):
+        assert "\\n\\n../../test.py:" in theirs[1]["content"]  # the release's own test.py, from the sub-folder
+        assert "\\n\\ntest.py:" not in mine[1]["content"]
 
 
 @pytest.mark.parametrize("name", [name for name in ORDER if SCENARIOS[name].tasks_feedback()])

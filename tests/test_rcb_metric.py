@@ -60,12 +60,12 @@ def test_api_overall_and_per_paper(results):
 
 def test_cli_json_and_markdown_state_the_missing_count(results, capsys):
     result_dir, map_path = results
-    base = ["--result-dir", str(result_dir), "--map", str(map_path)]
+    base = ["--output-dir", str(result_dir), "--map", str(map_path)]
     assert main(base + ["--format", "json"]) == 0
     overall, papers = json.loads(capsys.readouterr().out)
     assert overall["rows"] == [["org_model-a", 0, 12 / 13, 0.75, 3, 4, 12, 13, 1]]  # discovered: folder spelling
     assert [row[2] for row in papers["rows"]] == ["A", "B"]
-    assert main(base + ["--models", MODEL, "--levels", "0"]) == 0
+    assert main(base + ["--model", MODEL, "--guidance-level", "0"]) == 0
     text = capsys.readouterr().out
     assert "| org/model-a | 0 | 92.3 | 75.0 | 3 | 4 | 12 | 13 | 1 |" in text
     assert "computed over the 4 of 5 snippets with a usable result file; 1 missing and 0 corrupt are left out, " \
@@ -74,9 +74,9 @@ def test_cli_json_and_markdown_state_the_missing_count(results, capsys):
 
 
 @pytest.mark.parametrize("make_args, message", [
-    (lambda d, m: ["--result-dir", str(d), "--map", str(m.parent / "nope.jsonl")], "map file"),
-    (lambda d, m: ["--result-dir", str(d / "absent"), "--map", str(m)], "result dir"),
-    (lambda d, m: ["--result-dir", str(d), "--map", str(m), "--setting", "agent"], "no 'agent_*"),
+    (lambda d, m: ["--output-dir", str(d), "--map", str(m.parent / "nope.jsonl")], "map file"),
+    (lambda d, m: ["--output-dir", str(d / "absent"), "--map", str(m)], "results folder"),
+    (lambda d, m: ["--output-dir", str(d), "--map", str(m), "--evaluation-setting", "agent"], "no 'agent_*"),
 ])
 def test_cli_user_errors_are_one_line(results, capsys, make_args, message):
     assert main(make_args(*results)) == 2

@@ -65,8 +65,8 @@ def test_imported_paper_runs_in_snippet_and_memory_agent_settings_and_is_scored(
 
     scores = {}
     for setting in ("snippet", "memory_agent"):
-        shown = run(["metrics/metric_scaled_pass.py", "--result-dir", str(tmp_path / "results"),
-                     "--map", str(dataset / "researchcodebench_map.jsonl"), "--setting", setting,
+        shown = run(["metrics/metric_scaled_pass.py", "--output-dir", str(tmp_path / "results"),
+                     "--map", str(dataset / "researchcodebench_map.jsonl"), "--evaluation-setting", setting,
                      "--format", "json"], REPO)
         assert shown.returncode == 0, shown.stderr
         scores[setting] = json.loads(shown.stdout)

@@ -32,7 +32,7 @@ def cli_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path, Path]:
     root = tmp_path_factory.mktemp("report")
     dataset, results = build_results(root)
     out = root / "out"
-    command = [sys.executable, "scripts/analyze_results.py", "--result-dir", str(results), "--dataset-dir",
+    command = [sys.executable, "scripts/analyze_results.py", "--output-dir", str(results), "--dataset-dir",
                str(dataset), "--skip", "codebert,codebleu", "--out", str(out)]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
     return done, results, out
@@ -151,8 +151,8 @@ def test_release_format_records_render_with_what_they_have(cli_run) -> None:
 def test_figures_left_out_without_matplotlib_and_the_report_still_written(tmp_path: Path, monkeypatch, capsys) -> None:
     dataset, results = build_results(tmp_path)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    _, analysis = main_analysis("", ["--result-dir", str(results), "--dataset-dir", str(dataset),
-                                     "--models", MODEL, "--guidance-type", "fixed", "--skip", "codebert,codebleu"])
+    _, analysis = main_analysis("", ["--output-dir", str(results), "--dataset-dir", str(dataset),
+                                     "--model", MODEL, "--guidance-type", "fixed", "--skip", "codebert,codebleu"])
     assert analysis.plots == [] and analysis.index.is_file()
     note = next(note for note in analysis.notes if note.startswith("figures left out"))
     assert "matplotlib" in note and "\n" not in note
@@ -163,8 +163,8 @@ def test_figures_left_out_without_matplotlib_and_the_report_still_written(tmp_pa
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--result-dir", "{tmp}/nowhere"], "error: result dir {tmp}/nowhere not found; pass --result-dir DIR"),
-    (["--result-dir", "{tmp}", "--setting", "agent"], "error: no 'agent_*_feedback_*_guidance_*' runs under {tmp}"),
+    (["--output-dir", "{tmp}/nowhere"], "error: results folder {tmp}/nowhere not found; pass --output-dir DIR"),
+    (["--output-dir", "{tmp}", "--evaluation-setting", "agent"], "error: no 'agent_*_feedback_*_guidance_*' runs under {tmp}"),
 ])
 def test_user_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
     command = [sys.executable, "scripts/report.py"] + [arg.format(tmp=tmp_path) for arg in args]
@@ -182,8 +182,8 @@ def test_a_job_stopped_for_missing_feedback_is_reported_incomplete(tmp_path: Pat
     folder = write_run(tmp_path / "res", MODEL, "fixed", 2, {1: trajectory(1, 2, 0), 2: stopped})
     (folder / "task_2_state.json").write_text('{"finished": false, "error": "no feedback", '
                                               '"stop_reason": "feedback_missing"}')
-    _, analysis = main_analysis("", ["--result-dir", str(tmp_path / "res"), "--dataset-dir", str(dataset),
-                                     "--levels", "2", "--skip", "codebert,codebleu,cost", "--out", str(tmp_path / "out")])
+    _, analysis = main_analysis("", ["--output-dir", str(tmp_path / "res"), "--dataset-dir", str(dataset),
+                                     "--guidance-level", "2", "--skip", "codebert,codebleu,cost", "--out", str(tmp_path / "out")])
     recall = next(t for t in analysis.tables() if t.title.startswith("Unit-test pass rate, Recall@10"))
     assert [row[1:] for row in recall.rows] == [[1.0]]
     assert any("1/2 tasks used" in note and "incomplete 1 (feedback_missing 1;" in note for note in recall.notes)
@@ -200,8 +200,8 @@ def test_a_tampered_turn_makes_its_job_incomplete(tmp_path: Path) -> None:
     hacked[0]["status"] = hacked[0]["execution_result"]["status"] = "tampered"
     hacked[0]["execution_result"]["failure_messages"] = ["session: tampering: target.py:3 sets sys.settrace"]
     write_run(tmp_path / "res", MODEL, "fixed", 2, {1: trajectory(1, 2, 0), 2: hacked})
-    _, analysis = main_analysis("", ["--result-dir", str(tmp_path / "res"), "--dataset-dir", str(dataset),
-                                     "--levels", "2", "--skip", "codebert,codebleu,cost", "--out", str(tmp_path / "out")])
+    _, analysis = main_analysis("", ["--output-dir", str(tmp_path / "res"), "--dataset-dir", str(dataset),
+                                     "--guidance-level", "2", "--skip", "codebert,codebleu,cost", "--out", str(tmp_path / "out")])
     recall = next(t for t in analysis.tables() if t.title.startswith("Unit-test pass rate, Recall@10"))
     assert [row[1:] for row in recall.rows] == [[1.0]]
     assert any("1/2 tasks used" in note and "incomplete 1 (tampered 1;" in note for note in recall.notes)

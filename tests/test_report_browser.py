@@ -32,7 +32,7 @@ def screens(tmp_path: Path) -> Path:
 def report(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("browser")
     dataset, results = build_results(root)
-    _, analysis = main_analysis("", ["--result-dir", str(results), "--dataset-dir", str(dataset), "--models", MODEL,
+    _, analysis = main_analysis("", ["--output-dir", str(results), "--dataset-dir", str(dataset), "--model", MODEL,
                                      "--skip", "codebert,codebleu", "--out", str(root / "report")])
     return analysis.out
 
@@ -136,7 +136,7 @@ def test_repeated_text_unfolds_to_exactly_what_the_model_saw(tmp_path: Path, bro
     """A 10-turn run with the paper in every prompt: a folded prompt, unfolded in the page, equals the record."""
     write_run(tmp_path / "res", tmp_path / "ds", tasks=3, levels=[0, 2], turns=10, model="org/gpt-x",
               paper_chars=20_000)
-    _, analysis = main_analysis("", ["--result-dir", str(tmp_path / "res"), "--dataset-dir", str(tmp_path / "ds"),
+    _, analysis = main_analysis("", ["--output-dir", str(tmp_path / "res"), "--dataset-dir", str(tmp_path / "ds"),
                                      "--skip", "codebert,codebleu", "--out", str(tmp_path / "report")])
     folder = tmp_path / "res" / run_folder_name("memory_agent", "org/gpt-x", "fixed", 2)
     turns = pickle.loads((folder / "task_2_result.pkl").read_bytes())

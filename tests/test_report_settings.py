@@ -33,7 +33,7 @@ def two_task_run(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def analyse(dataset: Path, results: Path, *extra: str):
-    return main_analysis("", ["--result-dir", str(results), "--dataset-dir", str(dataset), "--skip",
+    return main_analysis("", ["--output-dir", str(results), "--dataset-dir", str(dataset), "--skip",
                               "codebert,codebleu", *extra])[1]
 
 
@@ -49,8 +49,8 @@ def test_recall_at_the_turns_run_over_the_tasks_run(two_task_run) -> None:
     assert "max-turn 2 (from the run records): Recall@2" in index and "Recall@2 by guidance level" in \
         (analysis.out / "plots" / "recall_vs_level.svg").read_text()
     # flags win over the records, and say so
-    flagged = analyse(*two_task_run, "--max-turns", "1", "--task-ids", "2", "--out", str(two_task_run[1] / "other"))
-    assert flagged.sections[0].covers[:2] == ["max-turn 1 (from --max-turns): Recall@1",
+    flagged = analyse(*two_task_run, "--max-turn", "1", "--task-ids", "2", "--out", str(two_task_run[1] / "other"))
+    assert flagged.sections[0].covers[:2] == ["max-turn 1 (from --max-turn): Recall@1",
                                                "1 tasks (from --task-ids): 2"]
 
 
@@ -68,10 +68,10 @@ def test_records_are_merged_and_disagreements_named(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--levels", "7"], "error: no results for level(s) 7 (memory_agent) under {res}; levels with results: 2"),
-    (["--guidance-type", "fixed", "--levels", "2,4"],
+    (["--guidance-level", "7"], "error: no results for level(s) 7 (memory_agent) under {res}; levels with results: 2"),
+    (["--guidance-type", "fixed", "--guidance-level", "2,4"],
      "error: no results for level(s) 4 (memory_agent, fixed) under {res}; levels with results: 2"),
-    (["--models", "org/typo"], "error: no results for model org/typo (memory_agent) under {res}; models with "
+    (["--model", "org/typo"], "error: no results for model org/typo (memory_agent) under {res}; models with "
                                "results: org_model-a"),
     (["--guidance-type", "dynamic"], "error: no results for guidance type dynamic (memory_agent) under {res}; "
                                      "types with results: fixed"),
@@ -82,7 +82,7 @@ def test_a_selection_without_results_is_refused_and_the_report_kept(two_task_run
     good = analyse(dataset, results).index
     before = good.read_bytes()
     for script in ("scripts/report.py", "scripts/analyze_results.py"):
-        done = subprocess.run([sys.executable, script, "--result-dir", str(results), "--dataset-dir", str(dataset),
+        done = subprocess.run([sys.executable, script, "--output-dir", str(results), "--dataset-dir", str(dataset),
                                *args], cwd=REPO, capture_output=True, text=True, timeout=120)
         assert done.returncode == 2 and done.stderr.strip() == message.format(res=results), done.stderr
     assert good.read_bytes() == before

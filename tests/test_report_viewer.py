@@ -135,7 +135,7 @@ def test_older_records_fall_back_to_the_interaction_history() -> None:
 def test_report_of_a_run_with_calls_stays_bounded(tmp_path: Path) -> None:
     """Ten turns of three calls, each prompt holding the 30 KB paper: the page holds it once."""
     write_run(tmp_path / "res", tmp_path / "ds", tasks=2, levels=[2], turns=10, model="org/m", paper_chars=30_000)
-    _, analysis = main_analysis("", ["--result-dir", str(tmp_path / "res"), "--dataset-dir", str(tmp_path / "ds"),
+    _, analysis = main_analysis("", ["--output-dir", str(tmp_path / "res"), "--dataset-dir", str(tmp_path / "ds"),
                                      "--skip", "codebert,codebleu", "--out", str(tmp_path / "out")])
     pages = sorted((analysis.out / "trajectories").glob("*.html"))
     assert len(pages) == 2

@@ -58,7 +58,7 @@ def craft(finished: Path, tmp_path: Path, kind: str) -> tuple[Path, Path, Path]:
 def test_metrics_and_the_report_refuse_a_crafted_result(finished: Path, tmp_path: Path) -> None:
     root, target, marker = craft(finished, tmp_path, "result")
     for script in ("analyze_results.py", "report.py"):
-        done = subprocess.run([sys.executable, str(REPO / "scripts" / script), "--result-dir", str(root / "out"),
+        done = subprocess.run([sys.executable, str(REPO / "scripts" / script), "--output-dir", str(root / "out"),
                                "--skip", "codebert"], cwd=REPO, env=cli_env(), capture_output=True, text=True,
                               timeout=300)
         assert done.returncode == 0, done.stderr

@@ -103,7 +103,7 @@ def test_a_changed_configuration_is_refused_before_anything_is_touched(tmp_path:
         refused = run_cli(changed)
         assert refused.returncode == 2 and servers.calls == calls
         [line] = refused.stderr.strip().splitlines()
-        assert 'feedback.model "gpt-5-mini" -> "gpt-5"' in line
+        assert 'human-agent-model "gpt-5-mini" -> "gpt-5"' in line
         assert "overwrite: true" in line and "another output-dir" in line
         assert {path: path.stat().st_mtime_ns for path in output.rglob("*") if path.is_file()} == before
 

@@ -35,7 +35,7 @@ def default_backend(environ: dict[str, str] | None = None) -> str:
 
 def check_backend_name(name: str) -> str:
     if name not in BACKENDS:
-        raise EnvError(f"unknown environment backend '{name}'; choose one of {', '.join(BACKENDS)} (--backend / RECODE_ENV_BACKEND)")
+        raise EnvError(f"unknown environment backend '{name}'; choose one of {', '.join(BACKENDS)} (--env-backend / RECODE_ENV_BACKEND)")
     return name
 
 
@@ -66,7 +66,7 @@ def require_tool(backend: str) -> str:
     if backend == "conda":
         found = shutil.which("conda")
         if not found:
-            raise EnvError("backend 'conda' needs conda on PATH (not found); install Miniconda or use --backend uv")
+            raise EnvError("backend 'conda' needs conda on PATH (not found); install Miniconda or use --env-backend uv")
         return found
     if backend == "uv":
         found = shutil.which("uv")
@@ -75,7 +75,7 @@ def require_tool(backend: str) -> str:
         try:
             from uv import find_uv_bin
         except ImportError:
-            raise EnvError("backend 'uv' needs uv (pip install uv) or use --backend venv") from None
+            raise EnvError("backend 'uv' needs uv (pip install uv) or use --env-backend venv") from None
         return find_uv_bin()
     return sys.executable
 

@@ -17,6 +17,7 @@ On-disk layout (env dir = ``--env-dir`` / ``RECODE_ENV_DIR`` / ``work_dir/envs``
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -24,13 +25,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from filelock import FileLock, Timeout
 
+import agent.progress as progress_module
 from agent.atomic_file import atomic_write_text
 from agent.envs.backends import (
     SITE_PACKAGES_QUERY,
@@ -44,6 +47,7 @@ from agent.envs.backends import (
     interpreter,
 )
 from agent.envs.release import PostStep, pyg_wheel_base, pyg_wheel_page, torch_index_url
+from agent.envs.size import announcement
 from agent.envs.spec import (
     EnvError,
     EnvSpec,
@@ -102,6 +106,19 @@ def _flag(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
+def gpu_present() -> bool:
+    """An NVIDIA GPU this machine can use: its driver is loaded, or its tool is installed."""
+    return Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi") is not None
+
+
+def cpu_builds(setting: str | None) -> bool:
+    """CPU builds of the PyTorch wheels: as RECODE_ENV_CPU says (1/0), else on a machine without a GPU, where
+    the CUDA builds are gigabytes of ``nvidia-*`` wheels that cannot be used."""
+    if setting is not None and setting.strip():
+        return _flag(setting)
+    return not gpu_present()
+
+
 def env_settings(
     backend: str | None = None,
     env_dir: str | Path | None = None,
@@ -112,7 +129,7 @@ def env_settings(
 ) -> EnvSettings:
     """Explicit values first, then RECODE_ENV_BACKEND / RECODE_ENV_DIR / RECODE_REQUIREMENTS_MAP /
     RECODE_ENV_PYTHON / RECODE_ENV_CPU / RECODE_REQUIREMENTS_DIR, then the defaults
-    (conda if installed else uv; work_dir/envs; CUDA builds; the dataset root)."""
+    (conda if installed else uv; work_dir/envs; CPU builds without a GPU; the dataset root)."""
     chosen = check_backend_name(backend) if backend else default_backend()
     directory = env_dir or os.environ.get("RECODE_ENV_DIR") or DEFAULT_ENV_DIR
     rmap = requirements_map or os.environ.get("RECODE_REQUIREMENTS_MAP") or None
@@ -122,7 +139,7 @@ def env_settings(
         python_version=python_version or default_python_version(chosen),
         env_dir=Path(directory).expanduser().resolve(),
         requirements_map=Path(rmap).expanduser() if rmap else None,
-        cpu=_flag(os.environ.get("RECODE_ENV_CPU")) if cpu is None else cpu,
+        cpu=cpu_builds(os.environ.get("RECODE_ENV_CPU")) if cpu is None else cpu,
         release_dir=Path(release).expanduser().resolve() if release else None,
     )
 
@@ -382,6 +399,24 @@ def _torch_version(python: Path, log, env: dict[str, str]) -> tuple[str, str | N
     return lines[0], None if lines[1] == "None" else lines[1]
 
 
+@contextlib.contextmanager
+def _still_building(name: str, log_path: Path, progress: Callable[[str], None]) -> Iterator[None]:
+    """A line every HEARTBEAT_SEC while a build runs (its commands write only to the log, for minutes)."""
+    done, start = threading.Event(), time.monotonic()
+
+    def beat() -> None:
+        while not done.wait(progress_module.HEARTBEAT_SEC):
+            progress(f"still building {name} ({time.monotonic() - start:.0f} s; log: {log_path})")
+
+    thread = threading.Thread(target=beat, name="recode-env-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
 def _build(spec: EnvSpec, settings: EnvSettings, progress: Callable[[str], None]) -> BuildResult:
     """Build from scratch (the lock is held): wipe, install, post-install, check pytest, precompile, mark."""
     root = env_root(spec, settings)
@@ -393,7 +428,7 @@ def _build(spec: EnvSpec, settings: EnvSettings, progress: Callable[[str], None]
     requirements = _requirements_to_install(spec, root)
     plan = _plan(spec, prefix, requirements)
     python = interpreter(prefix)
-    progress(f"building {spec.name} for '{spec.group}' with {spec.backend} (log: {log_path})")
+    progress(f"building {announcement(spec)} (log: {log_path})")
     start = time.monotonic()
     env = {**os.environ, **plan.extra_env}
 
@@ -404,7 +439,7 @@ def _build(spec: EnvSpec, settings: EnvSettings, progress: Callable[[str], None]
             f"({Path(command[0]).name} {command[1]} exited with {code}{_error_hint(log_path)}); see {log_path}"
         )
 
-    with log_path.open("w", encoding="utf-8") as log:
+    with log_path.open("w", encoding="utf-8") as log, _still_building(spec.name, log_path, progress):
         log.write(f"# environment {spec.name}\n# group {spec.group}; requirements {requirements}\n")
         log.write(f"# backend {spec.backend}; python {spec.python_version}; fingerprint {spec.fingerprint}\n")
         for command in plan.commands:
@@ -447,8 +482,8 @@ def resolve_python(
     """Absolute path of the interpreter of task ``index``'s environment.
 
     ``env_name`` overrides the env the task's test.sh names (an env map's
-    entry). Without RECODE_ENV_CPU, an environment built with ``manage_envs
-    --cpu`` serves when the CUDA one is not built. A hit costs a memo lookup
+    entry). An environment built with the other PyTorch build (``manage_envs --cpu`` or ``--cuda``) serves
+    when the default one is not built. A hit costs a memo lookup
     and two stats (no subprocess). A missing environment is built when
     ``build`` is true (under the file lock), else EnvError names the command
     that builds it.
@@ -461,7 +496,7 @@ def resolve_python(
     memo = _MEMO.get(key)
     if memo and _is_ready(memo[1]):
         return memo[0]
-    variants = [settings] if settings.cpu else [settings, replace(settings, cpu=True)]
+    variants = [settings, replace(settings, cpu=not settings.cpu)]
     specs = [spec_for_task(dataset, index, variant, env_name) for variant in variants]
     ready = next((spec for spec in specs if _is_ready(env_root(spec, settings))), None)
     spec = ready or specs[0]
@@ -470,7 +505,7 @@ def resolve_python(
         if not build:
             raise EnvError(
                 f"environment {spec.name} of task {index} ('{spec.group}') is not built; "
-                f"run: python scripts/manage_envs.py --dataset-dir {dataset.root} --backend {spec.backend} --task-ids {index}"
+                f"run: python scripts/manage_envs.py --dataset-dir {dataset.root} --env-backend {spec.backend} --task-ids {index}"
             )
         ensure_env(spec, settings)
     python = str(env_python(spec, settings))

@@ -10,10 +10,13 @@ the last test result, whether turn 0 is shared by the levels.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from agent.feedback.llm import FeedbackStyle
 from agent.workspace import RepoWorkspace
+
+if TYPE_CHECKING:
+    from agent.dataset import DatasetManager
 
 Ask = Callable[[list[dict], str], str]  # (messages, purpose) -> the model's answer; purpose: step/summary
 
@@ -44,6 +47,7 @@ class TurnInput:
     execution: dict | None = None
     feedback: FeedbackShown | None = None
     test_cases: tuple[str, ...] = ()
+    test_path: str = "test.py"  # the test module's name in tracebacks, as the protocol shows it (test_path())
 
 
 @dataclass(frozen=True)
@@ -148,8 +152,12 @@ class ResearcherProtocol(Protocol):
 
     copies_seed_feedback: bool
 
-    def test_info(self, execution: dict, test_cases: tuple[str, ...]) -> str:
-        """A test result as the code model and the feedback model read it."""
+    def test_info(self, execution: dict, test_cases: tuple[str, ...], test_path: str = "test.py") -> str:
+        """A test result as the code model and the feedback model read it; ``test_path`` names the test module
+        in its tracebacks (pytest's ``test.py:131:`` lines)."""
+
+    def test_path(self, dataset: DatasetManager, index: int) -> str:
+        """How the test module of task ``index`` is named in the tracebacks this protocol shows."""
 
     def feedback_text(self, records: list[dict], level: int) -> str:
         """Raw feedback records as the code model reads them at ``level``."""

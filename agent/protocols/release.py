@@ -30,14 +30,19 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
 
 from agent.feedback.llm import FeedbackStyle
 from agent.feedback.records import FIELDS, FeedbackRequest
 from agent.guidance import shown_fields
 from agent.protocols.base import Acted, Ask, Exchange, Opening, Setting, StepView, TaskBrief, TurnInput
+from agent.protocols.release_paths import as_release, release_test_path
 from agent.protocols.release_answers import ReleaseCommand, clean_answer, parse_release_answer
 from agent.protocols.release_texts import TOOL_ORDER, ReleaseTexts
 from agent.workspace import PathEscapeError, RepoWorkspace, resolve_inside
+
+if TYPE_CHECKING:
+    from agent.dataset import DatasetManager
 
 KEEP = 5  # what the release keeps after a summary, whatever memory-to-keep says
 STEP_ATTEMPTS = 3
@@ -94,7 +99,8 @@ class ReleaseProtocol:
         return self.texts.fill("system", tools=tools)
 
     def opening(self, turn: TurnInput) -> Opening:
-        result = (self._result(self.test_info(turn.execution, turn.test_cases)) if turn.execution is not None
+        result = (self._result(self.test_info(turn.execution, turn.test_cases, turn.test_path))
+                  if turn.execution is not None
                   else self.texts.fill("result_none"))
         feedback = (self.texts.fill("feedback_wrap", feedback=self.feedback_text(turn.feedback.records,
                                                                                 turn.feedback.level))
@@ -153,14 +159,19 @@ class ReleaseProtocol:
 
     # ------------------------------------------------------------ the researcher's side
 
-    def test_info(self, execution: dict, test_cases: tuple[str, ...]) -> str:
-        """The release's test information: counts in words, the failure messages (pytest's long tracebacks)
-        as one Python list, then each test's verdict."""
+    def test_info(self, execution: dict, test_cases: tuple[str, ...], test_path: str = "test.py") -> str:
+        """The release's test information: counts in words, the failure messages (pytest's long tracebacks,
+        the test module named as the release's pytest names it: ``test_path``) as one Python list, then each
+        test's verdict."""
         fill = self.texts.fill
         verdicts = "\n".join(fill("test_line", path=name, verdict=fill("test_pass") if ok else fill("test_fail"))
                              for name, ok in (execution.get("test_summary") or {}).items())
-        return fill("test_info", status=self._counts(execution), messages=str(list(execution.get("failure_messages")
-                                                                                   or [])), summary=verdicts)
+        messages = [as_release(message, test_path) for message in execution.get("failure_messages") or []]
+        return fill("test_info", status=self._counts(execution), messages=str(messages), summary=verdicts)
+
+    def test_path(self, dataset: DatasetManager, index: int) -> str:
+        return release_test_path(dataset.read(index, "test.sh"), dataset.task_dir(index),
+                                 dataset.get(index).repo_dir_name, dataset.test_sh(index).workdir)
 
     def feedback_text(self, records: list[dict], level: int) -> str:
         fill, fields = self.texts.fill, [name for name in shown_fields(level) if name in _FIELD_SLOTS]
