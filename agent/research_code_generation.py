@@ -46,6 +46,8 @@ from agent.scheduler import RunStats, check_plan, plan_run, run_plan  # noqa: E4
 from agent.workflow import REFUSED, start_ledger  # noqa: E402
 from agent.web import WebFeedbackError, shared_server  # noqa: E402
 from agent.dataset import DatasetError, DatasetManager  # noqa: E402
+from metrics.result_format import STOP_KEY  # noqa: E402
+from metrics.run_status import TAMPERED_STOP  # noqa: E402
 from metrics.cli_flags import Flatten, Parser, add_dataset_dirs, add_task_ids, dataset_dir, int_list  # noqa: E402
 
 USER_ERRORS = (BudgetError, ConfigError, DatasetError, InferenceError, EnvError, ExecutorError, WebFeedbackError)
@@ -54,7 +56,7 @@ EXIT_JOBS_FAILED = 1
 EXIT_BUDGET = 3
 EXIT_RUN_FATAL = 4
 EXIT_INTERRUPTED = 130
-SETTLED_STATES = ("finished", "skipped", REFUSED, "tampered")  # outcomes a rerun leaves as they are
+SETTLED_STATES = ("finished", "skipped", REFUSED, TAMPERED_STOP)  # outcomes a rerun leaves as they are
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict]:
@@ -151,6 +153,12 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
     if failed:
         print(failed_footer(failed, meta_file, cfg), file=sys.stderr)
         return EXIT_JOBS_FAILED
+    refused = [o for o in outcomes if is_refused(o)]
+    if refused:
+        print(f"{len(refused)} job(s) stopped because the provider refuses their request as sent (named above): "
+              "they are not resent under the same settings; serve the model with a longer context (base-url, "
+              "endpoint, deployment) or change max-turn, then run the same command again", file=sys.stderr)
+        return EXIT_JOBS_FAILED
     if any(o["state"] == "budget" for o in outcomes):
         print("the budget stopped the run: raise max-cost-usd / max-task-cost-usd and run the same command "
               "again to continue", file=sys.stderr)
@@ -180,6 +188,12 @@ def halted_end(cfg: RunConfig, jobs: int, outcomes: list[dict], stats: RunStats,
         if not clean:  # job threads cannot be stopped: end the process, as Ctrl-C does
             os._exit(EXIT_RUN_FATAL)
     return EXIT_RUN_FATAL
+
+
+def is_refused(outcome: dict) -> bool:
+    """A job stopped (now or in an earlier run) because the provider refuses its request as sent."""
+    reason = outcome.get(STOP_KEY)
+    return outcome["state"] == REFUSED or (outcome["state"] == "skipped" and reason not in (None, TAMPERED_STOP))
 
 
 def remaining_jobs(jobs: int, outcomes: list[dict]) -> int:

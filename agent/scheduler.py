@@ -214,7 +214,8 @@ class _Driver:
         """Submit seeds and ready jobs up to ``max_workers``; jobs another process holds are asked again."""
         self.ready.extend(self.held_elsewhere)  # asked again every round: its holder may have ended (or died)
         self.held_elsewhere.clear()
-        while len(self.in_flight) < self.cfg.max_workers and (self.feedback_steps or self.steps or self.ready):
+        while (len(self.in_flight) < self.cfg.max_workers and not self.gate.closed
+               and (self.feedback_steps or self.steps or self.ready)):
             if self.feedback_steps or self.steps:
                 (model, task), with_feedback = step = (self.feedback_steps or self.steps).popleft()
                 self.in_flight[self.executor.submit(_seed_step, self.cfg, model, task, with_feedback)] = step

@@ -207,7 +207,8 @@ class JobRun:
                 and self._seed_made_by_this_feedback_model():
             reply = FeedbackReply(turn["feedback_items"] or [], "seed", turn["feedback_usage"],
                                   turn["feedback_conversation"] or turn["feedback_interaction_history"],
-                                  turn["feedback_error"], refused=refused_reason(turn))
+                                  turn["feedback_error"], refused=refused_reason(turn),
+                                  unusable=[entry for entry in turn["answer_stops"] if entry["role"] == "feedback"])
             return reply if gives or not reply.error else NO_FEEDBACK
         if not gives:
             return NO_FEEDBACK
@@ -295,6 +296,7 @@ class JobRun:
             "input_tokens": tokens_in, "output_tokens": tokens_out, "cost_usd": cost,
             "api_calls": sum(1 for u in usage if not u.get("from_cache")), "error": error, STOP_KEY: stop_reason,
             "unpriced_calls": sum(1 for u in usage if u.get("cost_usd") is None),
+            "answer_stops": stop_tally(self.turns),
         }
 
     def stopped(self, stop: Stopped) -> dict:
@@ -326,6 +328,15 @@ class JobRun:
         message = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
         self.store.mark(finished=False, error=message, turns=self.turns)
         return self.outcome("error", message)
+
+
+def stop_tally(turns: list[dict]) -> dict[str, int]:
+    """How many answers of the job's turns ended short of complete, by stop reason (``length``...)."""
+    tally: dict[str, int] = {}
+    for turn in turns:
+        for entry in turn.get("answer_stops") or []:
+            tally[entry["reason"]] = tally.get(entry["reason"], 0) + 1
+    return tally
 
 
 def refusal(exc: RequestFatal, who: str) -> Stopped:
