@@ -50,6 +50,8 @@ SETTINGS = ("baseline", "agent", "memory_agent", "snippet")
 GUIDANCE_TYPES = ("fixed", "dynamic")
 ON_TAMPERED = ("stop", "continue")  # what a turn graded tampered does to its job (docs/failures.md)
 FEEDBACK_SOURCES = tuple(SOURCES)
+OPENAI_APIS = ("chat", "responses")
+OPENAI_PROTOCOL = ("openai", "azure-openai", "together", "deepseek")
 
 # What a model is sent besides the messages: key -> ModelSpec field. Unset, the protocol's default applies
 # (the release sends temperature 0 to most providers, for instance); an explicit null sends nothing.
@@ -61,7 +63,7 @@ SAMPLING_KEYS = {
 # Keys describing one code model: allowed at the top level (shared by a sweep) and in `models` entries.
 MODEL_KEYS = (
     "api-key", "api-provider", "model", "deployment", "endpoint", "api-version", "base-url",
-    *SAMPLING_KEYS, "script", "request-timeout-sec", "max-retries",
+    *SAMPLING_KEYS, "script", "request-timeout-sec", "max-retries", "retry-window-minutes", "openai-api",
 )
 # The feedback model's keys and the code-model key each one corresponds to.
 HUMAN_KEYS = {
@@ -69,6 +71,7 @@ HUMAN_KEYS = {
     "human-deployment": "deployment", "human-endpoint": "endpoint", "human-api-version": "api-version",
     "human-base-url": "base-url", "human-script": "script",
     "human-request-timeout-sec": "request-timeout-sec", "human-max-retries": "max-retries",
+    "human-retry-window-minutes": "retry-window-minutes", "human-openai-api": "openai-api",
     **{f"human-{key}": key for key in SAMPLING_KEYS},
 }
 # The feedback model of the release's file (and the paper), used where the human-* keys leave it out.
@@ -338,7 +341,8 @@ def _model_spec(reader: _Reader, values: dict[str, Any], protocol: RunProtocol, 
         api_version=reader.text(name("api-version"), values.get("api-version")),
         deployment=reader.text(name("deployment"), values.get("deployment")),
         script=None if script is None else str(script),
-        **{**protocol.sampling(provider, model, role), **_sampling(reader, values, name)},
+        **{**protocol.sampling(provider, model, role), **_sampling(reader, values, name),
+           **_openai_api(reader, values, name, provider)},
         **_call_limits(reader, values, name),
     )
     if provider not in REMOTE_PROVIDERS:
@@ -368,8 +372,21 @@ def _sampling(reader: _Reader, values: dict[str, Any], name: Callable[[str], str
     return {SAMPLING_KEYS[key]: check(name(key), values[key]) for key, check in checks.items() if key in values}
 
 
+def _openai_api(reader: _Reader, values: dict[str, Any], name: Callable[[str], str], provider: str) -> dict[str, Any]:
+    """The API an OpenAI-protocol model is asked through, when the user chose it: ``chat`` for servers without
+    the Responses API (the release asks its feedback model through Responses)."""
+    api = reader.choice(name("openai-api"), OPENAI_APIS, values.get("openai-api"))
+    if api is None:
+        return {}
+    if provider not in OPENAI_PROTOCOL:
+        raise reader.fail(f"'{name('openai-api')}' applies to providers {', '.join(OPENAI_PROTOCOL)}, "
+                          f"not '{provider}'; remove it")
+    return {"openai_api": api}
+
+
 def _call_limits(reader: _Reader, values: dict[str, Any], name: Callable[[str], str]) -> dict[str, Any]:
-    """Per-request timeout and retry budget; unset keys keep ModelSpec's defaults (600 s, 6 retries)."""
+    """Per-request timeout and retry budget; unset keys keep ModelSpec's defaults (600 s, 6 retries, a 10-minute
+    retry window: transient faults are retried until both are spent)."""
     limits: dict[str, Any] = {}
     timeout = reader.typed(name("request-timeout-sec"), lambda v: _is_number(v) and v > 0, "a number > 0",
                            values.get("request-timeout-sec"))
@@ -378,6 +395,9 @@ def _call_limits(reader: _Reader, values: dict[str, Any], name: Callable[[str], 
     retries = reader.integer(name("max-retries"), 0, value=values.get("max-retries"))
     if retries is not None:
         limits["max_retries"] = retries
+    window = reader.number(name("retry-window-minutes"), value=values.get("retry-window-minutes"))
+    if window is not None:
+        limits["retry_window_sec"] = float(window) * 60
     return limits
 
 

@@ -27,7 +27,13 @@ makes retry waits instant; import it into the test module)::
 Scripting methods (all chain): ``reply_text(text, **FakeUsage fields)``,
 ``reply_json(value)``, ``rate_limited(retry_after)``, ``server_error(status)``,
 ``overloaded()`` (529), ``unauthorized()``, ``fail(status, message)``,
-``hang(seconds)``, ``malformed()``, ``push(Reply(...))``.
+``hang(seconds)``, ``malformed()``, ``push(Reply(...))``; the providers' real failures: ``fault(case)``
+(``quota``, ``revoked_key``, ``permission``, ``context_length``, ``model_not_found``, ``rate_limit``,
+``overloaded``, each with the protocol's real status and error body), ``storm(seconds, case, retry_after,
+retry_after_ms)`` (a fault answered to every request for a duration), ``without_responses_api()`` (a chat-only
+server: ``/v1/responses`` answers 404), and answers that ended early in each API's shape: ``reply_truncated``,
+``reply_refused``, ``reply_filtered`` (chat or Responses by the route they answer), ``reply_finished(text,
+"RECITATION")`` and ``prompt_blocked(reason)`` for Gemini.
 When the queue is empty the server calls ``responder(request) -> Reply`` if
 one was given (for agent-loop tests that need an endless, request-dependent
 conversation), else answers HTTP 500 "no scripted reply left", which makes a
@@ -58,7 +64,9 @@ TEST_KEY = "test-key-not-secret"
 
 @dataclass
 class Reply:
-    """One scripted answer. ``body``: dict/list -> JSON; str/bytes -> sent as is (malformed bodies).
+    """One scripted answer. ``body``: dict/list -> JSON; str/bytes -> sent as is (malformed bodies); a callable
+    -> called with the :class:`ReceivedRequest` (so one reply can take the shape of the route it answers:
+    chat completions or Responses).
 
     ``delay_sec`` makes the server wait before answering: longer than the
     client's timeout, it is a hang (the wait ends early when the server stops).
@@ -262,9 +270,170 @@ def error_body(protocol: str, status: int, message: str) -> dict[str, Any]:
     if protocol == "openai":
         return {"error": {"message": message, "type": "fake_error", "code": status}}
     if protocol == "anthropic":
-        kind = {429: "rate_limit_error", 529: "overloaded_error", 401: "authentication_error"}.get(status, "api_error")
-        return {"type": "error", "error": {"type": kind, "message": message}}
-    return {"error": {"code": status, "message": message, "status": "FAKE_ERROR"}}
+        return anthropic_error(ANTHROPIC_ERROR_TYPES.get(status, "api_error"), message)
+    return gemini_error(status, GEMINI_STATUS.get(status, "FAKE_ERROR"), message)
+
+
+# ---------------------------------------------------------------- the providers' real error bodies
+# Shapes as the providers document and send them: OpenAI {"error": {message, type, param, code}}; Anthropic
+# {"type": "error", "error": {type, message}}; Gemini (google.rpc.Status) {"error": {code, message, status,
+# details}}. The messages are our own wording of the same facts.
+
+ANTHROPIC_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
+                         403: "permission_error", 404: "not_found_error", 413: "request_too_large",
+                         429: "rate_limit_error", 500: "api_error", 504: "timeout_error", 529: "overloaded_error"}
+GEMINI_STATUS = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED",
+                 500: "INTERNAL", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+QUOTA_WORDS = "You exceeded your current quota, please check your plan and billing details."
+
+
+def openai_error(message: str, kind: str, code: str | None, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def anthropic_error(kind: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_fake"}
+
+
+def gemini_error(code: int, status: str, message: str, details: list[dict] | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message, "status": status}
+    if details is not None:
+        error["details"] = details
+    return {"error": error}
+
+
+def gemini_quota_details(quota_id: str, value: str | None, retry_delay: str | None = None) -> list[dict]:
+    """QuotaFailure (and RetryInfo) details of a Gemini 429; ``value`` "0" is a model with no quota on this tier."""
+    violation: dict[str, Any] = {"quotaMetric": "generativelanguage.googleapis.com/generate_content_requests",
+                                 "quotaId": quota_id, "quotaDimensions": {"location": "global", "model": "m"}}
+    if value is not None:
+        violation["quotaValue"] = value
+    details = [{"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [violation]}]
+    if retry_delay is not None:
+        details.append({"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": retry_delay})
+    return details
+
+
+def _fault(protocol: str, case: str, model: str) -> Reply:
+    """The reply of a named provider fault (see :data:`FAULTS`) in ``protocol``'s real status and body."""
+    table: dict[str, dict[str, tuple[int, Any]]] = {
+        "quota": {
+            "openai": (429, openai_error(QUOTA_WORDS, "insufficient_quota", "insufficient_quota")),
+            "anthropic": (400, anthropic_error("invalid_request_error", "Your credit balance is too low to access "
+                                               "the Anthropic API. Please go to Plans & Billing to add credits.")),
+            "gemini": (429, gemini_error(429, "RESOURCE_EXHAUSTED", QUOTA_WORDS, gemini_quota_details(
+                "GenerateRequestsPerDayPerProjectPerModel-FreeTier", "0", "20s"))),
+        },
+        "revoked_key": {
+            "openai": (401, openai_error("Incorrect API key provided: sk-fake. You can find your API key in your "
+                                         "account settings.", "invalid_request_error", "invalid_api_key")),
+            "anthropic": (401, anthropic_error("authentication_error", "invalid x-api-key")),
+            "gemini": (400, gemini_error(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.",
+                                         [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                                           "reason": "API_KEY_INVALID", "domain": "googleapis.com"}])),
+        },
+        "permission": {
+            "openai": (403, openai_error("Project does not have access to this model.", "invalid_request_error",
+                                         "model_not_available")),
+            "anthropic": (403, anthropic_error("permission_error", "Your API key does not have permission to use "
+                                               "the specified resource.")),
+            "gemini": (403, gemini_error(403, "PERMISSION_DENIED", "Method doesn't allow unregistered callers.")),
+        },
+        "context_length": {
+            "openai": (400, openai_error("This model's maximum context length is 128000 tokens. However, your "
+                                         "messages resulted in 130512 tokens. Please reduce the length of the "
+                                         "messages.", "invalid_request_error", "context_length_exceeded",
+                                         "messages")),
+            "anthropic": (400, anthropic_error("invalid_request_error", "prompt is too long: 208656 tokens > 200000 "
+                                               "maximum")),
+            "gemini": (400, gemini_error(400, "INVALID_ARGUMENT", "The input token count (1200293) exceeds the "
+                                         "maximum number of tokens allowed (1048576).")),
+        },
+        "model_not_found": {
+            "openai": (404, openai_error(f"The model `{model}` does not exist or you do not have access to it.",
+                                         "invalid_request_error", "model_not_found")),
+            "anthropic": (404, anthropic_error("not_found_error", f"model: {model}")),
+            "gemini": (404, gemini_error(404, "NOT_FOUND", f"models/{model} is not found for API version v1beta, "
+                                         "or is not supported for generateContent.")),
+        },
+        "rate_limit": {
+            "openai": (429, openai_error("Rate limit reached for requests per min (RPM): Limit 500, Used 500.",
+                                         "requests", "rate_limit_exceeded")),
+            "anthropic": (429, anthropic_error("rate_limit_error", "Number of requests has exceeded your per-minute "
+                                               "rate limit.")),
+            "gemini": (429, gemini_error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check "
+                                         "quota).")),
+        },
+        "overloaded": {
+            "openai": (503, openai_error("The engine is currently overloaded, please try again later.",
+                                         "server_error", None)),
+            "anthropic": (529, anthropic_error("overloaded_error", "Overloaded")),
+            "gemini": (503, gemini_error(503, "UNAVAILABLE", "The model is overloaded. Please try again later.")),
+        },
+    }
+    status, body = table[case][protocol]
+    return Reply(status=status, body=body)
+
+
+FAULTS = ("quota", "revoked_key", "permission", "context_length", "model_not_found", "rate_limit", "overloaded")
+
+
+# ---------------------------------------------------------------- answers that ended early
+
+
+def openai_response_refusal(text: str, usage: FakeUsage = FakeUsage()) -> dict[str, Any]:
+    """A Responses-API body whose message holds a refusal content item instead of output text."""
+    body = openai_response("", usage)
+    body["output"][0]["content"] = [{"type": "refusal", "refusal": text}]
+    return body
+
+
+def openai_response_incomplete(text: str, reason: str, usage: FakeUsage = FakeUsage()) -> dict[str, Any]:
+    """A Responses-API body with ``status: "incomplete"`` and ``incomplete_details.reason`` (max_output_tokens,
+    content_filter); the partial ``text`` stays in its message."""
+    body = openai_response(text, usage)
+    body.update(status="incomplete", incomplete_details={"reason": reason})
+    body["output"][0]["status"] = "incomplete"
+    return body
+
+
+def gemini_finished(text: str | None, finish_reason: str, usage: FakeUsage = FakeUsage()) -> dict[str, Any]:
+    """A generateContent body whose candidate ended with ``finish_reason`` (MAX_TOKENS, SAFETY, RECITATION...)."""
+    body = gemini_response(text, usage)
+    body["candidates"][0]["finishReason"] = finish_reason
+    if finish_reason == "SAFETY":
+        body["candidates"][0]["safetyRatings"] = [
+            {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}]
+    return body
+
+
+def gemini_prompt_blocked(reason: str = "SAFETY", usage: FakeUsage = FakeUsage()) -> dict[str, Any]:
+    """A generateContent body with no candidate: the prompt was blocked (``promptFeedback.blockReason``)."""
+    body = gemini_response(None, usage)
+    del body["candidates"]
+    body["promptFeedback"] = {"blockReason": reason}
+    return body
+
+
+def _ended(protocol: str, how: str, text: str, usage: FakeUsage, route: str) -> dict[str, Any]:
+    """An answer that ended as ``how`` (truncated, refused, filtered) in the shape of ``protocol`` and ``route``."""
+    responses = route.endswith("/responses")
+    if protocol == "openai" and responses:
+        if how == "refused":
+            return openai_response_refusal(text, usage)
+        return openai_response_incomplete(text, "max_output_tokens" if how == "truncated" else "content_filter",
+                                          usage)
+    if protocol == "openai":
+        if how == "refused":
+            body = openai_completion(None, usage)
+            body["choices"][0]["message"]["refusal"] = text
+            return body
+        return openai_completion(text, usage, "length" if how == "truncated" else "content_filter")
+    if protocol == "anthropic":
+        stop = {"truncated": "max_tokens", "refused": "refusal", "filtered": "refusal"}[how]
+        return anthropic_message([anthropic_text(text)] if text else [], usage, stop_reason=stop)
+    return gemini_finished(text or None, {"truncated": "MAX_TOKENS", "refused": "SAFETY", "filtered": "SAFETY"}[how],
+                           usage)
 
 
 # ---------------------------------------------------------------- the server
@@ -284,7 +453,8 @@ class FakeProvider:
         self.protocol = protocol
         self.responder = responder
         self.requests: list[ReceivedRequest] = []
-        self._replies: deque[Reply] = deque()
+        self._replies: deque[Reply | Storm] = deque()
+        self.responses_api = True  # False: POST .../responses answers 404 like a chat-only server
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
@@ -319,7 +489,7 @@ class FakeProvider:
 
     # -------------------------------------------------- scripting
 
-    def push(self, *replies: Reply) -> FakeProvider:
+    def push(self, *replies: Reply | Storm) -> FakeProvider:
         with self._lock:
             self._replies.extend(replies)
         return self
@@ -360,6 +530,57 @@ class FakeProvider:
         """A 200 whose body is not JSON though it claims to be."""
         return self.push(Reply(body=raw))
 
+    def fault(self, case: str, model: str | None = None) -> FakeProvider:
+        """One of :data:`FAULTS` with the provider's real status and error body: ``quota`` (OpenAI 429
+        insufficient_quota, Anthropic 400 credit balance too low, Gemini 429 RESOURCE_EXHAUSTED with a zero
+        daily limit), ``revoked_key`` (401 invalid_api_key / authentication_error, Gemini 400 API_KEY_INVALID),
+        ``permission`` (403), ``context_length`` (400 context_length_exceeded / "prompt is too long" / input token
+        count), ``model_not_found`` (404), ``rate_limit`` (429 without retry-after), ``overloaded`` (OpenAI and
+        Gemini 503, Anthropic 529)."""
+        return self.push(_fault(self.protocol, case, model or DEFAULT_MODELS[self.protocol]))
+
+    def storm(self, seconds: float, case: str = "overloaded", retry_after: str | None = None,
+              retry_after_ms: str | None = None) -> FakeProvider:
+        """Answer every request with fault ``case`` (see :meth:`fault`) for ``seconds`` from the first request
+        the storm meets, optionally with ``retry-after`` / ``retry-after-ms`` headers; then go on with the queue."""
+        reply = _fault(self.protocol, case, DEFAULT_MODELS[self.protocol])
+        headers = {name: value for name, value in (("retry-after", retry_after), ("retry-after-ms", retry_after_ms))
+                   if value is not None}
+        return self.push(Storm(seconds, Reply(reply.status, reply.body, headers)))
+
+    def without_responses_api(self) -> FakeProvider:
+        """Answer ``POST /v1/responses`` with 404 ``{"detail": "Not Found"}``, as chat-only servers (vLLM, Ollama,
+        llama.cpp) do; chat completions are served as before."""
+        self.responses_api = False
+        return self
+
+    def reply_truncated(self, text: str, **usage: int | None) -> FakeProvider:
+        """An answer cut off at the output limit: chat ``finish_reason: "length"``, Responses ``status:
+        "incomplete"`` (max_output_tokens), Anthropic ``stop_reason: "max_tokens"``, Gemini ``MAX_TOKENS``."""
+        return self._ended("truncated", text, usage)
+
+    def reply_refused(self, text: str = "I can't help with that.", **usage: int | None) -> FakeProvider:
+        """A refusal: chat ``message.refusal``, a Responses refusal content item, Anthropic ``stop_reason:
+        "refusal"``; Gemini has no refusal field, so it ends with ``finishReason: SAFETY``."""
+        return self._ended("refused", text, usage)
+
+    def reply_filtered(self, text: str = "", **usage: int | None) -> FakeProvider:
+        """Stopped by the provider's safety system: chat ``finish_reason: "content_filter"``, Responses
+        incomplete (content_filter), Gemini ``SAFETY`` (Anthropic: ``stop_reason: "refusal"``)."""
+        return self._ended("filtered", text, usage)
+
+    def reply_finished(self, text: str | None, finish_reason: str, **usage: int | None) -> FakeProvider:
+        """Gemini: a candidate ending with ``finish_reason`` (RECITATION, PROHIBITED_CONTENT, BLOCKLIST, SPII...)."""
+        return self.push(Reply(body=gemini_finished(text, finish_reason, FakeUsage(**usage))))
+
+    def prompt_blocked(self, reason: str = "SAFETY") -> FakeProvider:
+        """Gemini: no candidate, ``promptFeedback.blockReason`` = ``reason``."""
+        return self.push(Reply(body=gemini_prompt_blocked(reason)))
+
+    def _ended(self, how: str, text: str, usage: dict[str, int | None]) -> FakeProvider:
+        counts, protocol = FakeUsage(**usage), self.protocol
+        return self.push(Reply(body=lambda request: _ended(protocol, how, text, counts, request.route)))
+
     @property
     def pending(self) -> int:
         """Scripted replies not consumed yet."""
@@ -372,10 +593,17 @@ class FakeProvider:
         """Log ``request`` and pick its reply: 404 off the protocol's route, else the queue, the responder, a 500."""
         with self._lock:
             self.requests.append(request)
+            if not self.responses_api and request.route.endswith("/responses"):
+                return Reply(status=404, body={"detail": "Not Found"})
             if not self._serves(request.path):
                 return Reply(status=404, body=error_body(self.protocol, 404, f"no route {request.path}"))
-            if self._replies:
-                return self._replies.popleft()
+            while self._replies:
+                head = self._replies[0]
+                if not isinstance(head, Storm):
+                    return self._replies.popleft()
+                if head.raging(request.received_at):
+                    return head.reply
+                self._replies.popleft()
         if self.responder is not None:
             return self.responder(request)
         return Reply(status=500, body=error_body(self.protocol, 500, "fake server: no scripted reply left"))
@@ -391,6 +619,20 @@ class FakeProvider:
         if self.protocol == "anthropic":
             return route.endswith("/v1/messages")
         return route.endswith(":generateContent")
+
+
+@dataclass
+class Storm:
+    """A fault answered to every request for ``seconds`` from the first request it meets (then it is spent)."""
+
+    seconds: float
+    reply: Reply
+    began: float | None = None
+
+    def raging(self, now: float) -> bool:
+        if self.began is None:
+            self.began = now
+        return now - self.began < self.seconds
 
 
 def _make_handler(server: FakeProvider) -> type[BaseHTTPRequestHandler]:
@@ -412,6 +654,8 @@ def _make_handler(server: FakeProvider) -> type[BaseHTTPRequestHandler]:
                 protocol=server.protocol,
             )
             reply = server.answer(request)
+            if callable(reply.body):
+                reply = Reply(reply.status, reply.body(request), reply.headers, reply.delay_sec)
             if reply.delay_sec and server.stopped_during(reply.delay_sec):
                 return
             self._send(reply)

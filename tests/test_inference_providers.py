@@ -9,6 +9,7 @@ import pytest
 
 from agent.protocols.improved import FEEDBACK_SCHEMA
 from agent.models.build import InferenceError, build_model
+from agent.models.types import RequestFatal, RunFatal
 from tests.fake_providers import (
     PROTOCOLS,
     FakeProvider,
@@ -78,7 +79,7 @@ def test_transient_fault_then_success(server: FakeProvider, fault: str, caplog: 
 def test_retries_are_bounded(server: FakeProvider) -> None:
     for _ in range(5):
         server.server_error(500)
-    with pytest.raises(InferenceError, match=r"gave up after 3 attempt\(s\), last: HTTP 500") as raised:
+    with pytest.raises(RunFatal, match=r"unavailable after 3 attempt\(s\) over 0 s \(last: HTTP 500") as raised:
         build_model(model_spec(server, max_retries=2)).complete(HELLO)
     assert len(server.requests) == 3
     assert "\n" not in str(raised.value)
@@ -116,24 +117,28 @@ def test_auth_failure_is_not_retried_and_names_the_fix(server: FakeProvider, sta
         build_model(model_spec(server, api_key=SENTINEL)).complete(HELLO)
     message = str(raised.value)
     assert len(server.requests) == 1
-    assert "API key was rejected" in message and "api-key" in message
+    assert isinstance(raised.value, RunFatal)
+    assert ("API key is invalid or revoked" if status == 401 else "may not use") in message
+    assert message.endswith("then run the same command again")
     assert SENTINEL not in message and "\n" not in message
     assert SENTINEL not in "".join(traceback.format_exception(raised.value))
 
 
-@pytest.mark.parametrize("status", [400, 404, 422])
+@pytest.mark.parametrize("status", [400, 422])
 def test_bad_request_is_not_retried(server: FakeProvider, status: int) -> None:
-    server.fail(status, "model not found").reply_text("never reached")
-    with pytest.raises(InferenceError, match=f"refused the request \\(HTTP {status}: model not found\\)"):
+    server.fail(status, "unknown parameter").reply_text("never reached")
+    with pytest.raises(RequestFatal, match=f"refused the request \\(HTTP {status}: unknown parameter\\)") as raised:
         build_model(model_spec(server)).complete(HELLO)
+    assert raised.value.reason == "invalid_request"
     assert len(server.requests) == 1
 
 
 def test_connection_refused_is_retried_then_reported() -> None:
     with FakeProvider("openai") as fake:
         spec = model_spec(fake, max_retries=1)
-    with pytest.raises(InferenceError, match="gave up after 2 attempt"):
+    with pytest.raises(RunFatal, match=r"after 2 attempt\(s\).*\(unreachable\): nothing answers at base-url") as raised:
         build_model(spec).complete(HELLO)
+    assert raised.value.code == "unreachable"
 
 
 def test_key_never_leaks_into_logs(server: FakeProvider, caplog: pytest.LogCaptureFixture) -> None:

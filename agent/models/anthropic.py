@@ -4,7 +4,8 @@ Structured output is a forced tool call: the tool's ``input_schema`` is the
 response schema and the tool input, dumped as JSON, is the answer's text.
 System messages travel in the separate ``system`` field. ``temperature`` and
 the effort setting go through ``extra_body``: SDK releases differ in which of
-them they accept as typed arguments, the API takes both.
+them they accept as typed arguments, the API takes both. :func:`classify` is
+the one place where Anthropic's HTTP errors get their meaning.
 """
 from __future__ import annotations
 
@@ -13,15 +14,57 @@ from typing import Any
 
 import anthropic
 
-from agent.models.types import Answer, ChatRequest, ModelSpec, Tokens, add_counts
-from agent.models.providers import EMPTY_HINT, SdkErrors, count, guarded_call, http_error_parts, inline_refs
+from agent.models.types import Answer, ChatRequest, ModelSpec, Stop, Tokens, add_counts
+from agent.models.providers import (
+    EMPTY_HINT,
+    HttpFailure,
+    SdkErrors,
+    by_status,
+    count,
+    error_object,
+    guarded_call,
+    inline_refs,
+    quota_spent,
+    sdk_failure,
+    stop_of,
+    too_long,
+)
 from agent.models.retry import BadAnswer
 
 DEFAULT_MAX_TOKENS = 16384  # the API requires a value; a whole research file fits in it
 TOOL_NAME = "respond"
+# stop_reason -> Stop reason. The forced respond tool is how structured output travels, so its tool_use is an
+# ordinary end; model_context_window_exceeded cut the answer off like max_tokens.
+STOPS = {"end_turn": "stop", "stop_sequence": "stop", "tool_use": "stop", "max_tokens": "length",
+         "model_context_window_exceeded": "length", "refusal": "refusal"}
+BILLING_FIX = "add credits in the Anthropic Console's Plans & Billing"
+
+
+def read_failure(error: BaseException, secret: str | None) -> HttpFailure:
+    """An anthropic APIStatusError as plain data: ``error.type``, ``error.details.error_code`` and the message."""
+    inner = error_object(error)
+    details = inner.get("details")
+    code = details.get("error_code") if isinstance(details, dict) else None
+    return sdk_failure(error, secret, inner.get("type"), code if isinstance(code, str) else None,
+                       inner.get("message"))
+
+
+def classify(failure: HttpFailure, spec: ModelSpec) -> Exception:
+    """What an Anthropic Messages HTTP error means (https://docs.claude.com/en/api/errors lists the types)."""
+    words = failure.message.lower()
+    if "credit balance" in words or failure.kind == "billing_error" or failure.status == 402:
+        return quota_spent(spec, "credit_balance_too_low" if "credit balance" in words else "billing", BILLING_FIX)
+    if "spend_limit" in (failure.code or "") or "spend limit" in words:
+        return quota_spent(spec, failure.code or "spend_limit", "raise the spend limit in the Anthropic Console")
+    if failure.status in (400, 413) and ("prompt is too long" in words or failure.kind == "request_too_large"):
+        return too_long(spec, failure)
+    return by_status(failure, spec)
+
+
 SDK_ERRORS = SdkErrors(
     status_types=(anthropic.APIStatusError,),
-    status_of=http_error_parts,
+    read=read_failure,
+    classify=classify,
     transport_types=(anthropic.APIConnectionError,),
 )
 
@@ -41,16 +84,18 @@ class AnthropicAdapter:
         if not isinstance(blocks, list):
             raise BadAnswer("the answer is not a message", hint="check that base-url points at the messages API")
         tokens = usage_tokens(getattr(response, "usage", None))
-        stop = getattr(response, "stop_reason", None)
+        stop = stop_of(STOPS, "stop_reason", getattr(response, "stop_reason", None))
+        text = "".join(b.text for b in blocks if b.type == "text")
         if request.response_schema is not None:
             tool = next((b for b in blocks if b.type == "tool_use" and b.name == TOOL_NAME), None)
-            if tool is None:
-                raise BadAnswer(f"the answer has no {TOOL_NAME} tool block (stop reason {stop})", EMPTY_HINT, tokens)
-            return Answer(json.dumps(tool.input), tokens)
-        text = "".join(b.text for b in blocks if b.type == "text")
-        if not text:
-            raise BadAnswer(f"the answer has no text block (stop reason {stop})", EMPTY_HINT, tokens)
-        return Answer(text, tokens)
+            if tool is not None:
+                return Answer(json.dumps(tool.input), tokens, stop)
+            if stop.usable:
+                raise BadAnswer(f"the answer has no {TOOL_NAME} tool block ({stop.provider_words})", EMPTY_HINT,
+                                tokens)
+        if stop.usable and not text:
+            raise BadAnswer(f"the answer has no text block ({stop.provider_words})", EMPTY_HINT, tokens)
+        return Answer(text, tokens, stop)
 
 
 def request_body(request: ChatRequest) -> dict[str, Any]:

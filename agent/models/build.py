@@ -28,10 +28,11 @@ from agent.models.providers import (
     PROVIDER_ENV_VARS,
     PROVIDERS,
     Adapter,
+    provider_name,
     resolve_key,
 )
 from agent.models.cache import ResponseCache, request_key
-from agent.models.retry import GaveUp, call_with_retries, wait_scale
+from agent.models.retry import GaveUp, Outage, call_with_retries, wait_scale
 from agent.models.scripted import ScriptedModel
 
 __all__ = [
@@ -58,8 +59,9 @@ def build_model(
     if spec.provider not in PROVIDERS and spec.provider not in OFFLINE_PROVIDERS:
         known = ", ".join([*PROVIDERS, *OFFLINE_PROVIDERS])
         raise InferenceError(f"unknown provider {spec.provider!r}; use one of: {known}")
-    if spec.timeout_sec <= 0 or spec.max_retries < 0:
-        raise InferenceError(f"{spec.provider} model {spec.model}: timeout must be > 0 and max-retries >= 0")
+    if spec.timeout_sec <= 0 or spec.max_retries < 0 or spec.retry_window_sec < 0:
+        raise InferenceError(f"{spec.provider} model {spec.model}: timeout must be > 0, max-retries >= 0 and "
+                             "retry-window-minutes >= 0")
     if spec.provider == "replay":
         if not cache_path:
             raise InferenceError(f"replay model {spec.model}: set cache-path to the response cache to answer from")
@@ -101,13 +103,15 @@ class RemoteModel:
             answer, billed = call_with_retries(
                 lambda: self._adapter.send(request),
                 label=f"{self._spec.provider} {self._spec.model}",
+                provider=provider_name(self._spec),
                 max_retries=self._spec.max_retries,
+                window_sec=self._spec.retry_window_sec,
                 scale=self._scale,
             )
-        except GaveUp as error:
+        except (GaveUp, Outage) as error:
             error.usage = self._usage(error.billed, time.monotonic() - started)
             raise
-        return Completion(answer.text, self._usage(answer.tokens + billed, time.monotonic() - started))
+        return Completion(answer.text, self._usage(answer.tokens + billed, time.monotonic() - started), answer.stop)
 
     def _usage(self, tokens: Tokens, latency: float) -> Usage:
         return Usage(
@@ -126,8 +130,8 @@ class CachedModel:
     """Answers from the response cache first; on a miss asks ``inner`` and stores its answer.
 
     With ``inner=None`` (the ``replay`` provider) a miss is an error: nothing
-    is ever sent to a provider. A hit keeps the original token counts, costs
-    0.0 and is marked ``from_cache``.
+    is ever sent to a provider. A hit keeps the original token counts and stop
+    reason, costs 0.0 and is marked ``from_cache``.
     """
 
     def __init__(self, spec: ModelSpec, cache: ResponseCache, inner: ChatModel | None) -> None:
@@ -140,7 +144,7 @@ class CachedModel:
         if hit is not None:
             stored = {k: v for k, v in hit["usage"].items() if k in USAGE_FIELDS}
             stored.update(from_cache=True, cost_usd=0.0, latency_sec=time.monotonic() - started)
-            return Completion(hit["text"], Usage(**stored))
+            return Completion(hit["text"], Usage(**stored), hit["stop"])
         if self._inner is None:
             last_user = next((m["content"] for m in reversed(request.messages) if m["role"] == "user"), "")
             raise InferenceError(
@@ -149,5 +153,5 @@ class CachedModel:
                 "provider, the same cache-path, model and sampling settings"
             )
         completion = self._inner.complete(request.messages, response_schema=response_schema)
-        self._cache.put(request, completion.text, completion.usage.to_dict())
+        self._cache.put(request, completion.text, completion.usage.to_dict(), completion.stop)
         return completion

@@ -5,7 +5,9 @@ never block the writer), a generous busy timeout, one short-lived connection
 per operation (sqlite connections must not cross threads or forks), and
 first-writer-wins inserts (two processes asking the same question store one
 answer). Only the request (model, messages, schema, sampling parameters) and
-the answer are stored: never a key or a base URL.
+the answer (text, usage, why it ended) are stored: never a key or a base URL.
+Files made before the ``stop`` column existed gain it on first open; their rows
+read as an ordinary end (``Stop()``).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from agent.models.types import ChatRequest, InferenceError
+from agent.models.types import ChatRequest, InferenceError, Stop
 
 KEY_VERSION = 1
 BUSY_TIMEOUT_SEC = 60.0
@@ -27,7 +29,8 @@ CREATE TABLE IF NOT EXISTS responses (
     request TEXT NOT NULL,
     text TEXT NOT NULL,
     usage TEXT NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    stop TEXT
 )
 """
 
@@ -63,27 +66,36 @@ class ResponseCache:
                     if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                         db.execute("PRAGMA journal_mode=WAL")
                     db.execute(SCHEMA)
+                    columns = {row[1] for row in db.execute("PRAGMA table_info(responses)")}
+                    if "stop" not in columns:
+                        db.execute("ALTER TABLE responses ADD COLUMN stop TEXT")
                 return
             except sqlite3.OperationalError as error:
-                if "locked" not in str(error) or time.monotonic() > deadline:
+                if not _racing(error) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
 
     def get(self, request: ChatRequest) -> dict[str, Any] | None:
-        """``{"text", "usage"}`` stored for ``request``, or None."""
+        """``{"text", "usage", "stop"}`` stored for ``request``, or None."""
         try:
             with closing(self._connect()) as db:
-                row = db.execute("SELECT text, usage FROM responses WHERE key = ?", (request_key(request),)).fetchone()
+                row = db.execute("SELECT text, usage, stop FROM responses WHERE key = ?",
+                                 (request_key(request),)).fetchone()
         except sqlite3.Error as error:
             raise self._unusable(error) from None
-        return None if row is None else {"text": row[0], "usage": json.loads(row[1])}
+        if row is None:
+            return None
+        stop = Stop(**json.loads(row[2])) if row[2] else Stop()
+        return {"text": row[0], "usage": json.loads(row[1]), "stop": stop}
 
-    def put(self, request: ChatRequest, text: str, usage: dict[str, Any]) -> None:
+    def put(self, request: ChatRequest, text: str, usage: dict[str, Any], stop: Stop = Stop()) -> None:
         """Store an answer unless one is already stored for this request."""
-        row = (request_key(request), json.dumps(request.to_dict()), text, json.dumps(usage), time.time())
+        row = (request_key(request), json.dumps(request.to_dict()), text, json.dumps(usage), time.time(),
+               json.dumps({"reason": stop.reason, "provider_words": stop.provider_words}))
         try:
             with closing(self._connect()) as db, db:
-                db.execute("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?)", row)
+                db.execute("INSERT OR IGNORE INTO responses (key, request, text, usage, created, stop) "
+                           "VALUES (?, ?, ?, ?, ?, ?)", row)
         except sqlite3.Error as error:
             raise self._unusable(error) from None
 
@@ -97,3 +109,8 @@ class ResponseCache:
         return InferenceError(
             f"response cache {self.path} is unusable ({error}); fix its folder or choose another cache-path"
         )
+
+
+def _racing(error: sqlite3.OperationalError) -> bool:
+    """Another process is setting the file up at the same moment (locked, or it added the column first)."""
+    return "locked" in str(error) or "duplicate column" in str(error)

@@ -3,7 +3,8 @@
 Reasoning models (o-series, gpt-5) reject ``temperature`` and ``max_tokens``;
 they take ``max_completion_tokens`` and ``reasoning_effort`` instead.
 DeepSeek has no JSON-schema mode, only JSON-object mode, so there the schema
-travels in a system message.
+travels in a system message. :func:`classify` is the one place where this
+protocol's HTTP errors get their meaning.
 """
 from __future__ import annotations
 
@@ -15,14 +16,26 @@ from typing import Any
 
 import openai
 
-from agent.models.types import Answer, ChatRequest, InferenceError, ModelSpec, Tokens
+from agent.models.types import Answer, ChatRequest, InferenceError, ModelSpec, Stop, Tokens
 from agent.models.providers import (
     EMPTY_HINT,
     PROVIDERS,
+    RERUN,
+    HttpFailure,
     SdkErrors,
+    by_status,
     count,
+    error_object,
     guarded_call,
-    http_error_parts,
+    invalid_request,
+    key_rejected,
+    quota_spent,
+    run_fatal,
+    sdk_failure,
+    stop_of,
+    too_long,
+    transient,
+    unknown_model,
 )
 from agent.models.retry import BadAnswer
 
@@ -30,9 +43,52 @@ log = logging.getLogger("agent.inference")
 
 REASONING_MODEL = re.compile(r"^(o\d|gpt-5)(?!.*-chat)")
 SCHEMA_NAME = "response"
+# error.code of a 429 (error.type insufficient_quota) that waiting does not fix, and what does.
+QUOTA_FIXES = {
+    "insufficient_quota": "add credits",
+    "credit_balance_exhausted": "add credits",
+    "organization_spend_limit_exceeded": "raise the organization's spend limit (or wait for its monthly reset)",
+    "project_spend_limit_exceeded": "raise the project's spend limit (or wait for its monthly reset)",
+    "organization_usage_limit_exceeded": "ask OpenAI for a higher usage limit",
+}
+TOO_WORDS = ("maximum context length", "context window", "too many tokens", "prompt is too long")
+CHAT_STOPS = {"stop": "stop", "length": "length", "content_filter": "content_filter", "tool_calls": "tool_call",
+              "function_call": "tool_call"}
+INCOMPLETE_STOPS = {"max_output_tokens": "length", "content_filter": "content_filter"}
+API_KEYS = "set human-openai-api: chat (openai-api: chat for a code model) to ask through chat completions"
+
+
+def read_failure(error: BaseException, secret: str | None) -> HttpFailure:
+    """An openai APIStatusError as plain data (the SDK parses ``error.type`` and ``error.code`` of the body)."""
+    return sdk_failure(error, secret, getattr(error, "type", None), getattr(error, "code", None),
+                       error_object(error).get("message"))
+
+
+def classify(failure: HttpFailure, spec: ModelSpec) -> Exception:
+    """What an HTTP error of the OpenAI protocol (OpenAI, Azure, Together, DeepSeek, local servers) means."""
+    code, words = failure.code or "", failure.message.lower()
+    if failure.status == 429 and (code in QUOTA_FIXES or failure.kind == "insufficient_quota"):
+        return quota_spent(spec, code or "insufficient_quota", QUOTA_FIXES.get(code, "add credits"))
+    if failure.status == 401:
+        return key_rejected(spec, code)
+    if failure.status == 404 and failure.route.endswith("/responses") and not code:
+        return run_fatal(spec, "responses_unsupported", f"the server at {spec.base_url or 'its base-url'} has no "
+                         f"Responses API (POST {failure.route} answered 404)", f"{API_KEYS}, {RERUN}")
+    if failure.status == 404:
+        return unknown_model(spec, failure)
+    if failure.status in (400, 413) and (code == "context_length_exceeded" or any(w in words for w in TOO_WORDS)):
+        return too_long(spec, failure)
+    if failure.status == 400 and code == "content_filter":
+        return invalid_request(spec, failure, "content_filter")
+    if failure.status == 429:
+        return transient(failure)
+    return by_status(failure, spec)
+
+
 SDK_ERRORS = SdkErrors(
     status_types=(openai.APIStatusError,),
-    status_of=http_error_parts,
+    read=read_failure,
+    classify=classify,
     transport_types=(openai.APIConnectionError,),
 )
 
@@ -92,11 +148,10 @@ class OpenAIAdapter:
             raise BadAnswer("the answer has no choices", hint="check that base-url points at a chat-completions API")
         tokens = usage_tokens(getattr(response, "usage", None))
         message = choices[0].message
-        if getattr(message, "refusal", None):
-            raise BadAnswer(f"the model refused: {message.refusal:.200}", hint="check the prompt", tokens=tokens)
-        if not message.content:
-            raise BadAnswer(f"empty completion (finish reason {choices[0].finish_reason})", EMPTY_HINT, tokens)
-        return Answer(message.content, tokens)
+        refusal = getattr(message, "refusal", None)
+        stop = Stop("refusal", f"refusal: {refusal}") if refusal else stop_of(
+            CHAT_STOPS, "finish_reason", choices[0].finish_reason)
+        return _answer(message.content or "", tokens, stop)
 
     def _send_responses(self, request: ChatRequest) -> Answer:
         """One call of the Responses API (the release asks its feedback model this way)."""
@@ -106,10 +161,7 @@ class OpenAIAdapter:
         tokens = Tokens(input=count(usage, "input_tokens"), output=count(usage, "output_tokens"),
                         cached=count(usage, "input_tokens_details.cached_tokens"),
                         reasoning=count(usage, "output_tokens_details.reasoning_tokens"))
-        text = getattr(response, "output_text", None)
-        if not text:
-            raise BadAnswer(f"empty response (status {getattr(response, 'status', None)})", EMPTY_HINT, tokens)
-        return Answer(text, tokens)
+        return _answer(getattr(response, "output_text", None) or "", tokens, responses_stop(response))
 
     def responses_body(self, request: ChatRequest) -> dict[str, Any]:
         """The responses.create arguments for ``request``: the messages as input, the schema as a text format."""
@@ -154,6 +206,27 @@ class OpenAIAdapter:
                                 "strict": is_strict_schema(schema)},
             }
         return body
+
+
+def _answer(text: str, tokens: Tokens, stop: Stop) -> Answer:
+    """The answer; an empty text that claims an ordinary end is malformed (retried as a bad answer)."""
+    if stop.usable and not text:
+        raise BadAnswer(f"empty completion ({stop.provider_words or 'no finish reason'})", EMPTY_HINT, tokens)
+    return Answer(text, tokens, stop)
+
+
+def responses_stop(response: Any) -> Stop:
+    """Why a Responses-API answer ended: a refusal content item, ``status: "incomplete"`` with
+    ``incomplete_details.reason``, or an ordinary completion."""
+    for item in getattr(response, "output", None) or []:
+        for part in getattr(item, "content", None) or []:
+            if getattr(part, "type", None) == "refusal":
+                return Stop("refusal", f"refusal: {getattr(part, 'refusal', '')}")
+    status = getattr(response, "status", None)
+    if status == "incomplete":
+        reason = getattr(getattr(response, "incomplete_details", None), "reason", None)
+        return Stop(INCOMPLETE_STOPS.get(reason or "", "unknown"), f"incomplete_details.reason={reason}")
+    return Stop() if status in (None, "completed") else Stop("unknown", f"status={status}")
 
 
 def with_schema_instruction(messages: list[dict[str, str]], schema: dict) -> list[dict[str, str]]:

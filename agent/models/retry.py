@@ -1,9 +1,20 @@
 """When to retry a provider call, how long to wait, and how to word the final error.
 
-Provider adapters turn their SDK's exceptions into the two kinds below (or
-into :class:`InferenceError` for what retrying cannot fix: bad key, bad
-request); :func:`call_with_retries` owns the whole policy with tenacity, so
-SDK-internal retries stay off and every provider behaves the same.
+Provider adapters turn their SDK's exceptions into the two kinds below, or into
+:class:`RunFatal` / :class:`RequestFatal` for what retrying cannot fix (each
+adapter classifies its SDK's errors in one place); :func:`call_with_retries`
+owns the whole policy with tenacity, so SDK-internal retries stay off and every
+provider behaves the same.
+
+A transient fault (rate limit, overload, 5xx, timeout, dropped connection) is
+retried with jittered exponential backoff, or after the server's retry-after,
+until BOTH ``max_retries`` retries were made AND ``retry_window_sec`` has passed
+since the call's first attempt: the count is a floor for short blips, the window
+lets a storm of any length up to it pass without the caller noticing (so it never
+changes a trajectory). Past both, the call raises :class:`Outage`, a
+:class:`RunFatal`: the provider is down and every further call would fail too.
+A refused connection (nothing listens at the URL) is bounded by the count alone:
+it is almost always a wrong base-url, which waiting does not fix.
 """
 from __future__ import annotations
 
@@ -17,7 +28,7 @@ from dataclasses import dataclass, field
 
 import tenacity
 
-from agent.models.types import Answer, InferenceError, Tokens
+from agent.models.types import Answer, InferenceError, RunFatal, Tokens
 
 log = logging.getLogger("agent.inference")
 
@@ -25,32 +36,37 @@ RETRY_AFTER_CAP_SEC = 60.0
 BACKOFF_MAX_SEC = 60.0
 BAD_ANSWER_RETRIES = 2
 WAIT_SCALE_ENV = "RECODE_RETRY_WAIT_SCALE"
-RETRYABLE_STATUS = {408, 409, 425, 429}
-AUTH_STATUS = {401, 403}
+OUTAGE_HINT = "run the same command again once it answers (retry-window-minutes sets how long a run waits)"
 
 
 class TransientError(Exception):
-    """A failure worth retrying: rate limit, overload, 5xx, timeout, dropped connection."""
+    """A failure worth retrying: rate limit, overload, 5xx, timeout, dropped connection.
 
-    hint = "check the provider's status page, lower concurrency or raise max-retries"
+    ``windowed`` False bounds the retries by the count alone (a refused
+    connection); ``code`` names the cause if retries run out.
+    """
 
-    def __init__(self, reason: str, retry_after: float | None = None, hint: str | None = None) -> None:
+    hint = OUTAGE_HINT
+
+    def __init__(self, reason: str, retry_after: float | None = None, hint: str | None = None,
+                 windowed: bool = True, code: str = "outage") -> None:
         super().__init__(reason)
-        self.reason = reason
-        self.retry_after = retry_after
+        self.reason, self.retry_after, self.windowed, self.code = reason, retry_after, windowed, code
         if hint is not None:
             self.hint = hint
 
 
 class BadAnswer(TransientError):
-    """The provider answered, but not usably (non-JSON body, empty completion, missing block).
+    """The provider answered, but not usably: a malformed answer (non-JSON body, no choices, an empty completion
+    that says it ended normally, a missing tool block). Answers that ended early (truncated, refused,
+    filtered) are not bad answers: they are returned with their :class:`Stop`.
 
     Retried only :data:`BAD_ANSWER_RETRIES` times: unlike a rate limit, it
     often repeats. ``tokens`` are what the provider billed for it, if known.
     """
 
     def __init__(self, reason: str, hint: str, tokens: Tokens | None = None) -> None:
-        super().__init__(reason)
+        super().__init__(reason, windowed=False)
         self.hint = hint
         self.tokens = tokens
 
@@ -102,27 +118,20 @@ def redact(text: str, secret: str | None) -> str:
     return line if len(line) <= 300 else line[:297] + "..."
 
 
-def status_failure(
-    label: str, status: int, headers: Mapping[str, str] | None, message: str, key_hint: str, secret: str | None
-) -> Exception:
-    """The exception for an HTTP error status: transient ones retry, the rest name the fix."""
-    detail = redact(message, secret)
-    if status in RETRYABLE_STATUS or status >= 500:
-        return TransientError(f"HTTP {status}: {detail}", parse_retry_after(headers))
-    if status in AUTH_STATUS:
-        return InferenceError(f"{label}: the API key was rejected (HTTP {status}: {detail}); {key_hint}")
-    return InferenceError(
-        f"{label}: the provider refused the request (HTTP {status}: {detail}); check the model name and settings"
-    )
-
-
 @dataclass
 class _Attempts:
     """Per-call bookkeeping read by the stop rule and the caller."""
 
     max_retries: int
+    window_sec: float
+    clock: Callable[[], float]
+    started: float = 0.0
     bad_answers: int = 0
     billed: Tokens = field(default_factory=Tokens)
+
+    def left(self) -> float:
+        """Seconds of the retry window still ahead."""
+        return self.window_sec - (self.clock() - self.started)
 
     def should_stop(self, state: tenacity.RetryCallState) -> bool:
         error = state.outcome.exception() if state.outcome else None
@@ -132,16 +141,21 @@ class _Attempts:
                 self.billed = self.billed + error.tokens
             if self.bad_answers > min(BAD_ANSWER_RETRIES, self.max_retries):
                 return True
-        return state.attempt_number > self.max_retries
+        if state.attempt_number <= self.max_retries:
+            return False
+        return not (isinstance(error, TransientError) and error.windowed and self.left() > 0)
 
 
-def _wait(scale: float) -> Callable[[tenacity.RetryCallState], float]:
+def _wait(scale: float, attempts: _Attempts) -> Callable[[tenacity.RetryCallState], float]:
     backoff = tenacity.wait_random_exponential(multiplier=1, max=BACKOFF_MAX_SEC)
 
     def wait(state: tenacity.RetryCallState) -> float:
         error = state.outcome.exception() if state.outcome else None
         asked = getattr(error, "retry_after", None)
-        return scale * (asked if asked is not None else backoff(state))
+        seconds = scale * (asked if asked is not None else backoff(state))
+        if state.attempt_number > attempts.max_retries:  # within the window only: its end is the last attempt
+            seconds = min(seconds, max(attempts.left(), 0.0))
+        return seconds
 
     return wait
 
@@ -150,25 +164,36 @@ def call_with_retries(
     attempt: Callable[[], Answer],
     *,
     label: str,
+    provider: str,
     max_retries: int,
+    window_sec: float,
     scale: float,
     sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> tuple[Answer, Tokens]:
     """Run ``attempt`` under the policy; returns the answer and the tokens billed by discarded bad answers.
 
-    Raises :class:`InferenceError` (one line) when retries run out; its
-    ``usage`` is left for the caller to fill from ``billed``.
+    ``window_sec`` is multiplied by ``scale`` like every wait (tests compress time with
+    :data:`WAIT_SCALE_ENV`; 0 leaves the count alone). Raises :class:`GaveUp` when bad answers
+    repeat, :class:`Outage` when transient faults outlast the policy, and lets the adapters'
+    :class:`RunFatal` / :class:`RequestFatal` through at once (one attempt, no retry).
     """
-    attempts = _Attempts(max_retries=max(0, max_retries))
+    attempts = _Attempts(max_retries=max(0, max_retries), window_sec=window_sec * scale, clock=clock,
+                         started=clock())
 
     def before_sleep(state: tenacity.RetryCallState) -> None:
         error = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0.0
-        log.warning("%s: %s; retry %d/%d in %.1f s", label, error, state.attempt_number, attempts.max_retries, wait)
+        if state.attempt_number <= attempts.max_retries:
+            log.warning("%s: %s; retry %d/%d in %.1f s", label, error, state.attempt_number, attempts.max_retries,
+                        wait)
+        else:
+            log.warning("%s: %s; retry %d in %.1f s (%.0f s of the retry window left)", label, error,
+                        state.attempt_number, wait, attempts.left())
 
     retrying = tenacity.Retrying(
         stop=attempts.should_stop,
-        wait=_wait(scale),
+        wait=_wait(scale, attempts),
         retry=tenacity.retry_if_exception_type(TransientError),
         before_sleep=before_sleep,
         sleep=sleep,
@@ -176,15 +201,26 @@ def call_with_retries(
     )
     try:
         return retrying(attempt), attempts.billed
-    except TransientError as error:
+    except BadAnswer as error:
         count = retrying.statistics.get("attempt_number", 1)
         raise GaveUp(label, count, error, attempts.billed) from None
+    except TransientError as error:
+        count = retrying.statistics.get("attempt_number", 1)
+        raise Outage(provider, count, clock() - attempts.started, error, attempts.billed) from None
 
 
 class GaveUp(InferenceError):
-    """Retries ran out; ``billed`` = tokens spent on discarded answers."""
+    """Bad answers repeated; ``billed`` = tokens spent on discarded answers."""
 
     def __init__(self, label: str, attempts: int, last: TransientError, billed: Tokens) -> None:
         super().__init__(f"{label}: gave up after {attempts} attempt(s), last: {last.reason}; {last.hint}")
         self.billed = billed
 
+
+class Outage(RunFatal):
+    """Transient faults outlasted the retry policy: the provider (or the server at base-url) is down for now."""
+
+    def __init__(self, provider: str, attempts: int, seconds: float, last: TransientError, billed: Tokens) -> None:
+        cause = f"it is unavailable after {attempts} attempt(s) over {seconds:.0f} s (last: {last.reason})"
+        super().__init__(provider, last.code, cause, last.hint)
+        self.billed = billed

@@ -44,8 +44,11 @@ class RequestFatal(InferenceError):
     """This request can never succeed as sent; resending it unchanged would be refused again.
 
     ``reason`` is the short code recorded in the job (``context_length``,
-    ``invalid_request``, ``responses_unsupported``); the job ends with it and a
-    rerun does not resend it unless the configuration changed.
+    ``invalid_request``, ``content_filter``: the provider's safety system refused
+    the prompt itself, as Azure OpenAI answers 400 ``content_filter``); the job
+    ends with it and a rerun does not resend it unless the configuration changed.
+    (A server without the Responses API is a :class:`RunFatal`
+    ``responses_unsupported``: every feedback call of the run would be refused.)
     """
 
     def __init__(self, reason: str, message: str, usage: Usage | None = None) -> None:
@@ -93,6 +96,7 @@ class ModelSpec:
     openai_api: str = "chat"  # "responses": structured output through OpenAI's Responses API (the release's feedback)
     timeout_sec: float = 600.0
     max_retries: int = 6
+    retry_window_sec: float = 600.0  # transient faults are retried this long (and max_retries times) before outage
     script: str | None = None
 
     def __repr__(self) -> str:
