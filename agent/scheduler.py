@@ -34,12 +34,12 @@ from agent.config import ConfigError, RunConfig
 from agent.executor import Executor, unwrap_error
 from agent.halt import RUN_FATAL_KEY, Gate, RunHalted, run_gate
 from agent.layout import DONE_ELSEWHERE, TAKEN_OVER, Job, identity_conflict, is_finished, job_key
-from agent.models.types import ModelSpec, RunFatal
+from agent.models.types import ModelSpec, RequestFatal, RunFatal
 from agent.parts import RunParts
 from agent.replay import replay_task
 from agent.seeds import Seeds
 from agent.slots import serving
-from agent.workflow import HALTED, run_task
+from agent.workflow import HALTED, refuse_job, run_task
 
 CLAIMS_FOLDER = ".claims"
 HALT_GRACE_SEC = 10.0  # for jobs in flight to reach their next call once the run is halted
@@ -274,8 +274,10 @@ class _Driver:
         """Release the jobs this step made ready; the feedback step follows turn 0 if some level shows it."""
         if error is not None:
             self.stats.seed_errors += 1
+            refused = unwrap_error(error)
             for job in self.waiting.pop(key):
-                self.finish(job, error_outcome(job, error, context="turn-0 seed failed: "))
+                self.finish(job, refuse_job(self.cfg, job, refused) if isinstance(refused, RequestFatal)
+                            else error_outcome(job, error, context="turn-0 seed failed: "))
             return
         waiting = self.waiting[key]
         later = [] if with_feedback else [job for job in waiting if job.level in self.plan.feedback_levels]

@@ -17,7 +17,8 @@ _WHAT = {"length": "was truncated at the output limit", "refusal": "is a refusal
 
 def describe(stop: Stop) -> str:
     """``the answer was truncated at the output limit (length: <provider's words>)`` and the like."""
-    words = f": {stop.provider_words}" if stop.provider_words else ""
+    words = (stop.provider_words or "").removeprefix(f"{stop.reason}: ")
+    words = f": {words}" if words else ""
     return f"the answer {_WHAT.get(stop.reason, 'ended early')} ({stop.reason}{words})"
 
 

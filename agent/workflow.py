@@ -330,6 +330,12 @@ class JobRun:
         return self.outcome("error", message)
 
 
+def refuse_job(cfg: RunConfig, job: Job, exc: RequestFatal) -> dict:
+    """The outcome of a job whose shared turn-0 seed the provider refuses as sent: stopped with the reason, its
+    state saying under which settings, so no rerun resends the seed's request unchanged."""
+    return JobRun(cfg, job).stopped(refusal(exc, "code model"))
+
+
 def stop_tally(turns: list[dict]) -> dict[str, int]:
     """How many answers of the job's turns ended short of complete, by stop reason (``length``...)."""
     tally: dict[str, int] = {}

@@ -89,7 +89,8 @@ def quota_from(call: int) -> Rule:
     return rule
 
 
-@pytest.mark.parametrize("mode", ["none", "threads", "processes"])
+@pytest.mark.parametrize("mode", [pytest.param("none", marks=pytest.mark.slow), "threads",
+                                  pytest.param("processes", marks=pytest.mark.slow)])
 def test_a_run_fatal_error_stops_the_run_and_the_rerun_completes_it(
         tmp_path: Path, faults: Faults, capsys: pytest.CaptureFixture, reference: dict, mode: str) -> None:
     scripts = write_scripts(tmp_path / "scripts", SOLVE_AT)
@@ -213,3 +214,25 @@ def test_on_tampered_stop_ends_the_job_at_its_tampered_turn(
                                                                   "on-tampered": "continue"})
     run(config, capsys)
     assert len(next(iter(results(out).values()))) == STANDARD_RUN["max-turn"]
+
+
+def test_a_shared_seed_refused_as_sent_stops_every_level_and_is_not_resent(
+        tmp_path: Path, faults: Faults, capsys: pytest.CaptureFixture) -> None:
+    scripts = write_scripts(tmp_path / "scripts", SOLVE_AT)
+    out = tmp_path / "out"
+    config = write_config(tmp_path / "run.yaml", scripts, out, **{**STANDARD_RUN, "parallel-mode": "threads"})
+    target = f"`{DatasetManager(DATASET).get(2).target_file_path}`"
+
+    def seed_prompt(prompt: str) -> bool:
+        return target in prompt and "## Turn 0, step 1" in prompt
+
+    faults.rule = lambda spec, messages, n: (RequestFatal("context_length", "the prompt is too long")
+                                             if seed_prompt(messages[-1]["content"]) else None)
+    code, stdout, stderr = run(config, capsys)
+    assert code == 1 and sum(seed_prompt(c[1]) for c in faults.calls) == 1  # the seed, asked once for both levels
+    for level in (0, 2):
+        state = json.loads(next(out.glob(f"*guidance_{level}/task_2_state.json")).read_text())
+        assert state["stop_reason"] == "context_length" and state["turns"] == 0
+    faults.calls.clear()
+    code, stdout, stderr = run(config, capsys)
+    assert code == 1 and not any(seed_prompt(c[1]) for c in faults.calls)
