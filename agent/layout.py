@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING
 
 from agent.fingerprint import diff_fingerprints, refusal
 from agent.models.types import ModelSpec
-from agent.record import turn_solved
-from agent.results import ResultStore
+from agent.record import PENDING, turn_solved
+from agent.results import ResultError, ResultStore
 from metrics.result_format import STOP_KEY, run_folder_name
 from metrics.run_status import TAMPERED_STOP
 
@@ -131,9 +131,22 @@ def identity_conflict(cfg: RunConfig, job: Job, fingerprint: dict) -> str | None
     if cfg.overwrite or not store.result_path.exists():
         return None
     stored = (store.state() or {}).get("fingerprint")
-    if not isinstance(stored, dict) or not diff_fingerprints(stored, fingerprint):
+    changed = diff_fingerprints(stored, fingerprint) if isinstance(stored, dict) else []
+    if not changed or (all(key.startswith("feedback.") for key in changed) and not _feedback_answered(store)):
         return None
     return refusal(str(store.result_path), stored, fingerprint)
+
+
+def _feedback_answered(store: ResultStore) -> bool:
+    """Whether some stored turn holds the feedback model's answer. While none does (its first call was refused:
+    a server without the Responses API, a revoked key), the feedback model's settings shaped nothing stored, so
+    changing them, as the run's last line says to, does not refuse the job."""
+    try:
+        turns = store.load()
+    except ResultError:
+        return True  # the file's own problem is named when the job loads it
+    return any(turn.get("feedback_source") not in ("none", PENDING) and not turn.get("feedback_error")
+               for turn in turns)
 
 
 def is_finished(cfg: RunConfig, job: Job) -> bool:

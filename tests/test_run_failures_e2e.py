@@ -243,3 +243,31 @@ def test_truncated_and_refused_feedback_through_the_responses_api_say_so(
     reasons = [s["reason"] for s in turn["answer_stops"] if s["role"] == "feedback"]
     assert reasons[0] == "length" and set(reasons[1:]) == {"refusal"}
     print(f"feedback: {error}")
+
+
+@pytest.mark.slow
+def test_a_feedback_server_without_the_responses_api_stops_the_run_and_the_named_setting_completes_it(
+        scripts: tuple[Path, Path], tmp_path: Path) -> None:
+    def feedback_config(server: FakeProvider, out: Path, api: str) -> Path:
+        return config(tmp_path / f"{api}.yaml", server, scripts, out, **{
+            "parallel-mode": "threads", "human-api-provider": "openai", "human-agent-model": "gpt-5-mini",
+            "human-base-url": server.base_url, "human-api-key": "test-key", "human-openai-api": api,
+            "human-script": None})
+
+    feedback_script = Answering("openai", scripts[1])
+    code_script = Answering("openai", scripts[0])
+
+    def respond(request: ReceivedRequest) -> Reply:
+        return (feedback_script if request.body.get("response_format") else code_script)(request)
+
+    with FakeProvider("openai", respond).without_responses_api() as server:
+        assert run_cli(feedback_config(server, tmp_path / "reference", "chat")).returncode == 0
+        out = tmp_path / "out"
+        first = run_cli(feedback_config(server, out, "responses"))
+        fixed = run_cli(feedback_config(server, out, "chat"))
+    assert first.returncode == 4, first.stderr
+    line = last_line(first.stderr)
+    assert "has no Responses API" in line and "(responses_unsupported)" in line and line.endswith("jobs remain")
+    assert fixed.returncode == 0, fixed.stderr
+    assert results(out) == results(tmp_path / "reference")
+    print(f"responses unsupported: last line {line!r}")
