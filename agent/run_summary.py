@@ -121,8 +121,9 @@ def format_table(rows: list[SummaryRow], max_turn: int) -> str:
     lines = fixed_width(header, body)
     if any(any(row.stops) for row in rows):
         lines.append("cut/refused/filtered: answers truncated at the output limit, refused by the model, stopped "
-                     "by the provider's filter; stopped: jobs ended by a request too long for the model's context, "
-                     "a request refused as sent, a turn graded tampered (not scores; listed below)")
+                     "by the provider's filter (protocol release applies them as they came, as the release does; "
+                     "protocol improved never applies them); stopped: jobs ended by a request too long for the "
+                     "model's context, a request refused as sent, a turn graded tampered (not scores; listed below)")
     if any(row.incomplete for row in rows):
         lines.append("solved, Recall and pass rates cover complete jobs only; incomplete jobs are listed below")
     if any(row.unpriced for row in rows):
