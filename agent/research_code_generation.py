@@ -150,6 +150,12 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
     })
     print("\n".join([format_table(rows, cfg.max_turn), *stop_notes(outcomes)]))
     print(f"results: {cfg.output_dir}  run record: {meta_file}")
+    return closing(outcomes, meta_file, cfg)
+
+
+def closing(outcomes: list[dict], meta_file: Path, cfg: RunConfig) -> int:
+    """The last line (stderr) and the exit code of a run that went to its end."""
+    failed = [o for o in outcomes if o["state"] == "error"]
     if failed:
         print(failed_footer(failed, meta_file, cfg), file=sys.stderr)
         return EXIT_JOBS_FAILED

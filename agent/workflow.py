@@ -16,7 +16,6 @@ replay (``replay-feedback-level``) is agent/replay.py.
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
