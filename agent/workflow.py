@@ -114,7 +114,7 @@ class JobRun:
                     self.check_budget()
                     turn = self.attempt(state)
                     level = self.level(state, turn)
-                    reply = self.feedback(state, turn, level)
+                    reply = NO_FEEDBACK if self.ends_job(turn) else self.feedback(state, turn, level)
                     state = self.save(state, self.record(turn, reply, level))
                     self.check_turn(reply)
                 self.store.mark(finished=True, error=None, turns=self.turns)
@@ -163,10 +163,14 @@ class JobRun:
                               reply.refused)
             raise Stopped("error", f"feedback missing at turn {last['turn_number']}: {reply.error}",
                           FEEDBACK_MISSING)
-        if last["status"] == TAMPERED and self.cfg.on_tampered == "stop":
+        if self.ends_job(last):
             self.turns[-1] = {**last, STOP_KEY: TAMPERED_STOP}
             self._save_turns()
             raise Stopped(TAMPERED, f"tampered at turn {last['turn_number']}: {tamper_line(last)}", TAMPERED_STOP)
+
+    def ends_job(self, turn: dict) -> bool:
+        """A turn graded tampered ends its job under ``on-tampered: stop``; its feedback is not asked."""
+        return turn["status"] == TAMPERED and self.cfg.on_tampered == "stop"
 
     def check_budget(self) -> None:
         if (why := over_budget(self.cfg, job_key(self.cfg, self.job), self.turns)) is not None:
@@ -258,18 +262,21 @@ class JobRun:
     def stopped_short(self, last: dict) -> bool:
         """The last stored turn stopped the job early, or lacks feedback it needs now: it was the last turn
         before max-turn was raised."""
-        if last[STOP_KEY] is not None or last["feedback_source"] == PENDING:
-            return True
-        level = last["guidance_level"] if last["guidance_level"] is not None else self.job.level
-        return last["feedback_source"] == "none" and self.parts.policy.gives_feedback(
-            level, turn_solved(last["execution_result"]), last["turn_number"])
+        return last[STOP_KEY] is not None or last["feedback_source"] == PENDING or self.lacks_feedback(last)
+
+    def lacks_feedback(self, turn: dict) -> bool:
+        """The turn got no feedback though the policy gives it now: it was the last turn before max-turn was
+        raised, or a tampered turn that ended its job (``on-tampered: stop``) before its feedback was asked."""
+        level = turn["guidance_level"] if turn["guidance_level"] is not None else self.job.level
+        return turn["feedback_source"] == "none" and self.parts.policy.gives_feedback(
+            level, turn_solved(turn["execution_result"]), turn["turn_number"])
 
     def unstop(self, last: dict) -> dict:
         """The last stored turn of a job that stopped short, made ready to continue: a budget stop only needs
         its mark cleared; missing feedback (still pending when the run was killed, or not given because the
         turn was the last one then) is asked for (the calls that failed before stay counted). A seeded turn 0
         is taken from the seed again: its feedback may exist by now."""
-        if last[STOP_KEY] is not None and not last["feedback_error"]:
+        if last[STOP_KEY] is not None and not last["feedback_error"] and not self.lacks_feedback(last):
             return {**last, STOP_KEY: None}
         earlier = self.state_of(self.turns[:-1])
         turn = self.attempt(earlier) if last["turn_number"] == 0 and self.parts.setting.shares_seed else last

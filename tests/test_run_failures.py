@@ -200,20 +200,29 @@ def test_on_tampered_stop_ends_the_job_at_its_tampered_turn(
         tmp_path: Path, faults: Faults, capsys: pytest.CaptureFixture) -> None:
     scripts = write_scripts(tmp_path / "scripts", {2: None}, wrong_code="import sys\nsys.exit(0)\n")
     out = tmp_path / "out"
-    config = write_config(tmp_path / "run.yaml", scripts, out, **{**STANDARD_RUN, "task-ids": [2],
-                                                                  "guidance-level": [0], "parallel-mode": "none"})
+    keys = {**STANDARD_RUN, "task-ids": [2], "guidance-level": [0, 2], "parallel-mode": "none"}
+    config = write_config(tmp_path / "run.yaml", scripts, out, **keys)
     code, stdout, stderr = run(config, capsys)
-    turns = next(iter(results(out).values()))
-    assert [t["status"] for t in turns] == ["tampered"] and turns[0]["stop_reason"] == "tampered"
-    assert "1 job(s) stopped at a turn graded tampered" in stdout
+    assert code == 0, stderr
+    saved = results(out)
+    assert len(saved) == 2
+    for turns in saved.values():
+        assert [t["status"] for t in turns] == ["tampered"] and turns[0]["stop_reason"] == "tampered"
+        assert turns[0]["feedback_source"] == "none"  # the level-2 job does not take the turn's feedback
+    assert sum(model == "researcher" for model, _ in faults.calls) == 1  # the shared seed's, asked once
+    assert "2 job(s) stopped at a turn graded tampered" in stdout
+    rows = [line.split() for line in stdout.splitlines() if line.startswith("coder")]
+    assert len(rows) == 2 and all(row[-2:] == ["0/0/0", "0/0/1"] for row in rows)  # counted apart per level
+    state = json.loads(next(out.glob("*guidance_0/task_2_state.json")).read_text())
+    assert state["stop_reason"] == "tampered" and "tampering" in state["error"]
     calls = len(faults.calls)
     run(config, capsys)
     assert len(faults.calls) == calls  # the rerun leaves it as it is: no later turn is paid for
-    config = write_config(tmp_path / "run.yaml", scripts, out, **{**STANDARD_RUN, "task-ids": [2],
-                                                                  "guidance-level": [0], "parallel-mode": "none",
-                                                                  "on-tampered": "continue"})
-    run(config, capsys)
-    assert len(next(iter(results(out).values()))) == STANDARD_RUN["max-turn"]
+    run(write_config(tmp_path / "run.yaml", scripts, out, **keys, **{"on-tampered": "continue"}), capsys)
+    saved = results(out)
+    assert all(len(turns) == STANDARD_RUN["max-turn"] for turns in saved.values())
+    level_2 = next(turns for name, turns in saved.items() if "guidance_2" in name)
+    assert level_2[0]["feedback_items"]  # continued: turn 0 now takes the seed's feedback
 
 
 def test_a_shared_seed_refused_as_sent_stops_every_level_and_is_not_resent(

@@ -82,8 +82,12 @@ def baseline(protocol: str, scripts: tuple[Path, Path], root: Path) -> dict:
     return _baselines[protocol]
 
 
+FIRST_FATAL = 6  # the index of the first request answered with the fault
+
+
 def fatal_from(server: FakeProvider, call: int, case: str) -> Fault:
-    """From request ``call`` on, every request meets the provider's real ``case`` answer (a quota stays gone)."""
+    """From request ``call`` (an index) on, every request meets the provider's real ``case`` answer (a quota
+    stays gone)."""
     def fault(request: ReceivedRequest, number: int) -> Reply | None:
         if number == call - 1:
             server.storm(3600, case)  # the queue is served before this responder: every later request gets it
@@ -110,10 +114,10 @@ def test_a_run_fatal_answer_stops_the_run_and_the_rerun_after_the_fix_completes_
     out = root / "out"
     answering = Answering(protocol, scripts[0])
     with FakeProvider(protocol, answering) as server:
-        answering.fault = fatal_from(server, 6, fault)
+        answering.fault = fatal_from(server, FIRST_FATAL, fault)
         run_yaml = config(root / "run.yaml", server, scripts, out, **{"parallel-mode": mode})
         done = run_cli(run_yaml)
-        after_first = len(server.requests) - 6  # requests 7.. came after the first fatal answer (request 6)
+        after_first = len(server.requests) - FIRST_FATAL - 1  # requests after the first fatal answer
     assert done.returncode == 4, done.stderr
     assert "Traceback" not in done.stderr
     line = last_line(done.stderr)
