@@ -78,10 +78,9 @@ def test_a_refused_connection_names_the_base_url(tmp_path: Path) -> None:
                           timeout=300)
     assert done.returncode == 4, done.stderr  # the run stops: every later call would meet the same (docs/failures.md)
     assert "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines()[-1] == (
-        f"OpenAI says it is unavailable after 2 attempt(s) over 0 s (last: connection refused at {base_url}) "
-        f"(unreachable): nothing answers at base-url {base_url}: check base-url and that the server is running, "
-        "then run the same command again; 1 jobs remain")
+    assert done.stderr.strip().splitlines()[-1].endswith(
+        f"(last: connection refused at {base_url}) (unreachable): check base-url and that the server is running, "
+        "then run the same command again; 1 jobs remain"), done.stderr
 
 
 @pytest.mark.slow
