@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Callable
 
 from agent.feedback.records import FeedbackReply, FeedbackRequest, FeedbackSource
-from agent.models.types import ChatModel, InferenceError
+from agent.models.types import ChatModel, InferenceError, RequestFatal, RunFatal, Stop
 from agent.prompts import SECTION_SNIPPET_PREVIOUS
 from agent.protocols.base import Exchange, RunProtocol, Setting, StepView, TaskBrief, TurnInput
+from agent.stops import WITHHELD, stop_entry, withheld_problem
 from agent.rcb.snippet import SnippetTask, build_prompt, complete_file, extract_last_python_block
 from agent.workspace import RepoWorkspace
 
@@ -43,6 +44,7 @@ class TurnResult:
     history: list[dict] = field(default_factory=list)
     memory: list[dict] = field(default_factory=list)
     calls: list[dict] = field(default_factory=list)
+    unusable: list[dict] = field(default_factory=list)  # answers that ended short of complete (stop_entry)
 
 
 class CodeAgent:
@@ -89,7 +91,9 @@ class CodeAgent:
             self.memory = protocol.before_step(self.memory, ask)
             view, answer = self._step_call(StepView(self.brief, system, self.ws.code, self.memory, turn, opening, last,
                                                     step, self.max_steps), ask, result)
-            acted = protocol.act(answer, self.ws, self.actions, step)
+            problem = self._withheld(result)
+            acted = (protocol.act(answer, self.ws, self.actions, step) if problem is None
+                     else protocol.invalid(answer, problem, self.actions, step))
             result.actions.append({key: value for key, value in acted.action.items() if key != "label"})
             self.memory = protocol.after_step(self.memory, Exchange(view, answer, acted), ask)
             if acted.submitted:
@@ -102,10 +106,11 @@ class CodeAgent:
 
     def _one_call_turn(self, turn: TurnInput, result: TurnResult) -> None:
         answer = self._ask(self.protocol.one_call(self.brief, self.ws.code, turn), "step", 1, result)
-        code = self.protocol.one_call_code(answer)
+        problem = self._withheld(result)
+        code = self.protocol.one_call_code(answer) if problem is None else None
         if code is not None:
             self.ws.write_code(code)
-        self._one_call_actions(result, code is not None, "no closed python block in the answer")
+        self._one_call_actions(result, code is not None, problem or "no closed python block in the answer")
 
     def _snippet_turn(self, turn: TurnInput, result: TurnResult) -> None:
         """Turn 0 is RCB's request exactly (one user message, no system prompt); later turns add the previous
@@ -116,6 +121,10 @@ class CodeAgent:
             parts += [SECTION_SNIPPET_PREVIOUS.format(path=self.brief.target, code=self.ws.code.rstrip("\n"))]
             parts += [part for part in (opening.result, opening.feedback) if part]
         answer = self._ask([{"role": "user", "content": "\n\n".join(parts)}], "step", 1, result)
+        problem = self._withheld(result)
+        if problem is not None:
+            self._one_call_actions(result, False, problem)
+            return
         self.ws.write_code(complete_file(self.snippet, answer, reindent=self.reindent_snippet))
         found = extract_last_python_block(answer) is not None
         self._one_call_actions(result, found, "no python block in the answer: the block is empty")
@@ -126,6 +135,16 @@ class CodeAgent:
         result.actions += [{"step": 1, "action": "REPLACE", "argument": "" if ok else problem, "ok": ok},
                            {"step": 1, "action": "SUBMIT", "argument": "", "ok": True}]
 
+    def _withheld(self, result: TurnResult) -> str | None:
+        """Why the last answer is not carried out (a protocol that does not apply answers that ended short of
+        complete: truncated, refused, filtered), else None. The answer's raw text stays in the record."""
+        call = result.calls[-1]
+        stop = Stop(call["stop"]["reason"], call["stop"]["provider_words"])
+        if self.protocol.applies_unusable or stop.reason not in WITHHELD:
+            return None
+        result.unusable[-1]["applied"] = False
+        return withheld_problem(stop)
+
     # ------------------------------------------------------------ model calls
 
     def _step_call(self, view: StepView, ask: Callable, result: TurnResult) -> tuple[StepView, str]:
@@ -135,15 +154,20 @@ class CodeAgent:
         while True:
             try:
                 return view, self._ask(self.protocol.messages(view), "step", view.step, result)
+            except RunFatal:
+                raise  # the whole run stops (agent/halt.py)
             except InferenceError as error:
                 failures += 1
                 if failures >= self.protocol.step_attempts:
                     raise
                 if error.usage is not None:
                     result.usage.append({**error.usage.to_dict(), "purpose": "failed"})
+                sent = self.protocol.messages(view)
                 self.memory = self.protocol.recover(self.memory, ask, error)
                 view = StepView(view.brief, view.system, self.ws.code, self.memory, view.turn, view.opening,
                                 view.last, view.step, view.max_steps)
+                if isinstance(error, RequestFatal) and self.protocol.messages(view) == sent:
+                    raise  # refused as sent: never resent unchanged
 
     def _asker(self, result: TurnResult, step: int) -> Callable[[list[dict], str], str]:
         return lambda messages, purpose: self._ask(messages, purpose, step, result)
@@ -152,8 +176,11 @@ class CodeAgent:
         completion = self.model.complete(messages)
         usage = {**completion.usage.to_dict(), "purpose": purpose}
         result.usage.append(usage)
+        stop = {"reason": completion.stop.reason, "provider_words": completion.stop.provider_words}
         result.calls.append({"purpose": purpose, "step": step, "messages": messages, "answer": completion.text,
-                             "usage": usage, "params": self.params})
+                             "usage": usage, "params": self.params, "stop": stop})
+        if not completion.stop.usable:
+            result.unusable.append(stop_entry("code", purpose, step, completion.stop, completion.text))
         if purpose == "step":
             result.history += [{"role": "user", "content": messages[-1]["content"]},
                                {"role": "assistant", "content": completion.text}]

@@ -48,6 +48,7 @@ PROVIDERS = (*REMOTE_PROVIDERS, *OFFLINE_PROVIDERS)
 PROVIDER_ALIASES = {"google": "gemini"}  # the release's name for Gemini
 SETTINGS = ("baseline", "agent", "memory_agent", "snippet")
 GUIDANCE_TYPES = ("fixed", "dynamic")
+ON_TAMPERED = ("stop", "continue")  # what a turn graded tampered does to its job (docs/failures.md)
 FEEDBACK_SOURCES = tuple(SOURCES)
 OPENAI_APIS = ("chat", "responses")
 OPENAI_PROTOCOL = ("openai", "azure-openai", "together", "deepseek")
@@ -105,6 +106,7 @@ DEFAULTS: dict[str, Any] = {
     "ray-num-cpus": 1,
     "ray-num-gpus": 0,
     "web-port": 0,
+    "on-tampered": "stop",
 }
 RUN_KEYS = (
     "guidance-level", "guidance-type", "max-guidance-level", "evaluation-setting", "max-turn", "max-steps",
@@ -113,6 +115,7 @@ RUN_KEYS = (
     "test-timeout-sec", "memory-mb", "max-processes", "env-backend", "reindent-snippet", "edit-action", "max-workers",
     "parallel-mode", "ray-address", "ray-num-cpus", "ray-num-gpus", "max-cost-usd", "max-task-cost-usd",
     "test-slots", "gpu-slots", "gpus", "jobs-per-gpu", "early-tests", "protocol", "release-prompts", "web-port",
+    "on-tampered",
 )
 # Keys where an explicit null means "no limit" (or "send nothing") rather than "use the default".
 NULLABLE_KEYS = frozenset({"memory-mb", "max-processes", *SAMPLING_KEYS})
@@ -167,6 +170,7 @@ class RunConfig:
     protocol: str = DEFAULT_PROTOCOL
     release_prompts: Path | None = None
     web_port: int = 0  # feedback-source web: the page's port on 127.0.0.1 (0: any free port)
+    on_tampered: str = "stop"  # stop: a turn graded tampered ends its job; continue: the job goes on
 
     def public_dict(self) -> dict:
         """The configuration as builtins with every secret removed (for run metadata and logs)."""
@@ -664,4 +668,5 @@ def load_config(path: str | Path, overrides: dict | None = None, *, need_keys: b
         protocol=protocol_name,
         release_prompts=release_prompts,
         web_port=reader.integer("web-port", 0, 65535),
+        on_tampered=reader.choice("on-tampered", ON_TAMPERED),
     )

@@ -12,7 +12,10 @@ Stored work is never recomputed unless asked: a task with a result file is
 skipped (``resume: false``, the release's default) or continued from its last
 turn (``resume: true``); only ``overwrite: true`` starts it again, setting the
 old file aside. A job that stopped early (feedback missing, budget) is
-continued by any rerun: that stop was not the user's choice.
+continued by any rerun: that stop was not the user's choice. Two stops stand
+until the user changes something: a request the provider refused as sent
+(resent once ``max-turn`` or where the model is served changed) and a
+tampered turn under ``on-tampered: stop`` (docs/failures.md).
 """
 from __future__ import annotations
 
@@ -22,14 +25,16 @@ from typing import TYPE_CHECKING
 
 from agent.fingerprint import diff_fingerprints, refusal
 from agent.models.types import ModelSpec
-from agent.record import turn_solved
-from agent.results import ResultStore
+from agent.record import PENDING, turn_solved
+from agent.results import ResultError, ResultStore
 from metrics.result_format import STOP_KEY, run_folder_name
+from metrics.run_status import TAMPERED_STOP
 
 if TYPE_CHECKING:
     from agent.config import RunConfig
 
 
+SERVING_KEYS = ("base_url", "endpoint", "api_version", "deployment")  # where a model is served
 TAKEN_OVER = "taken over"  # its last holder died mid-job: continue its turns whatever ``resume`` says
 DONE_ELSEWHERE = "done elsewhere"  # another process ran it while this run was going: its result stands
 
@@ -77,16 +82,44 @@ def _store_finished(store: ResultStore, max_turn: int) -> bool:
     return bool(turns) and (len(turns) >= max_turn or turn_solved(turns[-1].get("execution_result") or {}))
 
 
+def resend_keys(cfg: RunConfig, job: Job) -> dict:
+    """What a request the provider refused as sent (too long, invalid) was made under, beyond the job's
+    fingerprint (whose change refuses the stored job anyway): ``max-turn`` and where each model is served
+    (another deployment or endpoint may take a longer context). A rerun resends only once one changed."""
+    keys: dict = {"max_turn": cfg.max_turn}
+    for role, spec in (("code", job.model), ("feedback", cfg.feedback_model)):
+        if spec is not None:
+            keys.update({f"{role}.{name}": getattr(spec, name) for name in SERVING_KEYS})
+    return keys
+
+
+def _left_stopped(cfg: RunConfig, job: Job, state: dict) -> str | None:
+    """Why a job that stopped early stays as it is: a request refused under the same settings would be
+    refused again; a tampered turn ends its job while ``on-tampered`` says stop."""
+    reason = state.get(STOP_KEY)
+    if state.get("refused") is not None and state["refused"] == resend_keys(cfg, job):
+        return (f"its request was refused as sent ({reason}); change the model's base-url/endpoint/deployment "
+                "or max-turn to send it again")
+    if reason == TAMPERED_STOP and cfg.on_tampered == "stop":
+        return "stopped at a tampered turn (on-tampered: stop)"
+    return None
+
+
 def skip_reason(cfg: RunConfig, job: Job) -> str | None:
     """Why the job is not run now: stored work is kept unless ``overwrite`` asks to recompute it."""
     store = job_store(cfg, job)
     if job.handoff == DONE_ELSEWHERE:
         return "done by another process during this run"
-    if cfg.overwrite or not store.result_path.exists():
+    if cfg.overwrite:
+        return None
+    state = store.state() or {}
+    if (why := _left_stopped(cfg, job, state)) is not None:
+        return why
+    if not store.result_path.exists():
         return None
     if _store_finished(store, cfg.max_turn):
         return "finished"
-    stopped = (store.state() or {}).get(STOP_KEY) is not None  # not the user's choice: it continues
+    stopped = state.get(STOP_KEY) is not None  # not the user's choice: it continues
     return None if cfg.resume or stopped or job.handoff == TAKEN_OVER else "partial (set resume: true to continue it)"
 
 
@@ -98,9 +131,22 @@ def identity_conflict(cfg: RunConfig, job: Job, fingerprint: dict) -> str | None
     if cfg.overwrite or not store.result_path.exists():
         return None
     stored = (store.state() or {}).get("fingerprint")
-    if not isinstance(stored, dict) or not diff_fingerprints(stored, fingerprint):
+    changed = diff_fingerprints(stored, fingerprint) if isinstance(stored, dict) else []
+    if not changed or (all(key.startswith("feedback.") for key in changed) and not _feedback_answered(store)):
         return None
     return refusal(str(store.result_path), stored, fingerprint)
+
+
+def _feedback_answered(store: ResultStore) -> bool:
+    """Whether some stored turn holds the feedback model's answer. While none does (its first call was refused:
+    a server without the Responses API, a revoked key), the feedback model's settings shaped nothing stored, so
+    changing them, as the run's last line says to, does not refuse the job."""
+    try:
+        turns = store.load()
+    except ResultError:
+        return True  # the file's own problem is named when the job loads it
+    return any(turn.get("feedback_source") not in ("none", PENDING) and not turn.get("feedback_error")
+               for turn in turns)
 
 
 def is_finished(cfg: RunConfig, job: Job) -> bool:

@@ -18,6 +18,7 @@ from agent.feedback import (
 )
 from agent.fingerprint import job_fingerprint
 from agent.guidance import FeedbackPolicy
+from agent.halt import gated
 from agent.layout import Job, result_folder
 from agent.models.build import build_model
 from agent.models.types import ChatModel, ModelSpec
@@ -88,7 +89,8 @@ class RunParts:
         return self._task_fingerprints[task_index]
 
     def model(self, spec: ModelSpec) -> ChatModel:
-        return build_model(spec, prices=self.cfg.prices, cache_path=self.cfg.cache_path)
+        """The model behind the run's gate (agent/halt.py): no call leaves once a provider refused the run."""
+        return gated(build_model(spec, prices=self.cfg.prices, cache_path=self.cfg.cache_path), self.cfg.output_dir)
 
     def session(self, model: ModelSpec, task_index: int, tmp: Path, source: FeedbackSource | None) -> Session:
         return Session(self.cfg, self.model(model), self.protocol, task_index, tmp, source, params=sampling(model))

@@ -63,6 +63,8 @@ def _dollars(value: float) -> str:
 def _verdict(outcome: dict) -> str:
     if outcome["state"] == "error":
         return f"failed: {outcome['error']}"
+    if outcome["state"] in ("refused", "tampered"):
+        return f"stopped: {outcome['error']}"
     solved = "solved" if outcome["solved"] else "not solved"
     return f"{solved} (already finished)" if outcome["state"] == "skipped" else solved
 

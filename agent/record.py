@@ -20,7 +20,12 @@ replay:L<K>, release, none, or pending while the feedback is asked), ``feedback_
 ``feedback_conversation`` (the feedback model's whole exchange),
 ``code_calls`` (every call of the turn: messages, answer, usage, parameters;
 its strings are the same objects as the history's, so a pickle stores them
-once), ``protocol`` (the protocol that produced the turn) and ``stop_reason``.
+once; each call's ``stop`` is why its answer ended: reason and the provider's
+words), ``protocol`` (the protocol that produced the turn), ``stop_reason``,
+``answer_stops`` (every answer of the turn, code or feedback, that ended short
+of complete: truncated, refused, filtered; with its reason, the provider's
+words, whether it was applied, and its raw text) and ``suspicious`` (the
+runner's notes on acts the guard could not judge exactly; never a verdict).
 
 Records are upgraded in one place, when they are loaded (``Upgrade``): a
 record the release wrote, or one of ours from before a key existed, gets the
@@ -34,7 +39,7 @@ from typing import Any, Callable
 
 from agent.feedback.records import FeedbackReply
 from metrics.junit_outcome import case_pass_rate, published_success, runner_solved
-from metrics.result_format import RECORD_KEYS, STOP_KEY, TOKEN_KEYS
+from metrics.result_format import NEWER_KEYS, RECORD_KEYS, STOP_KEY, TOKEN_KEYS
 from metrics.run_status import FEEDBACK_MISSING
 
 RELEASE_TEST_FILE = "test.py"
@@ -166,7 +171,17 @@ def feedback_fields(reply: FeedbackReply, level: int | None, text: str) -> dict:
             "feedback_conversation": reply.history, "feedback_input_token": fb_in, "feedback_output_token": fb_out,
             "feedback_cost_usd": usage_totals(reply.usage)[2], "feedback_source": reply.source,
             "feedback_error": reply.error, "guidance_level": level, "feedback_text": text,
-            STOP_KEY: FEEDBACK_MISSING if reply.error else None}
+            STOP_KEY: reply.refused or (FEEDBACK_MISSING if reply.error else None)}
+
+
+def suspicious_notes(execution: dict) -> list[str]:
+    """The runner's ``suspicious`` notes of a test result (acts the guard could not judge exactly)."""
+    return [str(note) for note in execution.get("suspicious") or []]
+
+
+def answer_stops(code: list[dict], reply: FeedbackReply) -> list[dict]:
+    """The turn's ``answer_stops``: its code answers' (``code``) and its feedback's."""
+    return [entry for entry in code if entry["role"] == "code"] + [dict(entry) for entry in reply.unusable]
 
 
 def finished_record(fields: dict) -> dict:
@@ -187,12 +202,15 @@ def turn_record(task_index: int, attempt: Attempt, reply: FeedbackReply, level: 
         "wall_time_sec": round(time.monotonic() - attempt.started, 3), "code_usage": result.usage,
         "code_cost_usd": usage_totals(result.usage)[2], "actions": result.actions, "code_calls": result.calls,
         "protocol": protocol, **feedback_fields(reply, level, text),
+        "answer_stops": answer_stops(result.unusable, reply),
+        "suspicious": suspicious_notes(attempt.execution),
     })
 
 
 def with_feedback(record: dict, reply: FeedbackReply, level: int | None, text: str) -> dict:
     """``record`` with the feedback part of ``reply`` (a turn whose feedback came later, or from the seed)."""
-    return finished_record({**record, **feedback_fields(reply, level, text)})
+    return finished_record({**record, **feedback_fields(reply, level, text),
+                            "answer_stops": answer_stops(record["answer_stops"], reply)})
 
 
 # ---------------------------------------------------------------------- upgrading a stored record
@@ -226,8 +244,12 @@ class Upgrade:
         Handles release records (no key of ours) and our older ones (total token counts,
         the whole feedback conversation under ``feedback_interaction_history``).
         """
-        if set(RECORD_KEYS) <= set(record) and isinstance(record.get("code_input_tokens"), list):
-            return record
+        if set(RECORD_KEYS) - set(NEWER_KEYS) <= set(record) and isinstance(record.get("code_input_tokens"), list):
+            if set(NEWER_KEYS) <= set(record):
+                return record
+            execution = record.get("execution_result") or {}
+            newer = {"answer_stops": [], "suspicious": suspicious_notes(execution)}
+            return make_record(**{**newer, **record})
         fields = {key: record.get(key) for key in RECORD_KEYS}
         for key in TOKEN_KEYS:
             value = record.get(key)
@@ -253,7 +275,8 @@ class Upgrade:
             "code_usage": _usage_from_tokens(fields["code_input_tokens"], fields["code_output_tokens"]),
             "feedback_usage": _usage_from_tokens(fields["feedback_input_token"], fields["feedback_output_token"]),
             "actions": [], "feedback_source": source, "feedback_conversation": [], "code_calls": [],
-            "agent_memory": [], "code_interaction_history": [],
+            "agent_memory": [], "code_interaction_history": [], "answer_stops": [],
+            "suspicious": suspicious_notes(execution),
         }
         for key, value in defaults.items():
             if fields[key] is None:

@@ -14,7 +14,9 @@ terminal, a line per finished job otherwise) and, at the end, a table per
 model x level. Ctrl-C stops cleanly: finished turns are on disk; with
 ``resume: true`` the same command continues the interrupted tasks. Mistakes a user can make end with one line and exit code 2.
 Exit codes: 0 all jobs done, 1 some job failed (feedback that could not be
-produced included: the summary says so), 3 the budget stopped jobs, 130 interrupted.
+produced included: the summary says so), 3 the budget stopped jobs, 4 a provider
+refused the run (quota, key, permission, model: the last line names the cause
+and the fix, and how many jobs remain; docs/failures.md), 130 interrupted.
 """
 from __future__ import annotations
 
@@ -39,16 +41,18 @@ from agent.config import ConfigError, RunConfig, load_config  # noqa: E402
 from agent.envs.cache import EnvError  # noqa: E402
 from agent.estimate import estimate_run  # noqa: E402
 from agent.estimate.report import format_estimate, format_estimate_vs_spent  # noqa: E402
-from agent.executor import PARALLEL_MODES, ExecutorError, make_executor  # noqa: E402
+from agent.executor import PARALLEL_MODES, Executor, ExecutorError, make_executor  # noqa: E402
 from agent.models.build import InferenceError, build_model  # noqa: E402
 from agent.progress import Progress  # noqa: E402
 from agent.results import ResultError  # noqa: E402
 from agent.run_metadata import build_metadata, metadata_path, write_metadata  # noqa: E402
 from agent.run_summary import format_table, report_command, stop_notes, summarize  # noqa: E402
-from agent.scheduler import check_plan, plan_run, run_plan  # noqa: E402
-from agent.workflow import start_ledger  # noqa: E402
+from agent.scheduler import RunStats, check_plan, plan_run, run_plan  # noqa: E402
+from agent.workflow import REFUSED, start_ledger  # noqa: E402
 from agent.web import WebFeedbackError, shared_server  # noqa: E402
 from agent.dataset import DatasetError, DatasetManager  # noqa: E402
+from metrics.result_format import STOP_KEY  # noqa: E402
+from metrics.run_status import TAMPERED_STOP  # noqa: E402
 from metrics.cli_flags import (  # noqa: E402
     Parser, add_dataset_dirs, add_flag, add_levels, add_models, add_output_dir, add_task_ids, dataset_dir,
 )
@@ -57,7 +61,9 @@ USER_ERRORS = (BudgetError, ConfigError, DatasetError, InferenceError, EnvError,
 EXIT_USER_ERROR = 2
 EXIT_JOBS_FAILED = 1
 EXIT_BUDGET = 3
+EXIT_RUN_FATAL = 4
 EXIT_INTERRUPTED = 130
+SETTLED_STATES = ("finished", "skipped", REFUSED, TAMPERED_STOP)  # outcomes a rerun leaves as they are
 
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict]:
@@ -152,6 +158,9 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
             if not clean:  # worker threads cannot be stopped; their turns in flight are dropped like a killed process's
                 os._exit(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
+    if stats.halted:
+        return halted_end(cfg, len(plan.jobs), outcomes, stats, executor, progress,
+                          (meta_file, {**record, "wall_time_sec": time.monotonic() - start}))
     progress.close()
     executor.shutdown()
     rows = summarize(outcomes, [model.model for model in cfg.models])
@@ -167,14 +176,61 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
         print(format_estimate_vs_spent(expected, outcomes))
     print(f"results: {cfg.output_dir}  run record: {meta_file}")
     print(f"report: {report_command(cfg.output_dir, cfg.work_dir)}")
+    return closing(outcomes, meta_file, cfg)
+
+
+def closing(outcomes: list[dict], meta_file: Path, cfg: RunConfig) -> int:
+    """The last line (stderr) and the exit code of a run that went to its end."""
+    failed = [o for o in outcomes if o["state"] == "error"]
     if failed:
         print(failed_footer(failed, meta_file, cfg), file=sys.stderr)
+        return EXIT_JOBS_FAILED
+    refused = [o for o in outcomes if is_refused(o)]
+    if refused:
+        print(f"{len(refused)} job(s) stopped because the provider refuses their request as sent (named above): "
+              "they are not resent under the same settings; serve the model with a longer context (base-url, "
+              "endpoint, deployment) or change max-turn, then run the same command again", file=sys.stderr)
         return EXIT_JOBS_FAILED
     if any(o["state"] == "budget" for o in outcomes):
         print("the budget stopped the run: raise max-cost-usd / max-task-cost-usd and run the same command "
               "again to continue", file=sys.stderr)
         return EXIT_BUDGET
     return 0
+
+
+def halted_end(cfg: RunConfig, jobs: int, outcomes: list[dict], stats: RunStats, executor: Executor,
+               progress: Progress, meta: tuple[Path, dict]) -> int:
+    """A provider refused the run: jobs still running after the grace are cancelled (their turns in flight
+    are dropped, as a killed run's), the table shows what finished, and the last line says why and how many
+    jobs the same command, run again after the fix, continues."""
+    clean = executor.shutdown(cancel=bool(stats.in_flight))
+    meta_file, record = meta
+    remain = remaining_jobs(jobs, outcomes)
+    write_metadata(meta_file, {**record, "status": "stopped", "stopped_by": stats.halted, "jobs_remaining": remain,
+                               "api_calls": sum(o["api_calls"] for o in outcomes)})
+    try:
+        progress.close()
+        rows = summarize(outcomes, [model.model for model in cfg.models])
+        print("\n".join([format_table(rows, cfg.max_turn), *stop_notes(outcomes)]))
+        print(f"results: {cfg.output_dir}  run record: {meta_file}")
+        sys.stdout.flush()
+        print(f"{stats.halted}; {remain} jobs remain", file=sys.stderr)
+        sys.stderr.flush()
+    finally:
+        if not clean:  # job threads cannot be stopped: end the process, as Ctrl-C does
+            os._exit(EXIT_RUN_FATAL)
+    return EXIT_RUN_FATAL
+
+
+def is_refused(outcome: dict) -> bool:
+    """A job stopped (now or in an earlier run) because the provider refuses its request as sent."""
+    reason = outcome.get(STOP_KEY)
+    return outcome["state"] == REFUSED or (outcome["state"] == "skipped" and reason not in (None, TAMPERED_STOP))
+
+
+def remaining_jobs(jobs: int, outcomes: list[dict]) -> int:
+    """Jobs a rerun of the same command still has to run or continue (a refused or tampered stop stands)."""
+    return jobs - sum(o["state"] in SETTLED_STATES for o in outcomes)
 
 
 def failed_footer(failed: list[dict], meta_file: Path, cfg: RunConfig) -> str:

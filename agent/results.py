@@ -96,12 +96,13 @@ class ResultStore:
         self.mark(finished=finished, error=None, turns=turns)
 
     def mark(self, *, finished: bool, error: str | None, turns: list[dict],
-             stop_reason: str | None = None) -> None:
-        """The state of the job whose stored turns are ``turns``."""
+             stop_reason: str | None = None, refused: dict | None = None) -> None:
+        """The state of the job whose stored turns are ``turns``; ``refused``: the settings a request the
+        provider refuses as sent was made under (agent/layout.py ``resend_keys``)."""
         solved = bool(turns) and turn_solved(turns[-1].get("execution_result") or {})
         state = {"format": STATE_FORMAT, "finished": finished, "error": error, "turns": len(turns),
                  "solved": solved, STOP_KEY: stop_reason, "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                 "fingerprint": self.fingerprint}
+                 "fingerprint": self.fingerprint, **({"refused": refused} if refused is not None else {})}
         atomic_write_bytes(self.state_path, (json.dumps(state, indent=1) + "\n").encode())
 
     def set_aside(self) -> Path | None:

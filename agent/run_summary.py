@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from metrics.result_format import STOP_KEY
-from metrics.run_status import BUDGET, FEEDBACK_MISSING
+from metrics.run_status import BUDGET, FEEDBACK_MISSING, TAMPERED_STOP
 from agent.text_table import fixed_width
 
 MAX_LISTED = 5  # stopped jobs named per reason under the table
@@ -32,6 +32,8 @@ def report_command(output_dir: Path, dataset_dir: Path) -> str:
     if dataset_dir.resolve() != (Path.cwd() / "work_dir" / "dataset").resolve():
         command += f" --dataset-dir {shlex.quote(str(dataset_dir))}"
     return command
+STOP_COUNTS = ("length", "refusal", "content_filter")  # answer stops counted per row (agent/stops.py)
+CONTEXT_LENGTH = "context_length"
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,17 @@ class SummaryRow:
     output_tokens: int
     cost_usd: float         # sum of the known costs
     unpriced: int           # jobs whose cost is unknown (no price, or the job failed)
+    truncated: int = 0      # answers (code and feedback) cut off at the output limit, over the jobs' turns
+    refusals: int = 0       # answers that are the model's refusal
+    filtered: int = 0       # answers the provider's safety filter stopped
+    context_limit: int = 0  # jobs stopped because a request exceeds the model's context (not a score)
+    request_refused: int = 0  # jobs stopped because a request is refused as sent for another reason
+    tampered: int = 0       # jobs stopped at a turn graded tampered (on-tampered: stop; not a score)
+
+    @property
+    def stops(self) -> tuple[int, ...]:
+        return (self.truncated, self.refusals, self.filtered, self.context_limit, self.request_refused,
+                self.tampered)
 
 
 def is_complete(outcome: dict) -> bool:
@@ -76,8 +89,20 @@ def summarize(outcomes: list[dict], model_order: list[str] | None = None) -> lis
             output_tokens=sum(o["output_tokens"] or 0 for o in group),
             cost_usd=sum(o["cost_usd"] or 0.0 for o in group),
             unpriced=sum(o["cost_usd"] is None for o in group),
+            **stop_counts(group),
         ))
     return rows
+
+
+def stop_counts(group: list[dict]) -> dict[str, int]:
+    """The answer stops and the refused or tampered jobs of one (model, level) group of outcomes."""
+    answers = [sum((o.get("answer_stops") or {}).get(reason, 0) for o in group) for reason in STOP_COUNTS]
+    refused = [o for o in group if o["state"] in ("refused", "skipped") and o.get(STOP_KEY) not in
+               (None, TAMPERED_STOP, FEEDBACK_MISSING, BUDGET)]
+    return {"truncated": answers[0], "refusals": answers[1], "filtered": answers[2],
+            "context_limit": sum(o[STOP_KEY] == CONTEXT_LENGTH for o in refused),
+            "request_refused": sum(o[STOP_KEY] != CONTEXT_LENGTH for o in refused),
+            "tampered": sum(o.get(STOP_KEY) == TAMPERED_STOP for o in group)}
 
 
 def _percent(value: float | None) -> str:
@@ -102,7 +127,16 @@ def format_table(rows: list[SummaryRow], max_turn: int) -> str:
         )
         for row in rows
     ]
+    if any(any(row.stops) for row in rows):
+        header += ("answers cut/refused/filtered (all)", "stopped: context/refused/tampered")
+        body = [(*line, "/".join(map(str, row.stops[:3])), "/".join(map(str, row.stops[3:])))
+                for line, row in zip(body, rows)]
     lines = fixed_width(header, body)
+    if any(any(row.stops) for row in rows):
+        lines.append("cut/refused/filtered: answers truncated at the output limit, refused by the model, stopped "
+                     "by the provider's filter (protocol release applies them as they came, as the release does; "
+                     "protocol improved never applies them); stopped: jobs ended by a request too long for the "
+                     "model's context, a request refused as sent, a turn graded tampered (not scores; listed below)")
     if any(row.incomplete for row in rows):
         lines.append("solved, Recall and pass rates cover complete jobs only; incomplete jobs are listed below")
     if any(row.unpriced for row in rows):
@@ -128,6 +162,8 @@ def stop_notes(outcomes: list[dict]) -> list[str]:
     """Lines under the table: how many jobs stopped early, for which reason, and the first few of each."""
     feedback = [o for o in outcomes if o.get(STOP_KEY) == FEEDBACK_MISSING]
     budget = [o for o in outcomes if o.get(STOP_KEY) == BUDGET]
+    refused = [o for o in outcomes if o["state"] == "refused"]
+    tampered = [o for o in outcomes if o["state"] == "tampered"]
     other = [o for o in outcomes if o["state"] == "error" and o.get(STOP_KEY) is None]
     partial = [o for o in outcomes if o["state"] == "skipped" and o.get("error")]
     lines: list[str] = []
@@ -136,6 +172,11 @@ def stop_notes(outcomes: list[dict]) -> list[str]:
                          "a score; the next run asks again and continues)", feedback)
     if budget:
         lines += _listed("stopped at the budget (a higher cap continues them)", budget)
+    if refused:
+        lines += _listed("stopped because the provider refuses their request as sent (the reason is named; not a "
+                         "score: the same settings are never resent, see docs/failures.md)", refused)
+    if tampered:
+        lines += _listed("stopped at a turn graded tampered (on-tampered: stop; not a score)", tampered)
     if other:
         lines += _listed("failed", other)
     if partial:

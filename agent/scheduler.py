@@ -32,15 +32,17 @@ from typing import Any, Callable
 from agent.claims import Claims, Heartbeat, Lease
 from agent.config import ConfigError, RunConfig
 from agent.executor import Executor, unwrap_error
+from agent.halt import RUN_FATAL_KEY, Gate, RunHalted, run_gate
 from agent.layout import DONE_ELSEWHERE, TAKEN_OVER, Job, identity_conflict, is_finished, job_key
-from agent.models.types import ModelSpec
+from agent.models.types import ModelSpec, RequestFatal, RunFatal
 from agent.parts import RunParts
 from agent.replay import replay_task
 from agent.seeds import Seeds
 from agent.slots import serving
-from agent.workflow import run_task
+from agent.workflow import HALTED, refuse_job, run_task
 
 CLAIMS_FOLDER = ".claims"
+HALT_GRACE_SEC = 10.0  # for jobs in flight to reach their next call once the run is halted
 SeedKey = tuple[ModelSpec, int]
 SeedStep = tuple[SeedKey, bool]  # (seed, with its feedback)
 
@@ -61,6 +63,8 @@ class RunStats:
 
     seeds_computed: int = 0
     seed_errors: int = 0
+    halted: str | None = None  # the run-fatal line that stopped the run (agent/halt.py)
+    in_flight: int = 0  # jobs still running when the driver returned (a halted run's grace ran out)
 
 
 def plan_run(cfg: RunConfig, task_indices: list[int]) -> Plan:
@@ -140,100 +144,156 @@ def run_plan(
 ) -> tuple[list[dict], RunStats]:
     """Run seeds, then each level job once its seed exists; returns outcomes in completion order.
 
-    ``on_poll`` is called every ``poll_sec`` at least (a progress display refreshes its counters).
+    ``on_poll`` is called every ``poll_sec`` at least (a progress display refreshes its counters). Once a
+    provider refuses the run (agent/halt.py), nothing more starts; the jobs in flight get ``HALT_GRACE_SEC``
+    to reach their next (refused) call, and ``stats.halted`` says why the run stopped.
     """
     heartbeat = Heartbeat(Claims(Path(cfg.output_dir) / CLAIMS_FOLDER))
     try:
-        with serving(executor.slots):
-            return _drive(cfg, plan, executor, heartbeat, on_outcome, on_progress, on_poll, poll_sec)
+        with serving(executor.slots), run_gate(cfg.output_dir) as gate:
+            driver = _Driver(cfg, plan, executor, heartbeat, gate, on_outcome)
+            return driver.drive(on_progress, on_poll, poll_sec)
     finally:
         heartbeat.close()
 
 
-def _drive(cfg: RunConfig, plan: Plan, executor: Executor, heartbeat: Heartbeat,
-           on_outcome: Callable[[Job, dict], None], on_progress: Callable[[Job, dict], None],
-           on_poll: Callable[[], None], poll_sec: float) -> tuple[list[dict], RunStats]:
-    stats = RunStats()
-    since = time.time()
-    leases: dict[Job, Lease] = {}
-    held_elsewhere: deque[Job] = deque()
-    announced: set[Job] = set()
-    waiting: dict[SeedKey, list[Job]] = {key: [] for key in plan.seeds}
-    ready: deque[Job] = deque()
-    for job in plan.jobs:
-        waiting.get((job.model, job.task_index), ready).append(job)
-    steps: deque[SeedStep] = deque((key, False) for key in plan.seeds)
-    feedback_steps: deque[SeedStep] = deque()  # served first: each releases the jobs waiting for it
-    send, drain = executor.channel()
-    in_flight: dict[Future, Job | SeedStep] = {}
-    outcomes: list[dict] = []
-    computed: set[SeedKey] = set()
+class _Driver:
+    """The state of one run of a plan: what waits, what is ready, what runs, what came back."""
 
-    def finish(job: Job, outcome: dict) -> None:
-        if job in leases:
-            heartbeat.drop(leases.pop(job))
-        outcomes.append(outcome)
-        on_outcome(job, outcome)
+    def __init__(self, cfg: RunConfig, plan: Plan, executor: Executor, heartbeat: Heartbeat, gate: Gate,
+                 on_outcome: Callable[[Job, dict], None]) -> None:
+        self.cfg, self.plan, self.executor, self.heartbeat, self.gate = cfg, plan, executor, heartbeat, gate
+        self.on_outcome = on_outcome
+        self.stats = RunStats()
+        self.since = time.time()
+        self.leases: dict[Job, Lease] = {}
+        self.held_elsewhere: deque[Job] = deque()
+        self.announced: set[Job] = set()
+        self.waiting: dict[SeedKey, list[Job]] = {key: [] for key in plan.seeds}
+        self.ready: deque[Job] = deque()
+        for job in plan.jobs:
+            self.waiting.get((job.model, job.task_index), self.ready).append(job)
+        self.steps: deque[SeedStep] = deque((key, False) for key in plan.seeds)
+        self.feedback_steps: deque[SeedStep] = deque()  # served first: each releases the jobs waiting for it
+        self.in_flight: dict[Future, Job | SeedStep] = {}
+        self.outcomes: list[dict] = []
+        self.computed: set[SeedKey] = set()
 
-    def claim(job: Job) -> Job | None:
+    def drive(self, on_progress: Callable[[Job, dict], None], on_poll: Callable[[], None],
+              poll_sec: float) -> tuple[list[dict], RunStats]:
+        send, drain = self.executor.channel()
+        halted_at: float | None = None
+        while self.in_flight or (not self.gate.closed and self.has_work()):
+            if self.gate.closed:
+                halted_at = halted_at or time.monotonic()
+                if time.monotonic() - halted_at > HALT_GRACE_SEC:
+                    break  # jobs still in a test run or a call: the caller cancels them
+            else:
+                self.start(send)
+            if self.in_flight:
+                done, _ = wait(self.in_flight, timeout=poll_sec, return_when=FIRST_COMPLETED)
+            else:
+                done = set()
+                time.sleep(poll_sec)
+            for job, message in drain():
+                on_progress(job, message)
+            on_poll()
+            for future in done:
+                self.settle(future)
+        for job, message in drain():
+            on_progress(job, message)
+        self.stats.seeds_computed = len(self.computed)
+        self.stats.halted = self.gate.reason
+        self.stats.in_flight = len(self.in_flight)
+        return self.outcomes, self.stats
+
+    def has_work(self) -> bool:
+        return bool(self.feedback_steps or self.steps or self.ready or self.held_elsewhere)
+
+    def start(self, send: Any) -> None:
+        """Submit seeds and ready jobs up to ``max_workers``; jobs another process holds are asked again."""
+        self.ready.extend(self.held_elsewhere)  # asked again every round: its holder may have ended (or died)
+        self.held_elsewhere.clear()
+        while (len(self.in_flight) < self.cfg.max_workers and not self.gate.closed
+               and (self.feedback_steps or self.steps or self.ready)):
+            if self.feedback_steps or self.steps:
+                (model, task), with_feedback = step = (self.feedback_steps or self.steps).popleft()
+                self.in_flight[self.executor.submit(_seed_step, self.cfg, model, task, with_feedback)] = step
+            elif (job := self.claim(self.ready.popleft())) is not None:
+                self.in_flight[self.executor.submit(run_job, self.cfg, job, send.tagged(job))] = job
+
+    def settle(self, future: Future) -> None:
+        """A job's outcome, or a seed step's result; a run-fatal error (or a job halted by one) closes the gate."""
+        item = self.in_flight.pop(future)
+        error = future.exception()
+        halt = halt_reason(error)
+        if isinstance(item, Job):
+            outcome = None if halt else error_outcome(item, error) if error else future.result()
+            halt = halt or (outcome or {}).get(RUN_FATAL_KEY)
+            if halt:
+                self.gate.close(halt)
+            if outcome is None or outcome["state"] == HALTED:
+                self.release(item)  # left as it stands: the next run continues it
+            else:
+                self.finish(item, outcome)
+            return
+        key, with_feedback = item
+        if halt:
+            self.gate.close(halt)
+            return
+        if error is None and future.result():
+            self.computed.add(key)
+        self.seed_done(key, with_feedback, error)
+
+    def release(self, job: Job) -> None:
+        if job in self.leases:
+            self.heartbeat.drop(self.leases.pop(job))
+
+    def finish(self, job: Job, outcome: dict) -> None:
+        self.release(job)
+        self.outcomes.append(outcome)
+        self.on_outcome(job, outcome)
+
+    def claim(self, job: Job) -> Job | None:
         """The job, claimed by this process (None while another holds it: it waits in ``held_elsewhere``)."""
-        lease = heartbeat.claims.claim(job_key(cfg, job))
+        cfg, claims = self.cfg, self.heartbeat.claims
+        lease = claims.claim(job_key(cfg, job))
         if lease is None:
-            held_elsewhere.append(job)
-            if job not in announced:
-                announced.add(job)
-                who = heartbeat.claims.holder_of(job_key(cfg, job)) or {}
-                holder = who.get("holder", {})
+            self.held_elsewhere.append(job)
+            if job not in self.announced:
+                self.announced.add(job)
+                holder = (claims.holder_of(job_key(cfg, job)) or {}).get("holder", {})
                 print(f"{job_key(cfg, job)}: run by another process (pid {holder.get('pid')} on "
                       f"{holder.get('host')}); waiting for it", file=sys.stderr)
             return None
-        heartbeat.hold(lease)
-        leases[job] = lease
-        return replace(job, handoff=handoff(lease.previous, since))
+        self.heartbeat.hold(lease)
+        self.leases[job] = lease
+        return replace(job, handoff=handoff(lease.previous, self.since))
 
-    def seed_done(key: SeedKey, with_feedback: bool, error: BaseException | None) -> None:
+    def seed_done(self, key: SeedKey, with_feedback: bool, error: BaseException | None) -> None:
         """Release the jobs this step made ready; the feedback step follows turn 0 if some level shows it."""
         if error is not None:
-            stats.seed_errors += 1
-            for job in waiting.pop(key):
-                finish(job, error_outcome(job, error, context="turn-0 seed failed: "))
+            self.stats.seed_errors += 1
+            refused = unwrap_error(error)
+            for job in self.waiting.pop(key):
+                self.finish(job, refuse_job(self.cfg, job, refused) if isinstance(refused, RequestFatal)
+                            else error_outcome(job, error, context="turn-0 seed failed: "))
             return
-        later = [] if with_feedback else [job for job in waiting[key] if job.level in plan.feedback_levels]
-        ready.extend(job for job in waiting[key] if job not in later)
+        waiting = self.waiting[key]
+        later = [] if with_feedback else [job for job in waiting if job.level in self.plan.feedback_levels]
+        self.ready.extend(job for job in waiting if job not in later)
         if later:
-            waiting[key] = later
-            feedback_steps.append((key, True))
+            self.waiting[key] = later
+            self.feedback_steps.append((key, True))
         else:
-            del waiting[key]
+            del self.waiting[key]
 
-    while feedback_steps or steps or ready or held_elsewhere or in_flight:
-        ready.extend(held_elsewhere)  # asked again every round: its holder may have ended (or died)
-        held_elsewhere.clear()
-        while len(in_flight) < cfg.max_workers and (feedback_steps or steps or ready):
-            if feedback_steps or steps:
-                (model, task), with_feedback = step = (feedback_steps or steps).popleft()
-                in_flight[executor.submit(_seed_step, cfg, model, task, with_feedback)] = step
-            elif (job := claim(ready.popleft())) is not None:
-                in_flight[executor.submit(run_job, cfg, job, send.tagged(job))] = job
-        if in_flight:
-            done, _ = wait(in_flight, timeout=poll_sec, return_when=FIRST_COMPLETED)
-        else:
-            done = set()
-            time.sleep(poll_sec)
-        for job, message in drain():
-            on_progress(job, message)
-        on_poll()
-        for future in done:
-            item = in_flight.pop(future)
-            error = future.exception()
-            if isinstance(item, Job):
-                finish(item, error_outcome(item, error) if error else future.result())
-                continue
-            key, with_feedback = item
-            if error is None and future.result():
-                computed.add(key)
-            seed_done(key, with_feedback, error)
-    for job, message in drain():
-        on_progress(job, message)
-    stats.seeds_computed = len(computed)
-    return outcomes, stats
+
+def halt_reason(error: BaseException | None) -> str | None:
+    """The run-fatal line a job's or seed's exception carries (None: it is not one)."""
+    error = unwrap_error(error) if error is not None else None
+    if isinstance(error, RunFatal):
+        return str(error)
+    if isinstance(error, RunHalted):
+        return str(error) or "the run was stopped"
+    return None

@@ -4,8 +4,10 @@ The job (agent/workflow.py) drives a Session turn by turn; the release's
 replay (agent/replay.py) and the ablations use the same Session to take one
 more turn from a stored state, so every setting behaves alike in all three.
 A test run that cannot happen (``infra_error``) raises :class:`InfraError`;
-feedback that cannot be produced comes back as a reply with ``error`` set,
-never as an exception, so the turn it belongs to is kept.
+feedback that cannot be produced comes back as a reply with ``error`` set
+(and ``refused`` when the provider refuses the request as sent), never as an
+exception, so the turn it belongs to is kept; only a run-fatal error
+(agent/halt.py) is raised.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from agent.agents import CodeAgent, HumanAgent
 from agent.dataset import DatasetManager
 from agent.feedback.records import FeedbackReply, FeedbackSource
 from agent.lookahead import Lookahead
-from agent.models.types import ChatModel, InferenceError
+from agent.models.types import ChatModel, InferenceError, RequestFatal, RunFatal
 from agent.protocols.base import RunProtocol, TaskBrief, TurnInput
 from agent.rcb.snippet import load_snippet_task
 from agent.record import Attempt, release_execution
@@ -118,7 +120,12 @@ def request_feedback(human: HumanAgent, *, turn: int, level: int, code: str, pre
     (the billed attempts in its usage), so the turn it belongs to is kept."""
     try:
         return human.feedback(turn=turn, level=level, code=code, previous_code=previous_code, execution=execution)
+    except RunFatal:
+        raise  # the whole run stops (agent/halt.py)
     except InferenceError as exc:
         usage = [exc.usage.to_dict()] if exc.usage is not None else []
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if isinstance(exc, RequestFatal):
+            return FeedbackReply([], "llm", usage, error=f"the feedback model's request is refused as sent "
+                                                         f"({exc.reason}): {first_line}", refused=exc.reason)
         return FeedbackReply([], "llm", usage, error=f"the feedback model failed: {first_line}")

@@ -16,15 +16,15 @@ replay (``replay-feedback-level``) is agent/replay.py.
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
 from agent.budget import Ledger, job_spend, over_budget, seed_spend
 from agent.feedback.records import NO_FEEDBACK, FeedbackReply
 from agent.guidance import raise_level
-from agent.layout import Job, identity_conflict, job_key, job_store, skip_reason
-from agent.models.types import InferenceError
+from agent.halt import RUN_FATAL_KEY, RunHalted
+from agent.layout import Job, identity_conflict, job_key, job_store, resend_keys, skip_reason
+from agent.models.types import InferenceError, RequestFatal, RunFatal
 from agent.parts import RunParts
 from agent.protocols.base import FeedbackShown, TurnInput
 from agent.record import PENDING, pass_rate, turn_record, turn_solved, usage_totals, with_feedback
@@ -32,12 +32,15 @@ from agent.results import ResultError
 from agent.seeds import Seeds, seed_key
 from agent.tempdirs import private_dir
 from metrics.result_format import STOP_KEY
-from metrics.run_status import BUDGET, FEEDBACK_MISSING
+from metrics.run_status import BUDGET, FEEDBACK_MISSING, TAMPERED, TAMPERED_STOP
 
 if TYPE_CHECKING:
     from agent.config import RunConfig
 
-__all__ = ["Job", "JobRun", "run_task", "start_ledger"]
+__all__ = ["HALTED", "REFUSED", "Job", "JobRun", "run_task", "start_ledger"]
+
+HALTED = "halted"  # outcome state of a job the run stopped under (agent/halt.py): resumable, not failed
+REFUSED = "refused"  # outcome state of a job whose request the provider refuses as sent (RequestFatal)
 
 
 class Stopped(Exception):
@@ -111,15 +114,17 @@ class JobRun:
                     self.check_budget()
                     turn = self.attempt(state)
                     level = self.level(state, turn)
-                    reply = self.feedback(state, turn, level)
+                    reply = NO_FEEDBACK if self.ends_job(turn) else self.feedback(state, turn, level)
                     state = self.save(state, self.record(turn, reply, level))
-                    if reply.error:
-                        raise Stopped("error", f"feedback missing at turn {turn['turn_number']}: {reply.error}",
-                                      FEEDBACK_MISSING)
+                    self.check_turn(reply)
                 self.store.mark(finished=True, error=None, turns=self.turns)
                 return self.outcome("finished")
             except Stopped as stop:
                 return self.stopped(stop)
+            except RequestFatal as exc:
+                return self.stopped(refusal(exc, "code model"))
+            except (RunFatal, RunHalted) as exc:
+                return self.halted(exc)
             except Exception as exc:  # a days-long sweep must outlive any one task; the state file keeps why
                 return self.failed(exc)
 
@@ -142,10 +147,30 @@ class JobRun:
         if self.turns and self.stopped_short(self.turns[-1]):
             self.turns[-1] = self.unstop(self.turns[-1])
             self._save_turns()
-            if self.turns[-1][STOP_KEY] == FEEDBACK_MISSING:
-                raise Stopped("error", f"feedback missing at turn {self.turns[-1]['turn_number']}: "
-                                       f"{self.turns[-1]['feedback_error']}", FEEDBACK_MISSING)
+            last = self.turns[-1]
+            if last["feedback_error"]:
+                self.check_turn(FeedbackReply([], last["feedback_source"], error=last["feedback_error"],
+                                              refused=refused_reason(last)))
         return self.state_of(self.turns)
+
+    def check_turn(self, reply: FeedbackReply) -> None:
+        """Stop after a saved turn whose feedback could not be produced (or was refused as sent), or whose
+        verdict is ``tampered`` under ``on-tampered: stop`` (no later turn is paid for)."""
+        last = self.turns[-1]
+        if reply.error:
+            if reply.refused:
+                raise Stopped(REFUSED, f"feedback refused at turn {last['turn_number']}: {reply.error}",
+                              reply.refused)
+            raise Stopped("error", f"feedback missing at turn {last['turn_number']}: {reply.error}",
+                          FEEDBACK_MISSING)
+        if self.ends_job(last):
+            self.turns[-1] = {**last, STOP_KEY: TAMPERED_STOP}
+            self._save_turns()
+            raise Stopped(TAMPERED, f"tampered at turn {last['turn_number']}: {tamper_line(last)}", TAMPERED_STOP)
+
+    def ends_job(self, turn: dict) -> bool:
+        """A turn graded tampered ends its job under ``on-tampered: stop``; its feedback is not asked."""
+        return turn["status"] == TAMPERED and self.cfg.on_tampered == "stop"
 
     def check_budget(self) -> None:
         if (why := over_budget(self.cfg, job_key(self.cfg, self.job), self.turns)) is not None:
@@ -185,7 +210,8 @@ class JobRun:
                 and self._seed_made_by_this_feedback_model():
             reply = FeedbackReply(turn["feedback_items"] or [], "seed", turn["feedback_usage"],
                                   turn["feedback_conversation"] or turn["feedback_interaction_history"],
-                                  turn["feedback_error"])
+                                  turn["feedback_error"], refused=refused_reason(turn),
+                                  unusable=[entry for entry in turn["answer_stops"] if entry["role"] == "feedback"])
             return reply if gives or not reply.error else NO_FEEDBACK
         if not gives:
             return NO_FEEDBACK
@@ -236,18 +262,21 @@ class JobRun:
     def stopped_short(self, last: dict) -> bool:
         """The last stored turn stopped the job early, or lacks feedback it needs now: it was the last turn
         before max-turn was raised."""
-        if last[STOP_KEY] is not None or last["feedback_source"] == PENDING:
-            return True
-        level = last["guidance_level"] if last["guidance_level"] is not None else self.job.level
-        return last["feedback_source"] == "none" and self.parts.policy.gives_feedback(
-            level, turn_solved(last["execution_result"]), last["turn_number"])
+        return last[STOP_KEY] is not None or last["feedback_source"] == PENDING or self.lacks_feedback(last)
+
+    def lacks_feedback(self, turn: dict) -> bool:
+        """The turn got no feedback though the policy gives it now: it was the last turn before max-turn was
+        raised, or a tampered turn that ended its job (``on-tampered: stop``) before its feedback was asked."""
+        level = turn["guidance_level"] if turn["guidance_level"] is not None else self.job.level
+        return turn["feedback_source"] == "none" and self.parts.policy.gives_feedback(
+            level, turn_solved(turn["execution_result"]), turn["turn_number"])
 
     def unstop(self, last: dict) -> dict:
         """The last stored turn of a job that stopped short, made ready to continue: a budget stop only needs
         its mark cleared; missing feedback (still pending when the run was killed, or not given because the
         turn was the last one then) is asked for (the calls that failed before stay counted). A seeded turn 0
         is taken from the seed again: its feedback may exist by now."""
-        if last[STOP_KEY] not in (None, FEEDBACK_MISSING):
+        if last[STOP_KEY] is not None and not last["feedback_error"] and not self.lacks_feedback(last):
             return {**last, STOP_KEY: None}
         earlier = self.state_of(self.turns[:-1])
         turn = self.attempt(earlier) if last["turn_number"] == 0 and self.parts.setting.shares_seed else last
@@ -273,16 +302,31 @@ class JobRun:
             "input_tokens": tokens_in, "output_tokens": tokens_out, "cost_usd": cost,
             "api_calls": sum(1 for u in usage if not u.get("from_cache")), "error": error, STOP_KEY: stop_reason,
             "unpriced_calls": sum(1 for u in usage if u.get("cost_usd") is None),
+            "answer_stops": stop_tally(self.turns),
         }
 
     def stopped(self, stop: Stopped) -> dict:
-        """A job that ended on purpose: skipped, or stopped early with its saved turns standing."""
+        """A job that ended on purpose: skipped, or stopped early with its saved turns standing. A refused
+        job's last turn carries the reason, and its state the settings it was refused under."""
         if stop.state == "skipped":
-            return self.outcome("skipped", stop.why)
+            return self.outcome("skipped", stop.why, (self.store.state() or {}).get(STOP_KEY) if stop.why else None)
         if stop.reason == FEEDBACK_MISSING:
             over_budget(self.cfg, job_key(self.cfg, self.job), self.turns)  # keeps the run's ledger up to date
-        self.store.mark(finished=False, error=stop.why, turns=self.turns, stop_reason=stop.reason)
+        under = None
+        if stop.state == REFUSED:
+            under = resend_keys(self.cfg, self.job)
+            if self.turns and self.turns[-1][STOP_KEY] is None:
+                self.turns[-1] = {**self.turns[-1], STOP_KEY: stop.reason}
+                self._save_turns()
+        self.store.mark(finished=False, error=stop.why, turns=self.turns, stop_reason=stop.reason, refused=under)
         return self.outcome(stop.state, stop.why, stop.reason)
+
+    def halted(self, exc: Exception) -> dict:
+        """The run is stopping (a provider refused it): the saved turns stand and the state is left as a
+        killed run leaves it, so the next run continues this job."""
+        if isinstance(exc, InferenceError) and exc.usage is not None:
+            self.meter.add([exc.usage.to_dict()])
+        return {**self.outcome(HALTED, str(exc)), RUN_FATAL_KEY: str(exc) if isinstance(exc, RunFatal) else None}
 
     def failed(self, exc: Exception) -> dict:
         if isinstance(exc, InferenceError) and exc.usage is not None:
@@ -290,6 +334,39 @@ class JobRun:
         message = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
         self.store.mark(finished=False, error=message, turns=self.turns)
         return self.outcome("error", message)
+
+
+def refuse_job(cfg: RunConfig, job: Job, exc: RequestFatal) -> dict:
+    """The outcome of a job whose shared turn-0 seed the provider refuses as sent: stopped with the reason, its
+    state saying under which settings, so no rerun resends the seed's request unchanged."""
+    return JobRun(cfg, job).stopped(refusal(exc, "code model"))
+
+
+def stop_tally(turns: list[dict]) -> dict[str, int]:
+    """How many answers of the job's turns ended short of complete, by stop reason (``length``...)."""
+    tally: dict[str, int] = {}
+    for turn in turns:
+        for entry in turn.get("answer_stops") or []:
+            tally[entry["reason"]] = tally.get(entry["reason"], 0) + 1
+    return tally
+
+
+def refusal(exc: RequestFatal, who: str) -> Stopped:
+    """The stop of a job whose request the provider refuses as sent."""
+    first_line = (str(exc).strip().splitlines() or [exc.reason])[0]
+    return Stopped(REFUSED, f"the {who}'s request is refused as sent ({exc.reason}): {first_line}", exc.reason)
+
+
+def refused_reason(turn: dict) -> str | None:
+    """The request-refused reason a turn's missing feedback stopped with (None: another stop, or none)."""
+    reason = turn[STOP_KEY]
+    return reason if turn["feedback_error"] and reason not in (None, FEEDBACK_MISSING) else None
+
+
+def tamper_line(turn: dict) -> str:
+    """The tampered verdict's one line of evidence."""
+    messages = turn["execution_result"].get("failure_messages") or [""]
+    return (str(messages[0]).strip().splitlines() or [TAMPERED])[0].removeprefix("ERROR in session: ")
 
 
 def run_task(cfg: RunConfig, job: Job, *, progress: Callable[[dict], None] | None = None) -> dict:

@@ -19,6 +19,7 @@ from report_html import (Cell, Html, bullet_list, cell, details, image_data_uri,
 from report_list import Entry, list_block, page_href, write_pages
 from result_files import LevelRun
 from run_settings import RUN_RECORDS
+from run_status import REQUEST_REFUSED, TAMPERED_STOP
 from task_meta import count_test_cases, read_meta_rows
 
 INDEX = "index.html"
@@ -105,6 +106,35 @@ def files_block(ctx: Context) -> Html:
     return join([tag("h3", "Result files"), table(columns, rows), bullet_list(named)])
 
 
+ANSWER_STOPS = (("length", "truncated"), ("refusal", "refused"), ("content_filter", "filtered"))
+
+
+def stop_row(run: LevelRun) -> list[int]:
+    """Answers cut off, refused and filtered over the run's loaded turns; jobs stopped by a request too long for
+    the model's context, by a request refused as sent for another reason, and by a turn graded tampered."""
+    entries = [entry.get("reason") for turns in run.trajectories.values() for turn in turns
+               for entry in turn.get("answer_stops") or [] if isinstance(entry, dict)]
+    reasons = list(run.incomplete.values())
+    return [*(entries.count(reason) for reason, _ in ANSWER_STOPS), reasons.count("context_length"),
+            sum(reason in REQUEST_REFUSED and reason != "context_length" for reason in reasons),
+            reasons.count(TAMPERED_STOP)]
+
+
+def stops_block(ctx: Context) -> Html:
+    """Per run, beside its scores: what the providers cut off or refused, and the jobs stopped apart (never
+    scored); nothing when the runs had none."""
+    rows = [[model, f"L{run.level}", *(cell(n, "warn" if n else None) for n in counts)]
+            for model in ctx.models for run in ctx.runs(model) if any(counts := stop_row(run))]
+    if not rows:
+        return Html("")
+    columns = ["model", "level", *(label for _, label in ANSWER_STOPS), "context-limit stops", "requests refused",
+               "tampered stops"]
+    note = ("Answers: code and feedback answers the provider cut off at the output limit, the model refused, or "
+            "the provider's safety filter stopped. Stops: jobs ended before their last turn, neither solved nor "
+            "unsolved (the outcome map names each).")
+    return join([tag("h3", "Truncations, refusals and refused requests"), table(columns, rows), tag("p", note)])
+
+
 def figures_block(plots: list[Plot], out: Path) -> Html:
     figures = []
     for plot in plots:
@@ -130,6 +160,7 @@ def section_block(number: int, section: Section, pages: int) -> Html:
         tag("h2", f"Runs: {section.name}", id=f"section-{number}"),
         tag("p", f"{pages} trajectory pages. This report covers:"), bullet_list(section.covers),
         *(metric_table(item) for item in section.tables),
+        stops_block(ctx),
         files_block(ctx),
         *(outcome_map(ctx, model, cases) for model in ctx.models),
     ])

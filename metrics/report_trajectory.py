@@ -291,6 +291,25 @@ def feedback_block(turn: dict, text: PageText) -> Html:
     return join([*parts, conversation])
 
 
+def stops_block(turn: dict) -> Html:
+    """Answers of the turn that ended short of complete (with the provider's words and the raw text), and the
+    guard's ``suspicious`` notes (acts it could not judge exactly; never a verdict). Nothing when there are none."""
+    stops = [entry for entry in turn.get("answer_stops") or [] if isinstance(entry, dict)]
+    notes = [text_of(note) for note in turn.get("suspicious") or []]
+    parts: list[object] = []
+    if stops:
+        rows = [[entry.get("role"), entry.get("purpose"), "-" if entry.get("step") is None else entry.get("step"),
+                 cell(entry.get("reason"), "warn"), text_of(entry.get("provider_words") or "-"),
+                 "applied as it came" if entry.get("applied") else "not applied",
+                 details(f"{len(text_of(entry.get('text')))} characters", pre(text_of(entry.get("text"))))]
+                for entry in stops]
+        parts += [tag("h3", "Answers that ended short of complete (truncated, refused, filtered)"),
+                  table(["model", "purpose", "step", "stop", "provider's words", "used", "raw answer"], rows)]
+    if notes:
+        parts += [tag("h3", "Suspicious (the guard's notes; not a verdict)"), bullet_list(notes)]
+    return join(parts)
+
+
 def usage_block(turn: dict) -> Html:
     cost = turn_cost(turn)
     kinds = ("input", "output", "cached")
@@ -327,6 +346,7 @@ def turn_section(turn: dict, previous: str, previous_label: str, text: PageText)
         tag("h3", "Tests", id=f"tests-{number}"), tests_block(turn),
         tag("h3", "Feedback on this attempt (shown to the agent next turn)"), feedback_block(turn, text),
         tag("h3", "Tokens and cost"), usage_block(turn),
+        stops_block(turn),
     ]
     return tag("details", tag("summary", summary), *body, class_="turn", id=f"turn-{number}")
 

@@ -41,8 +41,9 @@ OUR_KEYS = (
     "status", "guidance_level", "feedback_items", "feedback_text", "test_digest", "wall_time_sec",
     "code_usage", "feedback_usage", "code_cost_usd", "feedback_cost_usd", "actions",
     "feedback_source", "feedback_error", "token_totals", "feedback_conversation", "code_calls", "protocol",
-    STOP_KEY,
+    STOP_KEY, "answer_stops", "suspicious",
 )
+NEWER_KEYS = ("answer_stops", "suspicious")  # keys a stored record of an earlier version may lack
 RECORD_KEYS = RELEASE_KEYS + OUR_KEYS
 TOKEN_KEYS = ("code_input_tokens", "code_output_tokens", "feedback_input_token", "feedback_output_token")
 

@@ -22,6 +22,15 @@ same ``stop_reason`` next to ``finished: false`` and a one-line ``error``:
   again and continues.
 * ``budget``: ``max-cost-usd`` or ``max-task-cost-usd`` was reached before the
   next turn. The outcome state is ``budget``; a rerun with a higher cap continues.
+* ``context_length``, ``invalid_request``, ``responses_unsupported``: the
+  provider refuses the job's next request as sent (the prompt is too long for
+  the model, the request is invalid, the server has no Responses API). The
+  outcome state is ``refused``; the state file keeps, under ``refused``, the
+  settings the request was refused under, and a rerun resends it only once one
+  of them changed (docs/failures.md).
+* ``tampered``: with ``on-tampered: stop`` (the default), the turn whose test
+  verdict is ``tampered`` ends the job; later turns are not paid for. The
+  outcome state is ``tampered``; reruns leave the job as it is.
 
 Such a job is incomplete: neither solved nor unsolved at its level. The
 release-typed ``execution_result`` of the stopped turn is its real, unsolved
@@ -36,3 +45,5 @@ UNTRUSTED_STATUSES = (INFRA_ERROR, REFERENCE_ACCESS, TAMPERED)
 
 FEEDBACK_MISSING = "feedback_missing"
 BUDGET = "budget"
+REQUEST_REFUSED = ("context_length", "invalid_request", "responses_unsupported")  # RequestFatal reasons
+TAMPERED_STOP = TAMPERED  # the stop reason of a job ended by its tampered turn (on-tampered: stop)

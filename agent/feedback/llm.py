@@ -5,7 +5,10 @@ schema and its record key, the allowed categories, and what a bad answer
 leads to: the release repeats the same request (4 attempts), our improved
 protocol asks again with the problem appended (3 attempts). After the last
 attempt the reply carries ``error``: the job stops at that turn
-(metrics/run_status.py) and the next run asks again.
+(metrics/run_status.py) and the next run asks again. An answer that ended
+short of complete (truncated, refused, filtered: ``Completion.stop``) is never
+parsed as if complete: the problem says which, and the reply keeps its raw
+text in ``unusable``.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from typing import Callable
 
 from agent.feedback.records import FeedbackFormatError, FeedbackReply, FeedbackRequest, validate_records
 from agent.models.types import ChatModel
+from agent.stops import WITHHELD, describe, stop_entry
 
 
 @dataclass(frozen=True)
@@ -56,16 +60,23 @@ class LLMFeedback:
         messages = list(asked)
         usage: list[dict] = []
         problem = ""
+        unusable: list[dict] = []
         for _ in range(style.attempts):
             completion = self.model.complete(messages if style.reask else asked, response_schema=style.schema)
             usage.append(completion.usage.to_dict())
             messages.append({"role": "assistant", "content": completion.text})
             try:
+                if not completion.stop.usable:
+                    unusable.append(stop_entry("feedback", "feedback", None, completion.stop, completion.text))
+                if completion.stop.reason in WITHHELD:
+                    unusable[-1]["applied"] = False
+                    raise FeedbackFormatError(describe(completion.stop))
                 records = parse_feedback(completion.text, style.key, style.categories)
-                return FeedbackReply(records, "llm", usage, messages)
+                return FeedbackReply(records, "llm", usage, messages, unusable=unusable)
             except FeedbackFormatError as exc:
                 problem = str(exc)
                 if style.reask:
                     messages.append({"role": "user", "content": style.reask(problem)})
         error = f"the feedback model gave no valid records in {style.attempts} attempts (last problem: {problem})"
-        return FeedbackReply([], "llm", usage, messages[:-1] if style.reask else messages, error)
+        return FeedbackReply([], "llm", usage, messages[:-1] if style.reask else messages, error, unusable=unusable)
+

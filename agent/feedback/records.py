@@ -68,7 +68,10 @@ class FeedbackRequest:
 class FeedbackReply:
     """Raw records plus what producing them cost; ``error`` is set when no valid records came.
 
-    ``history`` is the whole exchange (every message, every attempt).
+    ``history`` is the whole exchange (every message, every attempt). ``refused`` is the provider's reason
+    when it refuses the request as sent (``context_length``...: agent/models/types.py ``RequestFatal``);
+    ``unusable`` lists the answers that came but could not be used as complete (truncated, refused,
+    filtered), each with its stop reason, the provider's words and its raw text.
     """
 
     records: list[dict]
@@ -76,6 +79,8 @@ class FeedbackReply:
     usage: list[dict] = field(default_factory=list)
     history: list[dict] = field(default_factory=list)
     error: str | None = None
+    refused: str | None = None
+    unusable: list[dict] = field(default_factory=list)
 
 
 NO_FEEDBACK = FeedbackReply([], "none")

@@ -111,6 +111,7 @@ class CodeProtocol(Protocol):
     name: str
     settings: dict[str, Setting]
     step_attempts: int
+    applies_unusable: bool  # an answer cut off, refused or filtered is carried out as it came (the release)
 
     def prompts(self) -> dict[str, object]:
         """The texts the protocol sends, by name (a job's fingerprint holds their hashes)."""
@@ -139,6 +140,10 @@ class CodeProtocol(Protocol):
 
     def act(self, answer: str, workspace: RepoWorkspace, actions: tuple[str, ...], step: int) -> Acted:
         """Read one answer and carry it out on the workspace (never raises for what the answer says)."""
+
+    def invalid(self, answer: str, problem: str, actions: tuple[str, ...], step: int) -> Acted:
+        """An answer that is not carried out (it could not be read, or ``problem`` withholds it), as the step's
+        action and as the next step is shown it."""
 
     def one_call(self, brief: TaskBrief, code: str, turn: TurnInput) -> list[dict]:
         """The request of a one-call (baseline) turn."""

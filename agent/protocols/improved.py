@@ -110,6 +110,7 @@ class ImprovedProtocol:
     name = "improved"
     copies_seed_feedback = False
     step_attempts = 1
+    applies_unusable = False  # a cut-off, refused or filtered answer is shown back as invalid, never applied
     settings = {
         "baseline": Setting("one_call", carries_memory=False),
         "agent": Setting("tools", carries_memory=False),
@@ -173,12 +174,7 @@ class ImprovedProtocol:
         try:
             action = parse_answer(answer, actions)
         except ActionFormatError as exc:
-            code_actions = " and ".join(name for name in actions if name in CODE_ACTIONS)
-            usage = " | ".join(ACTION_HELP[name][0] for name in actions)
-            shown = FORMAT_ERROR.format(problem=exc, usage=usage, code_actions=code_actions)
-            record = {"step": step, "action": "INVALID", "argument": str(exc), "ok": False, "label": "invalid answer"}
-            return Acted(record, shown, SECTION_LAST_ACTION.format(action="invalid answer", result=shown),
-                         invalid_note(str(exc), answer))
+            return self.invalid(answer, str(exc), actions, step)
         observation = execute(action, workspace)
         argument = f"{action.start} {action.end}" if action.name == "EDIT" else action.argument
         label = f"{action.name} {argument}".strip()
@@ -186,6 +182,14 @@ class ImprovedProtocol:
         return Acted(record, observation.text, SECTION_LAST_ACTION.format(action=label, result=observation.text),
                      answer_note(action, label, before, workspace.code), submitted=observation.submitted,
                      wrote_code=action.name in CODE_ACTIONS and observation.ok)
+
+    def invalid(self, answer: str, problem: str, actions: tuple[str, ...], step: int) -> Acted:
+        code_actions = " and ".join(name for name in actions if name in CODE_ACTIONS)
+        usage = " | ".join(ACTION_HELP[name][0] for name in actions)
+        shown = FORMAT_ERROR.format(problem=problem, usage=usage, code_actions=code_actions)
+        record = {"step": step, "action": "INVALID", "argument": problem, "ok": False, "label": "invalid answer"}
+        return Acted(record, shown, SECTION_LAST_ACTION.format(action="invalid answer", result=shown),
+                     invalid_note(problem, answer))
 
     def one_call(self, brief: TaskBrief, code: str, turn: TurnInput) -> list[dict]:
         prompt = "\n\n".join(self._context(brief, code, numbered_file=False) + self._shown(self.opening(turn))

@@ -77,6 +77,7 @@ class ReleaseProtocol:
     name = "release"
     copies_seed_feedback = True
     step_attempts = STEP_ATTEMPTS
+    applies_unusable = True  # the release reads every answer's text as it came, cut off or not (SPEC 8.6)
     settings = {
         "baseline": Setting("one_call", carries_memory=False, shows_result=False, shares_seed=False),
         "agent": Setting("tools", carries_memory=True, shows_result=False, shares_seed=False),
@@ -134,15 +135,19 @@ class ReleaseProtocol:
         if command.kind == "submit":
             return Acted(self._record(step, "SUBMIT", "", True), "", "", cleaned, submitted=True)
         if command.kind in ("invalid", "edit") or name not in actions:
-            invalid = self.texts.fill("invalid")
             why = command.defect or ("EDIT is disabled in the release" if command.kind == "edit" else "")
-            record = {**self._record(step, "INVALID", why, False), "label": "invalid answer"}
-            return Acted(record, invalid, invalid, cleaned)
+            return self.invalid(answer, why, actions, step)
         argument = {"read": command.path, "retrieve": command.query}.get(command.kind, "") or ""
         observation = self._carry_out(command, workspace)
         wrote = command.kind == "replace"
         return Acted(self._record(step, name, argument, True), observation, self._result(observation), cleaned,
                      wrote_code=wrote)
+
+    def invalid(self, answer: str, problem: str, actions: tuple[str, ...], step: int) -> Acted:
+        """The release's invalid-answer result; memory keeps the cleaned answer."""
+        invalid = self.texts.fill("invalid")
+        record = {**self._record(step, "INVALID", problem, False), "label": "invalid answer"}
+        return Acted(record, invalid, invalid, clean_answer(answer))
 
     def one_call(self, brief: TaskBrief, code: str, turn: TurnInput) -> list[dict]:
         feedback = (self.feedback_text(turn.feedback.records, turn.feedback.level) if turn.feedback is not None
