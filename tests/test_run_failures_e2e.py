@@ -275,3 +275,36 @@ def test_a_feedback_server_without_the_responses_api_stops_the_run_and_the_named
     assert fixed.returncode == 0, fixed.stderr
     assert results(out) == results(tmp_path / "reference")
     print(f"responses unsupported: last line {line!r}")
+
+
+def storm_from(server: FakeProvider, call: int, seconds: float, retry_after: str | None) -> Fault:
+    """From request ``call`` (an index) on, the provider is overloaded for ``seconds`` (503 / Anthropic 529)."""
+    def fault(request: ReceivedRequest, number: int) -> Reply | None:
+        if number == call - 1:
+            server.storm(seconds, "overloaded", retry_after=retry_after)
+        return None
+    return fault
+
+
+@pytest.mark.parametrize(("protocol", "seconds", "retry_after"), [
+    ("openai", 4.0, "1"),
+    pytest.param("anthropic", 4.0, None, marks=pytest.mark.slow),
+    pytest.param("openai", 60.0, None, marks=pytest.mark.slow),
+])
+def test_an_outage_shorter_than_the_retry_window_leaves_every_trajectory_as_an_uninterrupted_run_s(
+        protocol: str, seconds: float, retry_after: str | None, scripts: tuple[Path, Path], tmp_path_factory,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Transient faults are retried at the transport, with real waits, before any agent-level error path runs:
+    the model is shown exactly what it is shown without the storm (issue 30, item 5)."""
+    monkeypatch.setenv("RECODE_RETRY_WAIT_SCALE", "1")
+    reference = baseline(protocol, scripts, tmp_path_factory.getbasetemp())
+    root = tmp_path_factory.mktemp("storm")
+    answering = Answering(protocol, scripts[0])
+    with FakeProvider(protocol, answering) as server:
+        answering.fault = storm_from(server, FIRST_FATAL, seconds, retry_after)
+        done = run_cli(config(root / "run.yaml", server, scripts, root / "out", **{"parallel-mode": "threads"}))
+        refused = len(server.requests) - answering.seen  # answered by the storm, before the responder
+    assert done.returncode == 0, done.stderr
+    assert refused >= 2, "the storm met the run"
+    assert results(root / "out") == reference
+    print(f"{protocol} {seconds:.0f} s storm: {refused} answers 5xx, records equal an uninterrupted run's")
