@@ -204,9 +204,10 @@ def _strip_userinfo(url: str) -> str:
 class _Reader:
     """Typed access to the raw mapping; every failure names the file and the key."""
 
-    def __init__(self, source: str, raw: dict[str, Any]) -> None:
+    def __init__(self, source: str, raw: dict[str, Any], need_keys: bool = True) -> None:
         self.source = source
         self.raw = raw
+        self.need_keys = need_keys  # False: API keys are not looked up (--estimate calls no model)
 
     def fail(self, message: str) -> ConfigError:
         return ConfigError(f"{self.source}: {message}")
@@ -341,7 +342,7 @@ def _model_spec(reader: _Reader, values: dict[str, Any], protocol: RunProtocol, 
            **_openai_api(reader, values, name, provider)},
         **_call_limits(reader, values, name),
     )
-    if provider not in REMOTE_PROVIDERS:
+    if provider not in REMOTE_PROVIDERS or not reader.need_keys:
         return spec
     try:
         # Resolved now so a job shipped to another machine (Ray) carries the key with it.
@@ -578,13 +579,15 @@ def _with_overrides(raw: dict[str, Any], overrides: dict, source: str) -> dict[s
     return {**raw, **given, "models": [entry for entry in entries if entry.get("model") in names]}
 
 
-def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
-    """Read and validate a YAML config; ``overrides`` (same hyphenated keys) win over the file."""
+def load_config(path: str | Path, overrides: dict | None = None, *, need_keys: bool = True) -> RunConfig:
+    """Read and validate a YAML config; ``overrides`` (same hyphenated keys) win over the file. ``need_keys``
+    False leaves API keys unresolved (for ``--estimate``, which calls no model)."""
     path = Path(path)
     source = str(path)
     raw = _with_overrides(_read_yaml(path), overrides or {}, source)
     _check_keys(raw, KNOWN_KEYS, "", source)
-    reader = _Reader(source, _unset_empty({key: _expand_env(value, key, source) for key, value in raw.items()}))
+    reader = _Reader(source, _unset_empty({key: _expand_env(value, key, source) for key, value in raw.items()}),
+                     need_keys)
 
     levels = _guidance_levels(reader)
     guidance_type = reader.choice("guidance-type", GUIDANCE_TYPES)

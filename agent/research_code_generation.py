@@ -3,8 +3,11 @@
     python agent/research_code_generation.py [--yaml-location config/default.yaml]
         [--max-workers N] [--parallel-mode processes|threads|none|ray] [--output-dir DIR]
         [--task-ids 1,2] [--guidance-level 0 2 4] [--model NAME ...] [--work-dir DIR | --dataset-dir DIR]
+        [--estimate]
 
 Each flag overrides the YAML key of its name, so a sweep needs no edits of the file.
+``--estimate`` prints what the run would cost (jobs, calls, tokens per model, a dollar range at list prices)
+and exits without calling a model, building an environment or running a test (docs/estimate.md).
 
 Shows progress (jobs done, turns, tests running, dollars so far: a bar on a
 terminal, a line per finished job otherwise) and, at the end, a table per
@@ -34,6 +37,8 @@ name_missing_modules()
 from agent.budget import BudgetError, check_prices  # noqa: E402
 from agent.config import ConfigError, RunConfig, load_config  # noqa: E402
 from agent.envs.cache import EnvError  # noqa: E402
+from agent.estimate import estimate_run  # noqa: E402
+from agent.estimate.report import format_estimate, format_estimate_vs_spent  # noqa: E402
 from agent.executor import PARALLEL_MODES, ExecutorError, make_executor  # noqa: E402
 from agent.models.build import InferenceError, build_model  # noqa: E402
 from agent.progress import Progress  # noqa: E402
@@ -68,6 +73,8 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, dict]:
     parser.add_argument("--model", nargs="+", metavar="NAME",
                         help="code model(s) to run (overrides model; with a 'models' list in the config, picks "
                              "its entries of these names)")
+    parser.add_argument("--estimate", action="store_true",
+                        help="print the run's expected calls, tokens and dollars, then exit: no model is called")
     args = parser.parse_args(argv)
     folder = dataset_dir(parser, args) if args.dataset_dir or args.work_dir else None
     overrides = {"max-workers": args.max_workers, "parallel-mode": args.parallel_mode,
@@ -93,6 +100,15 @@ def check_models(cfg: RunConfig) -> None:
         build_model(spec, prices=cfg.prices, cache_path=str(cfg.cache_path) if cfg.cache_path else None)
 
 
+def estimate(cfg: RunConfig) -> int:
+    """``--estimate``: the table, from the dataset's texts alone (no key needed, nothing written)."""
+    if cfg.replay_feedback_level is not None:
+        raise ConfigError("--estimate does not cover replay-feedback-level runs (one new turn per stored turn); "
+                          "leave the key empty to estimate the run itself")
+    print(format_estimate(estimate_run(cfg, select_tasks(cfg)).to_dict()))
+    return 0
+
+
 def run(cfg: RunConfig, argv: list[str]) -> int:
     """Everything after validation: metadata, the jobs, the table. Returns the exit code."""
     tasks = select_tasks(cfg)
@@ -103,7 +119,8 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
     plan = plan_run(cfg, tasks)
     check_plan(cfg, plan)  # before anything is written: a refused run leaves the folder as it was
     meta_file = metadata_path(cfg)
-    record = build_metadata(cfg, argv)
+    expected = None if cfg.replay_feedback_level is not None else estimate_run(cfg, tasks).to_dict()
+    record = {**build_metadata(cfg, argv), "estimate": expected}
     try:
         write_metadata(meta_file, record)
     except OSError as exc:
@@ -140,6 +157,8 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
         "errors": [{k: o.get(k) for k in ("model", "level", "task_index", "error", "traceback")} for o in failed],
     })
     print("\n".join([format_table(rows, cfg.max_turn), *stop_notes(outcomes)]))
+    if expected is not None:
+        print(format_estimate_vs_spent(expected, outcomes))
     print(f"results: {cfg.output_dir}  run record: {meta_file}")
     if failed:
         print(failed_footer(failed, meta_file, cfg), file=sys.stderr)
@@ -177,8 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     args, overrides = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        cfg = load_config(args.yaml_location, overrides)
-        return run(cfg, [sys.argv[0], *argv])
+        cfg = load_config(args.yaml_location, overrides, need_keys=not args.estimate)
+        return estimate(cfg) if args.estimate else run(cfg, [sys.argv[0], *argv])
     except USER_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR

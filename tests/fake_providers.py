@@ -144,6 +144,7 @@ class FakeUsage:
     output_tokens: int = 5
     cached_tokens: int | None = None
     reasoning_tokens: int | None = None
+    cache_write_tokens: int | None = None  # Anthropic's cache_creation_input_tokens (the others bill no writes)
 
 
 def openai_completion(text: str | None, usage: FakeUsage = FakeUsage(), finish_reason: str = "stop") -> dict[str, Any]:
@@ -208,14 +209,15 @@ def openai_response(value: Any, usage: FakeUsage = FakeUsage()) -> dict[str, Any
 def anthropic_message(
     blocks: list[dict[str, Any]], usage: FakeUsage = FakeUsage(), stop_reason: str = "end_turn"
 ) -> dict[str, Any]:
-    """A Message body with the given content blocks; cached tokens are reported as cache reads.
+    """A Message body with the given content blocks; cached tokens are reported as cache reads, cache-write
+    tokens as cache creation.
 
     Anthropic has no reasoning-token count: ``usage.reasoning_tokens`` is ignored.
     """
     counts: dict[str, Any] = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
-    if usage.cached_tokens is not None:
-        counts["cache_read_input_tokens"] = usage.cached_tokens
-        counts["cache_creation_input_tokens"] = 0
+    if usage.cached_tokens is not None or usage.cache_write_tokens is not None:
+        counts["cache_read_input_tokens"] = usage.cached_tokens or 0
+        counts["cache_creation_input_tokens"] = usage.cache_write_tokens or 0
     return {
         "id": "msg_fake",
         "type": "message",

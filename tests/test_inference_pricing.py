@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.models.build import DEFAULT_PRICES_PATH, InferenceError, find_price, load_prices
+from agent.models.build import DEFAULT_PRICES_PATH, InferenceError, build_model, find_price, load_prices
 from agent.models.types import Tokens
 from agent.models.pricing import cost_usd
+from tests.fake_providers import FakeProvider, model_spec, no_provider_env  # noqa: F401
 
 TABLE = {
     "gpt-5": {"input": 1.25, "cached_input": 0.125, "output": 10.0},
@@ -49,6 +50,28 @@ def test_cost_with_cached_and_reasoning_tokens() -> None:
 def test_missing_cached_price_charges_the_input_price() -> None:
     tokens = Tokens(input=1_000_000, output=0, cached=500_000)
     assert cost_usd(TABLE, "gemini-2.5-pro", tokens) == pytest.approx(1.25)
+
+
+def test_cache_writes_cost_their_own_price_and_reads_theirs() -> None:
+    table = {"claude-sonnet-4": {"input": 3.0, "cached_input": 0.3, "cache_write": 3.75, "output": 15.0}}
+    tokens = Tokens(input=4_000_000, output=1_000_000, cached=2_000_000, cache_write=1_000_000)
+    assert cost_usd(table, "claude-sonnet-4-20250514", tokens) == pytest.approx(3.0 + 0.6 + 3.75 + 15.0)
+    no_write_price = {"gpt-5": TABLE["gpt-5"]}  # OpenAI bills no write surcharge: writes cost the input price
+    assert cost_usd(no_write_price, "gpt-5", Tokens(input=1_000_000, output=0, cache_write=1_000_000)) == 1.25
+
+
+def test_shipped_table_prices_anthropic_cache_as_its_published_multiples() -> None:
+    sonnet = find_price(load_prices(), "claude-sonnet-4")
+    assert sonnet["cache_write"] == pytest.approx(1.25 * sonnet["input"])
+    assert sonnet["cached_input"] == pytest.approx(0.1 * sonnet["input"])
+
+
+def test_anthropic_cache_writes_are_read_from_the_wire_and_priced(no_provider_env) -> None:
+    with FakeProvider("anthropic") as server:
+        server.reply_text("hi", input_tokens=100, output_tokens=10, cached_tokens=3000, cache_write_tokens=1000)
+        usage = build_model(model_spec(server)).complete([{"role": "user", "content": "hello"}]).usage
+    assert (usage.input_tokens, usage.cached_tokens, usage.cache_write_tokens) == (4100, 3000, 1000)
+    assert usage.cost_usd == pytest.approx((100 * 3.0 + 3000 * 0.3 + 1000 * 3.75 + 10 * 15.0) / 1e6)
 
 
 def test_unknown_model_or_counts_cost_none() -> None:

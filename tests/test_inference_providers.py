@@ -49,9 +49,9 @@ def test_success_records_usage_and_cost(server: FakeProvider) -> None:
     elif server.protocol == "anthropic":  # input_tokens excludes cache reads: the prompt is 1400
         assert (got.input_tokens, got.output_tokens, got.reasoning_tokens) == (1400, 200, None)
         assert got.cost_usd == pytest.approx((1000 * 3.0 + 400 * 0.30 + 200 * 15.0) / 1e6)
-    else:  # thoughts are billed as output; no cached price in the table -> input price
+    else:  # thoughts are billed as output; cached tokens at the implicit cache's price
         assert (got.input_tokens, got.output_tokens, got.reasoning_tokens) == (1000, 250, 50)
-        assert got.cost_usd == pytest.approx((1000 * 1.25 + 250 * 10.0) / 1e6)
+        assert got.cost_usd == pytest.approx((600 * 1.25 + 400 * 0.125 + 250 * 10.0) / 1e6)
     assert json.dumps(got.to_dict())
 
 

@@ -132,5 +132,6 @@ def request_body(request: ChatRequest) -> dict[str, Any]:
 def usage_tokens(usage: Any) -> Tokens:
     """Anthropic's input_tokens excludes cache reads and writes; we report the whole prompt."""
     base, read = count(usage, "input_tokens"), count(usage, "cache_read_input_tokens")
-    total = None if base is None else add_counts(base, read, count(usage, "cache_creation_input_tokens"))
-    return Tokens(input=total, output=count(usage, "output_tokens"), cached=read)
+    written = count(usage, "cache_creation_input_tokens")
+    total = None if base is None else add_counts(base, read, written)
+    return Tokens(input=total, output=count(usage, "output_tokens"), cached=read, cache_write=written)

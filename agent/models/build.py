@@ -123,6 +123,7 @@ class RemoteModel:
             reasoning_tokens=tokens.reasoning,
             latency_sec=latency,
             cost_usd=cost_usd(self._prices, self._spec.model, tokens),
+            cache_write_tokens=tokens.cache_write,
         )
 
 

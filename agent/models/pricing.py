@@ -16,12 +16,12 @@ import yaml
 from agent.models.types import InferenceError, Tokens
 
 DEFAULT_PRICES_PATH = Path(__file__).resolve().parents[2] / "config" / "prices.yaml"
-PRICE_FIELDS = ("input", "cached_input", "output")
+PRICE_FIELDS = ("input", "cached_input", "cache_write", "output")
 SNAPSHOT_SUFFIX = re.compile(r"[-@]\d")
 
 
 def load_prices(path: str | Path = DEFAULT_PRICES_PATH) -> dict[str, dict[str, float]]:
-    """Read and check a price file: ``models: {name: {input, output[, cached_input]}}``."""
+    """Read and check a price file: ``models: {name: {input, output[, cached_input][, cache_write]}}``."""
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as error:
@@ -36,7 +36,8 @@ def load_prices(path: str | Path = DEFAULT_PRICES_PATH) -> dict[str, dict[str, f
 
 def _check_entry(path: str | Path, name: str, entry: Any) -> dict[str, float]:
     if not isinstance(entry, dict) or not {"input", "output"} <= entry.keys() or not entry.keys() <= set(PRICE_FIELDS):
-        raise InferenceError(f"price table {path}: {name} needs input and output (and optionally cached_input)")
+        raise InferenceError(f"price table {path}: {name} needs input and output (and optionally cached_input, "
+                             "cache_write)")
     values = {}
     for field, value in entry.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
@@ -56,16 +57,21 @@ def find_price(prices: dict[str, dict[str, float]], model: str) -> dict[str, flo
 def cost_usd(prices: dict[str, dict[str, float]], model: str, tokens: Tokens) -> float | None:
     """Dollars for ``tokens``; None when the model or a needed count is unknown.
 
-    Cached prompt tokens use ``cached_input`` (the input price when the entry
-    has none: an upper bound); reasoning tokens are part of the output.
+    ``tokens.input`` is the whole prompt. Its part read from the prompt cache
+    (``tokens.cached``) costs ``cached_input``, its part written to the cache
+    (``tokens.cache_write``) costs ``cache_write``; each falls back to the input
+    price when the entry has none (an upper bound for reads; the rule of the
+    providers that bill no write surcharge). Reasoning tokens are part of the output.
     """
     price = find_price(prices, model)
     if price is None or tokens.input is None or tokens.output is None:
         return None
     cached = min(tokens.cached or 0, tokens.input)
+    written = min(tokens.cache_write or 0, tokens.input - cached)
     dollars = (
-        (tokens.input - cached) * price["input"]
+        (tokens.input - cached - written) * price["input"]
         + cached * price.get("cached_input", price["input"])
+        + written * price.get("cache_write", price["input"])
         + tokens.output * price["output"]
     )
     return dollars / 1_000_000

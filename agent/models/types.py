@@ -110,7 +110,8 @@ class Usage:
     """What one ``complete`` call consumed. Tokens are None when the provider did not report them.
 
     ``input_tokens`` counts the whole prompt (``cached_tokens`` is the part of
-    it read from the provider's prompt cache); ``output_tokens`` counts
+    it read from the provider's prompt cache, ``cache_write_tokens`` the part
+    written to it, which Anthropic bills above the input price); ``output_tokens`` counts
     everything billed as output (``reasoning_tokens`` is the hidden part).
     ``cost_usd`` is None when the price of the model is unknown.
     """
@@ -124,6 +125,7 @@ class Usage:
     latency_sec: float
     cost_usd: float | None
     from_cache: bool = False
+    cache_write_tokens: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -154,6 +156,7 @@ class Tokens:
     output: int | None = None
     cached: int | None = None
     reasoning: int | None = None
+    cache_write: int | None = None  # prompt tokens written to the provider's cache (part of ``input``)
 
     def __add__(self, other: Tokens) -> Tokens:
         """Sum counts of several billed attempts."""
@@ -162,6 +165,7 @@ class Tokens:
             add_counts(self.output, other.output),
             add_counts(self.cached, other.cached),
             add_counts(self.reasoning, other.reasoning),
+            add_counts(self.cache_write, other.cache_write),
         )
 
 
