@@ -139,17 +139,22 @@ def usage_of(protocol: str, counts: Counts, output: int) -> FakeUsage:
     return FakeUsage(counts.prompt, output, counts.read)
 
 
-def caching_responder(protocol: str, script: Path, cache: PromptCache) -> Callable[[ReceivedRequest], Reply]:
-    """Answers like the scripted model ``script`` would, in ``protocol``'s shape (structured output where the
-    request asks for it), with usage counted under ``cache``'s rules."""
-    model = ScriptedModel(ModelSpec("scripted", "responder", script=str(script)))
-
+def caching_responder(protocol: str, cache: PromptCache,
+                      answer: Callable[[ReceivedRequest], str]) -> Callable[[ReceivedRequest], Reply]:
+    """Answers ``answer(request)`` in ``protocol``'s shape (structured output where the request asks for it),
+    with usage counted under ``cache``'s rules."""
     def respond(request: ReceivedRequest) -> Reply:
-        text = model.complete(request.messages).text
+        text = answer(request)
         usage = usage_of(protocol, cache.counts(request.body), tokens(len(text)))
         return Reply(body=_answer(protocol, request, text, usage))
 
     return respond
+
+
+def scripted(script: Path) -> Callable[[ReceivedRequest], str]:
+    """What the scripted model ``script`` answers to a request."""
+    model = ScriptedModel(ModelSpec("scripted", "responder", script=str(script)))
+    return lambda request: model.complete(request.messages).text
 
 
 def _answer(protocol: str, request: ReceivedRequest, text: str, usage: FakeUsage) -> dict:
@@ -168,10 +173,10 @@ class CachingServers:
 
     def __init__(self, protocol: str, ttl: float = TTL_SEC) -> None:
         self.protocol = protocol
-        self.code = FakeProvider(protocol, caching_responder(protocol, SCRIPTS / "code_model.yaml",
-                                                             PromptCache(protocol, ttl)))
-        self.feedback = FakeProvider(protocol, caching_responder(protocol, SCRIPTS / "feedback_model.yaml",
-                                                                 PromptCache(protocol, ttl)))
+        self.code = FakeProvider(protocol, caching_responder(protocol, PromptCache(protocol, ttl),
+                                                             scripted(SCRIPTS / "code_model.yaml")))
+        self.feedback = FakeProvider(protocol, caching_responder(protocol, PromptCache(protocol, ttl),
+                                                                 scripted(SCRIPTS / "feedback_model.yaml")))
 
     def __enter__(self) -> CachingServers:
         self.code.start()
