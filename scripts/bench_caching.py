@@ -25,8 +25,8 @@ from agent.estimate.walk import filler  # noqa: E402
 from agent.models.pricing import cost_usd, load_prices  # noqa: E402
 from agent.models.types import Tokens  # noqa: E402
 from agent.text_table import fixed_width  # noqa: E402
-from tests.caching_servers import PromptCache, Sweep, run_sweep, usage_of  # noqa: E402
-from tests.fake_providers import DEFAULT_MODELS, strip_cache_markers  # noqa: E402
+from tests.caching_servers import PromptCache, Sweep, run_sweep, seen_text, usage_of  # noqa: E402
+from tests.fake_providers import DEFAULT_MODELS  # noqa: E402
 from tests.run_support import DATASET  # noqa: E402
 
 RCB_PAPERS = Path(__file__).resolve().parents[2] / "shared" / "rcb_pset_sample"
@@ -84,7 +84,8 @@ def main() -> None:
     sizes = args.paper_chars or sorted(len(p.read_text(encoding="utf-8")) for p in RCB_PAPERS.glob("*/*.tex"))
     published = round(statistics.mean(sizes))
     dataset = DatasetManager(DATASET)
-    papers = {dataset.latex(task): filler(published) for task in args.tasks}
+    papers = {dataset.latex(task): dataset.latex(task) + filler(published - len(dataset.latex(task)))
+              for task in args.tasks}  # each task's own paper, lengthened: papers still differ between tasks
     keys = {"task-ids": args.tasks, "guidance-level": [args.level], "max-turn": args.max_turn}
     root = Path(tempfile.mkdtemp(prefix="bench caching "))
     rows = []
@@ -92,7 +93,7 @@ def main() -> None:
         on, off = run_sweep(protocol, True, root, **keys), run_sweep(protocol, False, root, **keys)
         if on.returncode or off.returncode:
             sys.exit(f"{protocol}: the sweep failed:\n{on.output[-1500:]}\n{off.output[-1500:]}")
-        same = [strip_cache_markers(r.body) for r in on.requests] == [strip_cache_markers(r.body) for r in off.requests]
+        same = [seen_text(r) for r in on.requests] == [seen_text(r) for r in off.requests]
         out = output_tokens(on)
         for label, change in (("sample papers", {}), (f"papers of {published:,} chars", papers)):
             with_cache = priced(protocol, [replaced(r.body, change) for r in on.requests], out)

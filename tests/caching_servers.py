@@ -30,8 +30,9 @@ from agent.models.scripted import ScriptedModel
 from agent.models.types import ModelSpec
 from tests.fake_providers import (
     FakeProvider, FakeUsage, ReceivedRequest, Reply, anthropic_message, anthropic_text, anthropic_tool_use,
-    gemini_response, openai_completion, openai_response,
+    gemini_response, openai_completion, openai_response, strip_cache_markers,
 )
+from tests.run_support import ADDRESS, TMP_PATH
 
 CHARS_PER_TOKEN = 4
 TTL_SEC = 300.0
@@ -190,6 +191,19 @@ class CachingServers:
     def requests(self) -> list[ReceivedRequest]:
         """Every request of both servers in the order they arrived."""
         return sorted([*self.code.requests, *self.feedback.requests], key=lambda r: r.received_at)
+
+
+def seen_text(request: ReceivedRequest) -> str:
+    """A request as the model sees it: cache markers stripped, and the temporary folders and object addresses
+    of test output (which differ between any two runs) masked."""
+    def masked(value: Any) -> Any:
+        if isinstance(value, str):
+            return ADDRESS.sub("0x?", TMP_PATH.sub("<tmp>", value))
+        if isinstance(value, list):
+            return [masked(item) for item in value]
+        return {key: masked(item) for key, item in value.items()} if isinstance(value, dict) else value
+
+    return json.dumps(masked(strip_cache_markers(request.body)), sort_keys=True)
 
 
 @dataclass
