@@ -382,6 +382,16 @@ def _fault(protocol: str, case: str, model: str) -> Reply:
             "gemini": (429, gemini_error(429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check "
                                          "quota).")),
         },
+        "prompt_filtered": {  # Azure OpenAI's content filter refusing the prompt itself
+            "openai": (400, {"error": {"message": "The response was filtered due to the prompt triggering Azure "
+                                       "OpenAI's content management policy.", "type": None, "param": "prompt",
+                                       "code": "content_filter", "status": 400,
+                                       "innererror": {"code": "ResponsibleAIPolicyViolation"}}}),
+        },
+        "deployment_not_found": {  # Azure OpenAI: no deployment of that name on the resource
+            "openai": (404, {"error": {"code": "DeploymentNotFound", "message": "The API deployment for this "
+                                       "resource does not exist."}}),
+        },
         "overloaded": {
             "openai": (503, openai_error("The engine is currently overloaded, please try again later.",
                                          "server_error", None)),
@@ -389,11 +399,14 @@ def _fault(protocol: str, case: str, model: str) -> Reply:
             "gemini": (503, gemini_error(503, "UNAVAILABLE", "The model is overloaded. Please try again later.")),
         },
     }
+    if protocol not in table[case]:
+        raise ValueError(f"fault {case!r} has no {protocol} form (only {', '.join(table[case])})")
     status, body = table[case][protocol]
     return Reply(status=status, body=body)
 
 
 FAULTS = ("quota", "revoked_key", "permission", "context_length", "model_not_found", "rate_limit", "overloaded")
+AZURE_FAULTS = ("prompt_filtered", "deployment_not_found")  # the openai protocol only
 
 
 # ---------------------------------------------------------------- answers that ended early
@@ -554,7 +567,8 @@ class FakeProvider:
         daily limit), ``revoked_key`` (401 invalid_api_key / authentication_error, Gemini 400 API_KEY_INVALID),
         ``permission`` (403), ``context_length`` (400 context_length_exceeded / "prompt is too long" / input token
         count), ``model_not_found`` (404), ``rate_limit`` (429 without retry-after), ``overloaded`` (OpenAI and
-        Gemini 503, Anthropic 529)."""
+        Gemini 503, Anthropic 529); for the openai protocol also Azure's ``prompt_filtered`` (400 content_filter)
+        and ``deployment_not_found`` (404 DeploymentNotFound)."""
         return self.push(_fault(self.protocol, case, model or DEFAULT_MODELS[self.protocol]))
 
     def storm(self, seconds: float, case: str = "overloaded", retry_after: str | None = None,

@@ -136,7 +136,8 @@ def test_bad_request_is_not_retried(server: FakeProvider, status: int) -> None:
 def test_connection_refused_is_retried_then_reported() -> None:
     with FakeProvider("openai") as fake:
         spec = model_spec(fake, max_retries=1)
-    with pytest.raises(RunFatal, match=r"after 2 attempt\(s\).*\(unreachable\): nothing answers at base-url") as raised:
+    with pytest.raises(RunFatal, match=r"after 2 attempt\(s\) over 0 s \(last: connection refused at http://127\.0\.0\.1:\d+/v1\) "
+                       r"\(unreachable\): check base-url and that the server is running") as raised:
         build_model(spec).complete(HELLO)
     assert raised.value.code == "unreachable"
 

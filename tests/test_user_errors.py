@@ -79,8 +79,8 @@ def test_a_refused_connection_names_the_base_url(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     listed = [line for line in done.stdout.splitlines() if line.startswith("  task 1 L0 coder:")]
     assert len(listed) == 1 and "Traceback" not in done.stderr
-    assert listed[0].endswith(f"last: connection refused at {base_url}; nothing answers at base-url {base_url}: "
-                              "check base-url and that the server is running"), listed[0]
+    assert listed[0].endswith(f"(last: connection refused at {base_url}) (unreachable): check base-url and that the "
+                              "server is running, then run the same command again"), listed[0]
 
 
 @pytest.mark.slow

@@ -54,8 +54,10 @@ def read_failure(error: BaseException, secret: str | None) -> HttpFailure:
 def classify(failure: HttpFailure, spec: ModelSpec) -> Exception:
     """What an Anthropic Messages HTTP error means (https://docs.claude.com/en/api/errors lists the types)."""
     words = failure.message.lower()
-    if "credit balance" in words or failure.kind == "billing_error" or failure.status == 402:
-        return quota_spent(spec, "credit_balance_too_low" if "credit balance" in words else "billing", BILLING_FIX)
+    if "credit balance" in words:
+        return quota_spent(spec, "credit_balance_too_low", BILLING_FIX, "the credit balance is too low")
+    if failure.kind == "billing_error" or failure.status == 402:
+        return quota_spent(spec, "billing", BILLING_FIX, f"billing stops the calls ({failure.message:.120})")
     if "spend_limit" in (failure.code or "") or "spend limit" in words:
         return quota_spent(spec, failure.code or "spend_limit", "raise the spend limit in the Anthropic Console")
     if failure.status in (400, 413) and ("prompt is too long" in words or failure.kind == "request_too_large"):

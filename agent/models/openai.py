@@ -39,7 +39,7 @@ from agent.models.providers import (
 )
 from agent.models.pacing import rate_hooks
 from agent.models.prompt_cache import openai_cache_key
-from agent.models.retry import BadAnswer
+from agent.models.retry import BadAnswer, redact
 
 log = logging.getLogger("agent.inference")
 
@@ -152,7 +152,7 @@ class OpenAIAdapter:
         tokens = usage_tokens(getattr(response, "usage", None))
         message = choices[0].message
         refusal = getattr(message, "refusal", None)
-        stop = Stop("refusal", f"refusal: {refusal}") if refusal else stop_of(
+        stop = Stop("refusal", redact(f"refusal: {refusal}", None)) if refusal else stop_of(
             CHAT_STOPS, "finish_reason", choices[0].finish_reason)
         return _answer(message.content or "", tokens, stop)
 
@@ -231,7 +231,7 @@ def responses_stop(response: Any) -> Stop:
     for item in getattr(response, "output", None) or []:
         for part in getattr(item, "content", None) or []:
             if getattr(part, "type", None) == "refusal":
-                return Stop("refusal", f"refusal: {getattr(part, 'refusal', '')}")
+                return Stop("refusal", redact(f"refusal: {getattr(part, 'refusal', '')}", None))
     status = getattr(response, "status", None)
     if status == "incomplete":
         reason = getattr(getattr(response, "incomplete_details", None), "reason", None)

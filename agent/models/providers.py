@@ -142,8 +142,8 @@ def unknown_model(spec: ModelSpec, failure: HttpFailure) -> RunFatal:
                      f"({failure.message:.160})", f"check model (and deployment, base-url), {RERUN}")
 
 
-def quota_spent(spec: ModelSpec, code: str, fix: str = "add credits") -> RunFatal:
-    return run_fatal(spec, code, "the quota is exhausted", f"{fix}, {RERUN}")
+def quota_spent(spec: ModelSpec, code: str, fix: str = "add credits", cause: str = "the quota is exhausted") -> RunFatal:
+    return run_fatal(spec, code, cause, f"{fix}, {RERUN}")
 
 
 def too_long(spec: ModelSpec, failure: HttpFailure) -> RequestFatal:
@@ -240,8 +240,7 @@ def guarded_call(call: Callable[[], T], errors: SdkErrors, spec: ModelSpec, secr
         if _refused(error):
             where = spec.base_url or _origin(error)
             raise TransientError(f"connection refused at {where}", windowed=False, code="unreachable",
-                                 hint=f"nothing answers at base-url {where}: check base-url and that the server "
-                                 f"is running, {RERUN}") from None
+                                 hint=f"check base-url and that the server is running, {RERUN}") from None
         raise TransientError(f"{type(error).__name__}: {redact(str(error), secret)}") from None
     except json.JSONDecodeError:
         raise BadAnswer(
