@@ -13,10 +13,17 @@ needed, no model called). docs/estimate.md says how to read the table.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+_CHECKOUT = Path(__file__).resolve().parents[1]
+if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
+    sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
+
+from agent.setup_hint import name_missing_modules  # noqa: E402
+
+name_missing_modules()
 
 from agent.config import ConfigError, load_config  # noqa: E402
 from agent.dataset import DatasetError, load_meta  # noqa: E402

@@ -12,10 +12,14 @@ ROLES = {"code": "code (CodeAgent)", "feedback": "feedback (HumanAgent)"}
 
 def count(n: float) -> str:
     """A token or call count, short: 950, 12.3k, 4.56M."""
-    for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+    for size, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
         if abs(n) >= size:
             return f"{n / size:.3g}{unit}"
     return f"{int(n)}"
+
+
+def calls(n: int) -> str:
+    return f"{n:,}"
 
 
 def dollars(value: float | None) -> str:
@@ -32,11 +36,12 @@ def format_estimate(estimate: dict) -> str:
     body = []
     for line in estimate["lines"]:
         low, high = line["totals"][SOLVED], line["totals"][UNSOLVED]
-        body.append([line["model"], ROLES[line["role"]], span(low["calls"], high["calls"]),
+        body.append([line["model"], ROLES[line["role"]], span(low["calls"], high["calls"], calls),
                      span(low["input_tokens"], high["input_tokens"]), span(low["output_tokens"], high["output_tokens"]),
                      span(line["dollars"][SOLVED], line["dollars"][UNSOLVED], dollars),
                      span(line["cached_dollars"][SOLVED], line["cached_dollars"][UNSOLVED], dollars)])
-    body.append(["all models", "", *(_total_span(estimate, key) for key in ("calls", "input_tokens", "output_tokens")),
+    body.append(["all models", "", _total_span(estimate, "calls", calls),
+                 *(_total_span(estimate, key) for key in ("input_tokens", "output_tokens")),
                  _total_span(estimate, "dollars", dollars), _total_span(estimate, "cached_dollars", dollars)])
     lines += fixed_width(["model", "role", "calls", "input tokens", "output tokens", "list price",
                           "with prompt caching"], body)
@@ -89,11 +94,12 @@ def format_estimate_vs_spent(estimate: dict, outcomes: list[dict]) -> str:
     spent = {"calls": sum(o.get("api_calls") or 0 for o in outcomes),
              "input_tokens": sum(o.get("input_tokens") or 0 for o in outcomes),
              "output_tokens": sum(o.get("output_tokens") or 0 for o in outcomes)}
-    rows = [[label, _total_span(estimate, key), count(spent[key])] for label, key in
-            (("calls", "calls"), ("input tokens", "input_tokens"), ("output tokens", "output_tokens"))]
+    rows = [["calls", _total_span(estimate, "calls", calls), calls(spent["calls"])]]
+    rows += [[label, _total_span(estimate, key), count(spent[key])] for label, key in
+             (("input tokens", "input_tokens"), ("output tokens", "output_tokens"))]
     known = [c for c in spent_cost if c is not None]
     rows.append(["dollars (list price)", _total_span(estimate, "dollars", dollars),
-                 dollars(sum(known)) + (f" ({len(spent_cost) - len(known)} job(s) unpriced)"
+                 dollars(sum(known)) + (f" ({len(spent_cost) - len(known)} job(s) of unknown cost)"
                                         if len(known) < len(spent_cost) else "")])
     rows.append(["dollars with prompt caching", _total_span(estimate, "cached_dollars", dollars), ""])
     return "\n".join(["estimate (before the run, low - high) vs spent:",
