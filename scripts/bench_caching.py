@@ -25,7 +25,7 @@ from agent.estimate.walk import filler  # noqa: E402
 from agent.models.pricing import cost_usd, load_prices  # noqa: E402
 from agent.models.types import Tokens  # noqa: E402
 from agent.text_table import fixed_width  # noqa: E402
-from tests.caching_servers import PromptCache, Sweep, run_sweep, seen_text, usage_of  # noqa: E402
+from tests.caching_servers import PromptCache, Sweep, run_sweep, usage_of  # noqa: E402
 from tests.fake_providers import DEFAULT_MODELS  # noqa: E402
 from tests.run_support import DATASET  # noqa: E402
 
@@ -93,7 +93,7 @@ def main() -> None:
         on, off = run_sweep(protocol, True, root, **keys), run_sweep(protocol, False, root, **keys)
         if on.returncode or off.returncode:
             sys.exit(f"{protocol}: the sweep failed:\n{on.output[-1500:]}\n{off.output[-1500:]}")
-        same = [seen_text(r) for r in on.requests] == [seen_text(r) for r in off.requests]
+        same = on.seen() == off.seen()
         out = output_tokens(on)
         for label, change in (("sample papers", {}), (f"papers of {published:,} chars", papers)):
             with_cache = priced(protocol, [replaced(r.body, change) for r in on.requests], out)

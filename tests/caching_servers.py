@@ -80,7 +80,8 @@ class PromptCache:
         self.prompts.append((scope, text, now + self.ttl))
         read = tokens(shared) if shared < len(text) else tokens(shared) - 1  # the last token is always computed
         if self.protocol == "openai":
-            read = OPENAI_MINIMUM + (read - OPENAI_MINIMUM) // OPENAI_STEP * OPENAI_STEP if read >= OPENAI_MINIMUM else 0
+            steps = (read - OPENAI_MINIMUM) // OPENAI_STEP
+            read = OPENAI_MINIMUM + steps * OPENAI_STEP if read >= OPENAI_MINIMUM else 0
         elif read < GEMINI_MINIMUM:
             read = 0
         return Counts(tokens(len(text)), read)
@@ -193,11 +194,12 @@ class CachingServers:
         return sorted([*self.code.requests, *self.feedback.requests], key=lambda r: r.received_at)
 
 
-def seen_text(request: ReceivedRequest) -> str:
-    """A request as the model sees it: cache markers stripped, and the temporary folders and object addresses
-    of test output (which differ between any two runs) masked."""
+def seen_text(request: ReceivedRequest, output: Path | None = None) -> str:
+    """A request as the model sees it: cache markers stripped, and what differs between any two runs masked in
+    test output: the run's ``output`` folder, temporary folders and object addresses."""
     def masked(value: Any) -> Any:
         if isinstance(value, str):
+            value = value.replace(str(output), "<output>") if output is not None else value
             return ADDRESS.sub("0x?", TMP_PATH.sub("<tmp>", value))
         if isinstance(value, list):
             return [masked(item) for item in value]
@@ -214,6 +216,11 @@ class Sweep:
     record: dict
     returncode: int
     output: str
+    folder: Path
+
+    def seen(self) -> list[str]:
+        """Each request as the model saw it (:func:`seen_text`)."""
+        return [seen_text(request, self.folder) for request in self.requests]
 
 
 def run_sweep(protocol: str, caching: bool, root: Path, **keys: Any) -> Sweep:
@@ -240,4 +247,4 @@ def run_sweep(protocol: str, caching: bool, root: Path, **keys: Any) -> Sweep:
         done = subprocess.run([sys.executable, str(CLI), "--yaml-location", str(path)], cwd=REPO, env=cli_env(),
                               capture_output=True, text=True, timeout=900)
         return Sweep(servers.requests(), run_record(output) if done.returncode == 0 else {}, done.returncode,
-                     done.stdout + done.stderr)
+                     done.stdout + done.stderr, output)

@@ -75,6 +75,7 @@ def test_reset_formats_and_anthropic_headers() -> None:
     assert reset_seconds("6m0s", 0) == 360 and reset_seconds("20ms", 0) == pytest.approx(0.02)
     assert reset_seconds("1.5s", 0) == 1.5 and reset_seconds("soon", 0) is None and reset_seconds(None, 0) is None
     assert reset_seconds("1970-01-01T00:01:00Z", 30.0) == pytest.approx(30.0)
-    headers = {"anthropic-ratelimit-tokens-remaining": "700", "anthropic-ratelimit-tokens-reset": "1970-01-01T00:00:40Z"}
+    headers = {"anthropic-ratelimit-tokens-remaining": "700",
+               "anthropic-ratelimit-tokens-reset": "1970-01-01T00:00:40Z"}
     assert provider_remaining(headers, "tokens", per_sec=10, capacity=600, now_epoch=0.0) == pytest.approx(200)
     assert provider_remaining({}, "tokens", per_sec=10, capacity=600, now_epoch=0.0) is None

@@ -14,7 +14,7 @@ from agent.models.build import build_model
 from agent.models.pricing import cost_usd, load_prices
 from agent.models.prompt_cache import PrefixTracker, anthropic_blocks, common_prefix, openai_cache_key
 from agent.models.types import Tokens
-from tests.caching_servers import PromptCache, caching_responder, run_sweep, seen_text
+from tests.caching_servers import PromptCache, caching_responder, run_sweep
 from tests.fake_providers import FakeProvider, model_spec, strip_cache_markers
 from tests.fake_providers import no_provider_env  # noqa: F401 (fixture)
 
@@ -106,8 +106,7 @@ def test_a_sweep_through_the_main_command(tmp_path_factory, protocol: str) -> No
     keys = {"task-ids": [1, 2], "guidance-level": [2], "max-turn": 2}
     on, off = run_sweep(protocol, True, root, **keys), run_sweep(protocol, False, root, **keys)
     assert on.returncode == 0 and off.returncode == 0, on.output[-2000:] + off.output[-2000:]
-    assert len(on.requests) == len(off.requests) and [seen_text(r) for r in on.requests] == [
-        seen_text(r) for r in off.requests]
+    assert len(on.requests) == len(off.requests) and on.seen() == off.seen()
     cache_on, cache_off = on.record["prompt_caching"], off.record["prompt_caching"]
     assert cache_on["enabled"] and not cache_off["enabled"] and cache_on["input_tokens"] == cache_off["input_tokens"]
     assert cache_on["cached_tokens"] > 0.1 * cache_on["input_tokens"]
