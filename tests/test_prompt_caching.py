@@ -14,6 +14,8 @@ from agent.models.build import build_model
 from agent.models.pricing import cost_usd, load_prices
 from agent.models.prompt_cache import PrefixTracker, anthropic_blocks, common_prefix, openai_cache_key
 from agent.models.types import Tokens
+from agent.run_summary import cache_note, cache_record, cache_totals
+from metric_cost import turn_cost
 from tests.caching_servers import PromptCache, caching_responder, run_sweep
 from tests.fake_providers import FakeProvider, model_spec, strip_cache_markers
 from tests.fake_providers import no_provider_env  # noqa: F401 (fixture)
@@ -114,3 +116,20 @@ def test_a_sweep_through_the_main_command(tmp_path_factory, protocol: str) -> No
     assert dollars[0] < dollars[1] if protocol == "anthropic" else dollars[0] == pytest.approx(dollars[1])
     if protocol == "anthropic":
         assert cache_off["cached_tokens"] == 0
+
+
+def test_summary_line_and_cost_table_count_reads_writes_and_savings() -> None:
+    calls = [{"input_tokens": 5000, "cached_tokens": 4000, "cache_write_tokens": 0, "cache_saved_usd": 0.0108,
+              "cost_usd": 0.002},
+             {"input_tokens": 5000, "cached_tokens": 0, "cache_write_tokens": 4000, "cache_saved_usd": -0.003,
+              "cost_usd": 0.018},
+             {"input_tokens": 5000, "cached_tokens": 4000, "cache_saved_usd": 0.0, "from_cache": True}]
+    totals = cache_totals(calls)
+    assert totals == {"cached_tokens": 4000, "cache_write_tokens": 4000, "cache_saved_usd": pytest.approx(0.0078)}
+    record = cache_record([{"input_tokens": 10000, **totals}], enabled=True)
+    assert cache_note(record) == ("prompt caching: 4,000 of 10,000 input tokens read from the providers' caches "
+                                  "(40.0%), 4,000 written; saved $0.0078 at list prices (this run)")
+    assert "off (prompt-caching: false)" in cache_note(cache_record([], enabled=False))
+    row = turn_cost({"code_usage": calls[:2]})
+    assert (row["code_cached"], row["code_cache_write"], row["cache_saved_usd"]) == (4000, 4000,
+                                                                                    pytest.approx(0.0078))
