@@ -219,8 +219,9 @@ class Sweep:
     folder: Path
 
     def seen(self) -> list[str]:
-        """Each request as the model saw it (:func:`seen_text`)."""
-        return [seen_text(request, self.folder) for request in self.requests]
+        """Every request as the model saw it (:func:`seen_text`), sorted: two runs may take their jobs in another
+        order, each job's calls are the same."""
+        return sorted(seen_text(request, self.folder) for request in self.requests)
 
 
 def run_sweep(protocol: str, caching: bool, root: Path, **keys: Any) -> Sweep:

@@ -79,3 +79,21 @@ def test_reset_formats_and_anthropic_headers() -> None:
                "anthropic-ratelimit-tokens-reset": "1970-01-01T00:00:40Z"}
     assert provider_remaining(headers, "tokens", per_sec=10, capacity=600, now_epoch=0.0) == pytest.approx(200)
     assert provider_remaining({}, "tokens", per_sec=10, capacity=600, now_epoch=0.0) is None
+
+
+def test_a_model_with_a_limit_is_paced_through_its_sdk_and_reads_the_headers(monkeypatch) -> None:
+    """The pacer sits in the real call path: build_model's calls reserve, and the SDK's responses reach it."""
+    from agent.models.build import build_model
+    from agent.models.pacing import pacer_for
+    from tests.fake_providers import FakeProvider, Reply, model_spec, success_body
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-secret")
+    with FakeProvider("openai") as server:
+        server.push(Reply(body=success_body("openai", "ok", input_tokens=30, output_tokens=5),
+                          headers={"x-ratelimit-remaining-tokens": "1234", "x-ratelimit-reset-tokens": "1ms"}))
+        spec = ModelSpec("openai", "gpt-5-mini", base_url=server.base_url, tokens_per_minute=600_000)
+        build_model(spec).complete([{"role": "user", "content": "x" * 120}])
+        pacer = pacer_for(spec)
+        assert pacer is not None and pacer.answers == 1 and pacer.answer_tokens == 5
+        assert pacer.buckets["tokens"].level <= 1234 + 1  # lowered by the header (plus a moment's refill)
+    assert pacer_for(model_spec(server)) is None  # no limit: no pacing

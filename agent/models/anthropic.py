@@ -78,7 +78,7 @@ class AnthropicAdapter:
         self._spec, self._key = spec, key
         self._client = anthropic.Anthropic(
             api_key=key, base_url=spec.base_url, max_retries=0, timeout=spec.timeout_sec,
-            http_client=anthropic.DefaultHttpxClient(event_hooks=rate_hooks(spec)),
+            **rate_hooks(spec, anthropic.DefaultHttpxClient),
         )
         self._prefixes = tracker_for(spec.provider, spec.model) if spec.prompt_caching else None
 

@@ -115,7 +115,7 @@ def is_strict_schema(schema: Any) -> bool:
 class OpenAIAdapter:
     def __init__(self, spec: ModelSpec, key: str | None) -> None:
         common: dict[str, Any] = {"api_key": key or "no-key", "max_retries": 0, "timeout": spec.timeout_sec,
-                                  "http_client": openai.DefaultHttpxClient(event_hooks=rate_hooks(spec))}
+                                  **rate_hooks(spec, openai.DefaultHttpxClient)}
         self._spec, self._key = spec, key
         self._model = spec.model
         if spec.provider == "azure-openai":

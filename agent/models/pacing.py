@@ -96,6 +96,7 @@ class Pacer:
         self.clock, self.sleep = clock, sleep
         self.answers, self.answer_tokens = 0, 0
         self._lock = threading.Lock()
+        self._heard = threading.local()  # the last response headers of this thread's call, not yet applied
 
     def estimate(self, request: ChatRequest) -> float:
         """Tokens a request is expected to count: its text, and the mean answer so far (at most its cap)."""
@@ -108,6 +109,7 @@ class Pacer:
     def before(self, request: ChatRequest) -> Reservation:
         """Reserve room for ``request`` and wait until there is; the same order for every job (first come)."""
         tokens = self.estimate(request)
+        self._apply_heard()  # a refused attempt's headers
         with self._lock:
             now = self.clock()
             waits = [bucket.take(tokens if kind == "tokens" else 1, now) for kind, bucket in self.buckets.items()]
@@ -118,13 +120,24 @@ class Pacer:
 
     def after(self, reservation: Reservation, tokens: Tokens) -> None:
         """Correct the reservation with what the call counted (input and output; unknown: the estimate)."""
-        if tokens.input is None or tokens.output is None:
-            return
-        with self._lock:
-            self.answers += 1
-            self.answer_tokens += tokens.output
-            if "tokens" in self.buckets:
-                self.buckets["tokens"].adjust(tokens.input + tokens.output - reservation.tokens, self.clock())
+        if tokens.input is not None and tokens.output is not None:
+            with self._lock:
+                self.answers += 1
+                self.answer_tokens += tokens.output
+                if "tokens" in self.buckets:
+                    self.buckets["tokens"].adjust(tokens.input + tokens.output - reservation.tokens, self.clock())
+        self._apply_heard()
+
+    def hear(self, headers: Mapping[str, str]) -> None:
+        """Keep a response's headers (the httpx hook runs in the calling thread) for after the call's correction:
+        they already count the call at its real size."""
+        self._heard.headers = headers
+
+    def _apply_heard(self) -> None:
+        headers = getattr(self._heard, "headers", None)
+        self._heard.headers = None
+        if headers is not None:
+            self.observe(headers)
 
     def observe(self, headers: Mapping[str, str]) -> None:
         """Lower each bucket to what the provider's rate-limit headers say is left of it."""
@@ -187,9 +200,10 @@ def pacer_for(spec: ModelSpec) -> Pacer | None:
         return _PACERS[key]
 
 
-def rate_hooks(spec: ModelSpec) -> dict[str, list[Callable[[Any], None]]]:
-    """httpx event hooks that show every response's headers to the model's pacer (none without a limit)."""
+def rate_hooks(spec: ModelSpec, client_type: Callable[..., Any]) -> dict[str, Any]:
+    """SDK client arguments that show every response's headers to the model's pacer: an ``http_client`` of the
+    SDK's default kind (``client_type``) with an httpx response hook; none without a limit."""
     pacer = pacer_for(spec)
     if pacer is None:
         return {}
-    return {"response": [lambda response: pacer.observe(response.headers)]}
+    return {"http_client": client_type(event_hooks={"response": [lambda response: pacer.hear(response.headers)]})}
