@@ -3,7 +3,7 @@ real model layer (the OpenAI SDK, the retry policy, the pacer) against a local s
 tokens-per-minute limit as a token bucket and answers 429 (with retry-after and x-ratelimit-* headers) beyond
 it. Run paced (``tokens-per-minute`` set to the limit) and unpaced (no limit: 429s and retries), side by side:
 
-    python scripts/bench_pacing.py [--jobs 8] [--calls 15] [--limit 60000] [--minute 6] [--latency 0.05]
+    python scripts/bench_pacing.py [--jobs 8] [--calls 30] [--limit 60000] [--minute 6] [--latency 0.05]
 
 The "minute" is scaled down to ``--minute`` seconds (RECODE_RATE_MINUTE_SEC for the pacer) so the default run
 takes about a minute. Throughput is the tokens the server accepted over the most it could accept between the first
@@ -115,7 +115,7 @@ def sweep(paced: bool, args: argparse.Namespace) -> Outcome:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=8)
-    parser.add_argument("--calls", type=int, default=15, help="calls per job")
+    parser.add_argument("--calls", type=int, default=30, help="calls per job")
     parser.add_argument("--limit", type=int, default=60000, help="tokens per (scaled) minute")
     parser.add_argument("--minute", type=float, default=6.0, help="seconds in the scaled minute")
     parser.add_argument("--latency", type=float, default=0.05, help="seconds the server takes per answer")

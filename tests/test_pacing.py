@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.models.pacing import Pacer, TokenBucket, provider_remaining, reset_seconds
+from agent.models.pacing import HEADROOM, Pacer, TokenBucket, provider_remaining, reset_seconds
 from agent.models.types import ChatRequest, ModelSpec, Tokens
 
 
@@ -41,26 +41,31 @@ def test_bucket_starts_full_goes_into_debt_and_refills_at_its_rate() -> None:
 
 def test_pacer_waits_before_sending_and_usage_corrects_the_estimate() -> None:
     clock = Clock()
-    pacer = Pacer(requests_per_minute=None, tokens_per_minute=6000, minute=60.0, clock=clock, sleep=clock.sleep)
+    pacer = Pacer(requests_per_minute=None, tokens_per_minute=6000, minute=60.0, clock=clock, sleep=clock.sleep,
+                  headroom=1.0)
     first = pacer.before(request(4000, max_output=500))  # 1000 prompt + at most 500 answer
     assert first.tokens == 1500 and first.waited_sec == 0.0
     pacer.after(first, Tokens(input=1000, output=100))  # it counted 1100: 400 given back
     assert pacer.buckets["tokens"].level == pytest.approx(4900)
-    assert pacer.estimate(request(4000)) == pytest.approx(1100)  # answers now expected at their mean
+    assert pacer.estimate(request(4000)) == pytest.approx(1100)  # answers now expected as the one seen
     pacer.before(request(19_600, max_output=1))  # 4901: one token of debt, a hundredth of a second at 100 a second
     assert clock.slept == [pytest.approx(0.01)]
+    pacer.after(first, Tokens(input=1000, output=300))  # answers of 100 and 300: 200 +- 100
+    assert pacer.estimate(request(4000)) == pytest.approx(1000 + 300)
 
 
 def test_requests_per_minute_paces_calls_one_after_another() -> None:
     clock = Clock()
-    pacer = Pacer(requests_per_minute=2, tokens_per_minute=None, minute=60.0, clock=clock, sleep=clock.sleep)
+    pacer = Pacer(requests_per_minute=2, tokens_per_minute=None, minute=60.0, clock=clock, sleep=clock.sleep,
+                  headroom=1.0)
     waits = [pacer.before(request(10)).waited_sec for _ in range(4)]
     assert waits == [0.0, 0.0, pytest.approx(30.0), pytest.approx(30.0)]
 
 
 def test_headers_lower_the_bucket_to_what_the_provider_says_is_left() -> None:
     clock = Clock()
-    pacer = Pacer(requests_per_minute=100, tokens_per_minute=60_000, minute=60.0, clock=clock, sleep=clock.sleep)
+    pacer = Pacer(requests_per_minute=100, tokens_per_minute=60_000, minute=60.0, clock=clock, sleep=clock.sleep,
+                  headroom=1.0)
     pacer.observe({"x-ratelimit-remaining-tokens": "20000", "x-ratelimit-reset-tokens": "10s",
                    "x-ratelimit-remaining-requests": "99"})
     assert pacer.buckets["tokens"].level == pytest.approx(20_000)  # the reset says no more than 60000 - 10 s x 1000
@@ -96,4 +101,5 @@ def test_a_model_with_a_limit_is_paced_through_its_sdk_and_reads_the_headers(mon
         pacer = pacer_for(spec)
         assert pacer is not None and pacer.answers == 1 and pacer.answer_tokens == 5
         assert pacer.buckets["tokens"].level <= 1234 + 1  # lowered by the header (plus a moment's refill)
+        assert pacer.buckets["tokens"].capacity == 600_000 * HEADROOM
     assert pacer_for(model_spec(server)) is None  # no limit: no pacing

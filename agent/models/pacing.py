@@ -3,14 +3,16 @@ rather than meeting the provider's limit as 429s.
 
 One :class:`Pacer` per (provider, server, model) in this process, shared by every job that calls the model
 (jobs run as threads of the driver in every local parallel mode; each Ray worker paces alone). Each limit is a
-token bucket holding up to one minute's worth and refilled continuously, as the providers meter theirs.
-A call reserves its estimated tokens (its text at :data:`CHARS_PER_TOKEN` characters a token, plus the mean
-answer seen so far) and waits while the bucket is in debt; its usage then corrects the reservation. The
-provider's rate-limit headers, where present (OpenAI ``x-ratelimit-*``, Anthropic ``anthropic-ratelimit-*``),
-lower the buckets to what the provider says is left. :data:`MINUTE_ENV` shortens the minute for benchmarks.
+token bucket holding up to one minute's worth and refilled continuously, as the providers meter theirs, paced
+to :data:`HEADROOM` of the limit. A call reserves its estimated tokens (its text at :data:`CHARS_PER_TOKEN`
+characters a token, plus an answer one standard deviation above the mean seen so far) and waits while the
+bucket is in debt; its usage then corrects the reservation. The provider's rate-limit headers, where present
+(OpenAI ``x-ratelimit-*``, Anthropic ``anthropic-ratelimit-*``), lower the buckets to what the provider says is
+left. :data:`MINUTE_ENV` shortens the minute for benchmarks.
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
@@ -24,6 +26,7 @@ from agent.models.types import ChatRequest, InferenceError, ModelSpec, Tokens
 
 CHARS_PER_TOKEN = 4
 FIRST_ANSWER_TOKENS = 1000  # the answer size assumed before any answer was seen
+HEADROOM = 0.95  # the share of a limit paced to: answers longer than reserved and clocks that differ need room
 MINUTE_ENV = "RECODE_RATE_MINUTE_SEC"
 # Header names per kind of limit: (remaining, reset, limit), OpenAI's then Anthropic's.
 HEADERS = {
@@ -89,19 +92,24 @@ class Pacer:
     """The buckets of one model's limits in this process; ``clock`` and ``sleep`` are injectable for tests."""
 
     def __init__(self, requests_per_minute: float | None, tokens_per_minute: float | None, minute: float = 60.0,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                 headroom: float = HEADROOM) -> None:
         now = clock()
-        self.buckets = {kind: TokenBucket(limit, limit / minute, now) for kind, limit in
+        self.buckets = {kind: TokenBucket(limit * headroom, limit * headroom / minute, now) for kind, limit in
                         (("requests", requests_per_minute), ("tokens", tokens_per_minute)) if limit}
         self.clock, self.sleep = clock, sleep
-        self.answers, self.answer_tokens = 0, 0
+        self.answers, self.answer_tokens, self.answer_squares = 0, 0, 0
         self._lock = threading.Lock()
         self._heard = threading.local()  # the last response headers of this thread's call, not yet applied
 
     def estimate(self, request: ChatRequest) -> float:
-        """Tokens a request is expected to count: its text, and the mean answer so far (at most its cap)."""
+        """Tokens a request is expected to count: its text, and an answer one standard deviation above the mean so
+        far (at most its cap): answers longer than reserved would let the provider's count run ahead of ours."""
         prompt = sum(len(m["content"]) for m in request.messages) / CHARS_PER_TOKEN
-        answer = self.answer_tokens / self.answers if self.answers else FIRST_ANSWER_TOKENS
+        answer = FIRST_ANSWER_TOKENS
+        if self.answers:
+            mean = self.answer_tokens / self.answers
+            answer = mean + math.sqrt(max(0.0, self.answer_squares / self.answers - mean * mean))
         if request.max_output_tokens:
             answer = min(answer, request.max_output_tokens)
         return prompt + answer
@@ -124,6 +132,7 @@ class Pacer:
             with self._lock:
                 self.answers += 1
                 self.answer_tokens += tokens.output
+                self.answer_squares += tokens.output * tokens.output
                 if "tokens" in self.buckets:
                     self.buckets["tokens"].adjust(tokens.input + tokens.output - reservation.tokens, self.clock())
         self._apply_heard()
