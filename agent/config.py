@@ -171,7 +171,11 @@ class RunConfig:
     protocol: str = DEFAULT_PROTOCOL
     release_prompts: Path | None = None
     web_port: int = 0  # feedback-source web: the page's port on 127.0.0.1 (0: any free port)
-    prompt_caching: bool = True  # cache markers / keys on requests (docs/caching.md); not in the fingerprint
+
+    @property
+    def prompt_caching(self) -> bool:
+        """``prompt-caching``, which every model spec carries (docs/caching.md); not in the fingerprint."""
+        return all(spec.prompt_caching for spec in (*self.models, self.feedback_model) if spec is not None)
 
     def public_dict(self) -> dict:
         """The configuration as builtins with every secret removed (for run metadata and logs)."""
@@ -673,5 +677,4 @@ def load_config(path: str | Path, overrides: dict | None = None, *, need_keys: b
         protocol=protocol_name,
         release_prompts=release_prompts,
         web_port=reader.integer("web-port", 0, 65535),
-        prompt_caching=reader.flag("prompt-caching"),
     )

@@ -94,7 +94,7 @@ def test_prompt_caching_is_on_by_default_recorded_and_out_of_the_fingerprint(tmp
     off = load_config(config, {"prompt-caching": False, "tokens-per-minute": 90000})
     assert on.prompt_caching and on.models[0].prompt_caching
     assert not off.prompt_caching and not off.models[0].prompt_caching and off.models[0].tokens_per_minute == 90000
-    assert off.public_dict()["prompt_caching"] is False
+    assert off.public_dict()["models"][0]["prompt_caching"] is False
     prints = [job_fingerprint(models={"code": vars(cfg.models[0])}, prompts={}, memory={}) for cfg in (on, off)]
     assert prints[0] == prints[1]
 
