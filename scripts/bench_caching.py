@@ -64,7 +64,7 @@ def priced(protocol: str, bodies: list[dict], output_tokens: int) -> dict[str, f
 def row(label: str, figures: dict[str, float], plain: float, calls: int, same: bool | str) -> list[str]:
     share = figures["cached"] / figures["input"] if figures["input"] else 0.0
     return [label, str(calls), f"{figures['input']:,.0f}", f"{100 * share:.1f}%", f"{figures['written']:,.0f}",
-            f"${figures['dollars']:.4f}", f"${plain:.4f}", f"{100 * (1 - figures['dollars'] / plain):.1f}%",
+            f"${figures['dollars']:.4f}", f"${plain:.4f}", f"{round(100 * (1 - figures['dollars'] / plain), 1) + 0.0:.1f}%",
             str(same)]
 
 
