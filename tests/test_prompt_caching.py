@@ -84,6 +84,7 @@ def test_breakpoints_split_text_at_line_breaks_and_reuse_earlier_ones() -> None:
         placed.append([len(b["text"]) for b in blocks if "cache_control" in b])
     assert placed[0] == []  # nothing known to be stable yet
     assert placed[1] and placed[2][0] == placed[1][0]  # the next call reads where the previous one wrote
+    assert placed[3] == [sum(placed[2])]  # the same prompt again (a retry) reads, and writes nothing new
     assert common_prefix("abcdef", "abcxyz") == 3 and common_prefix("", "a") == 0
 
 

@@ -54,12 +54,12 @@ class PrefixTracker:
         breakpoint inside a shared part (None: none)."""
         with self._lock:
             seen = list(self._seen)
-        agreed, reused = 0, None
+        agreed, usable = 0, []
         for other, cuts in seen:
             shared = common_prefix(text, other)
             agreed = max(agreed, shared)
-            reused = max((c for c in cuts if c <= shared), default=reused)
-        return agreed, reused
+            usable += [c for c in cuts if c <= shared]
+        return agreed, max(usable, default=None)
 
     def remember(self, text: str, cuts: tuple[int, ...]) -> None:
         with self._lock:
@@ -127,7 +127,8 @@ def anthropic_blocks(model: str, system: str, messages: list[dict[str, Any]],
     flat = _flat(segments)
     agreed, reused = tracker.plan(flat)
     minimum = anthropic_minimum(model) * CHARS_PER_TOKEN
-    wanted = {len(system), reused, _snapped(segments, agreed)} if system else {reused, _snapped(segments, agreed)}
+    fresh = _snapped(segments, agreed) if agreed < len(flat) else None  # a resent prompt (a retry) writes nothing
+    wanted = {len(system) if system else None, reused, fresh}
     cuts = tuple(sorted(c for c in wanted if c is not None and c >= minimum))[-(MAX_BREAKPOINTS - 1):]
     tracker.remember(flat, cuts)
     marks: dict[int, list[int]] = {}
