@@ -2,7 +2,7 @@
 against local servers that apply that provider's caching rules (tests/caching_servers.py), caching on and off;
 then the same calls with each task's paper replaced by a text of a published paper's size.
 
-    python scripts/bench_caching.py [--tasks 1 2] [--level 2] [--max-turn 2] [--paper-chars N ...]
+    python scripts/bench_caching.py [--task-ids 1 2 3] [--level 2] [--max-turn 3] [--paper-chars N ...]
 
 Prints per provider: calls, input tokens, the share read from the cache, tokens written, dollars with and without
 prompt caching (list prices of config/prices.yaml), and whether the model-visible text was identical. The
@@ -25,6 +25,7 @@ from agent.estimate.walk import filler  # noqa: E402
 from agent.models.pricing import cost_usd, load_prices  # noqa: E402
 from agent.models.types import Tokens  # noqa: E402
 from agent.text_table import fixed_width  # noqa: E402
+from metrics.cli_flags import add_task_ids  # noqa: E402
 from tests.caching_servers import PromptCache, Sweep, run_sweep, usage_of  # noqa: E402
 from tests.fake_providers import DEFAULT_MODELS  # noqa: E402
 from tests.run_support import DATASET  # noqa: E402
@@ -74,9 +75,9 @@ def output_tokens(sweep: Sweep) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", type=int, nargs="+", default=[1, 2])
+    add_task_ids(parser, "1 2 3")
     parser.add_argument("--level", type=int, default=2)
-    parser.add_argument("--max-turn", type=int, default=2)
+    parser.add_argument("--max-turn", type=int, default=3)
     parser.add_argument("--providers", nargs="+", default=["anthropic", "openai", "gemini"])
     parser.add_argument("--paper-chars", type=int, nargs="*", default=None,
                         help="paper sizes to price the same calls at (default: the rcb sample's real papers)")
@@ -85,8 +86,9 @@ def main() -> None:
     published = round(statistics.mean(sizes))
     dataset = DatasetManager(DATASET)
     papers = {dataset.latex(task): dataset.latex(task) + filler(published - len(dataset.latex(task)))
-              for task in args.tasks}  # each task's own paper, lengthened: papers still differ between tasks
-    keys = {"task-ids": args.tasks, "guidance-level": [args.level], "max-turn": args.max_turn}
+              for task in tasks}  # each task's own paper, lengthened: papers still differ between tasks
+    tasks = args.task_ids or [1, 2, 3]
+    keys = {"task-ids": tasks, "guidance-level": [args.level], "max-turn": args.max_turn}
     root = Path(tempfile.mkdtemp(prefix="bench caching "))
     rows = []
     for protocol in args.providers:
@@ -99,7 +101,7 @@ def main() -> None:
             with_cache = priced(protocol, [replaced(r.body, change) for r in on.requests], out)
             without = priced(protocol, [replaced(r.body, change) for r in off.requests], out)
             rows.append(row(f"{protocol}, {label}", with_cache, without["dollars"], len(on.requests), same))
-    print(f"sweep: release protocol, tasks {args.tasks}, L{args.level}, max-turn {args.max_turn}; models "
+    print(f"sweep: release protocol, tasks {tasks}, L{args.level}, max-turn {args.max_turn}; models "
           f"{', '.join(DEFAULT_MODELS[p] for p in args.providers)}; list prices of config/prices.yaml")
     print("\n".join(fixed_width(["provider, papers", "calls", "input tokens", "cached", "written", "$ caching on",
                                  "$ caching off", "saved", "same text"], rows)))
