@@ -28,14 +28,12 @@ CHARS_PER_TOKEN = 4
 FIRST_ANSWER_TOKENS = 1000  # the answer size assumed before any answer was seen
 HEADROOM = 0.95  # the share of a limit paced to: answers longer than reserved and clocks that differ need room
 MINUTE_ENV = "RECODE_RATE_MINUTE_SEC"
-# Header names per kind of limit: (remaining, reset, limit), OpenAI's then Anthropic's.
+# Header names per kind of limit: (remaining, reset), OpenAI's then Anthropic's.
 HEADERS = {
-    "tokens": (("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens", "x-ratelimit-limit-tokens"),
-               ("anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset",
-                "anthropic-ratelimit-tokens-limit")),
-    "requests": (("x-ratelimit-remaining-requests", "x-ratelimit-reset-requests", "x-ratelimit-limit-requests"),
-                 ("anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset",
-                  "anthropic-ratelimit-requests-limit")),
+    "tokens": (("x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens"),
+               ("anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset")),
+    "requests": (("x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"),
+                 ("anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset")),
 }
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT_SEC = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -162,7 +160,7 @@ def provider_remaining(headers: Mapping[str, str], kind: str, per_sec: float, ca
                        now_epoch: float) -> float | None:
     """What is left of a ``kind`` limit by the headers: the remaining count, and no more than a bucket refilling
     at ``per_sec`` can hold when it is to be full again at the reset time. None without such headers."""
-    for remaining_name, reset_name, _ in HEADERS[kind]:
+    for remaining_name, reset_name in HEADERS[kind]:
         remaining = _number(headers.get(remaining_name))
         if remaining is None:
             continue
