@@ -64,6 +64,7 @@ SAMPLING_KEYS = {
 MODEL_KEYS = (
     "api-key", "api-provider", "model", "deployment", "endpoint", "api-version", "base-url",
     *SAMPLING_KEYS, "script", "request-timeout-sec", "max-retries", "retry-window-minutes", "openai-api",
+    "requests-per-minute", "tokens-per-minute",
 )
 # The feedback model's keys and the code-model key each one corresponds to.
 HUMAN_KEYS = {
@@ -72,6 +73,7 @@ HUMAN_KEYS = {
     "human-base-url": "base-url", "human-script": "script",
     "human-request-timeout-sec": "request-timeout-sec", "human-max-retries": "max-retries",
     "human-retry-window-minutes": "retry-window-minutes", "human-openai-api": "openai-api",
+    "human-requests-per-minute": "requests-per-minute", "human-tokens-per-minute": "tokens-per-minute",
     **{f"human-{key}": key for key in SAMPLING_KEYS},
 }
 # The feedback model of the release's file (and the paper), used where the human-* keys leave it out.
@@ -107,6 +109,7 @@ DEFAULTS: dict[str, Any] = {
     "ray-num-gpus": 0,
     "web-port": 0,
     "on-tampered": "stop",
+    "prompt-caching": True,
 }
 RUN_KEYS = (
     "guidance-level", "guidance-type", "max-guidance-level", "evaluation-setting", "max-turn", "max-steps",
@@ -116,6 +119,7 @@ RUN_KEYS = (
     "parallel-mode", "ray-address", "ray-num-cpus", "ray-num-gpus", "max-cost-usd", "max-task-cost-usd",
     "test-slots", "gpu-slots", "gpus", "jobs-per-gpu", "early-tests", "protocol", "release-prompts", "web-port",
     "on-tampered",
+    "prompt-caching",
 )
 # Keys where an explicit null means "no limit" (or "send nothing") rather than "use the default".
 NULLABLE_KEYS = frozenset({"memory-mb", "max-processes", *SAMPLING_KEYS})
@@ -171,6 +175,11 @@ class RunConfig:
     release_prompts: Path | None = None
     web_port: int = 0  # feedback-source web: the page's port on 127.0.0.1 (0: any free port)
     on_tampered: str = "stop"  # stop: a turn graded tampered ends its job; continue: the job goes on
+
+    @property
+    def prompt_caching(self) -> bool:
+        """``prompt-caching``, which every model spec carries (docs/caching.md); not in the fingerprint."""
+        return all(spec.prompt_caching for spec in (*self.models, self.feedback_model) if spec is not None)
 
     def public_dict(self) -> dict:
         """The configuration as builtins with every secret removed (for run metadata and logs)."""
@@ -352,6 +361,8 @@ def _model_spec(reader: _Reader, values: dict[str, Any], protocol: RunProtocol, 
         **{**protocol.sampling(provider, model, role), **_sampling(reader, values, name),
            **_openai_api(reader, values, name, provider)},
         **_call_limits(reader, values, name),
+        **_rate_limits(reader, values, name),
+        prompt_caching=reader.flag("prompt-caching"),
     )
     if provider not in REMOTE_PROVIDERS or not reader.need_keys:
         return spec
@@ -406,6 +417,16 @@ def _call_limits(reader: _Reader, values: dict[str, Any], name: Callable[[str], 
     window = reader.number(name("retry-window-minutes"), value=values.get("retry-window-minutes"))
     if window is not None:
         limits["retry_window_sec"] = float(window) * 60
+    return limits
+
+
+def _rate_limits(reader: _Reader, values: dict[str, Any], name: Callable[[str], str]) -> dict[str, Any]:
+    """The model's pacing limits (agent/models/pacing.py); unset, calls are not paced."""
+    limits = {}
+    for key in ("requests-per-minute", "tokens-per-minute"):
+        value = reader.typed(name(key), lambda v: _is_number(v) and v > 0, "a number > 0", values.get(key))
+        if value is not None:
+            limits[key.replace("-", "_")] = float(value)
     return limits
 
 

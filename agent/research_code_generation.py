@@ -46,7 +46,9 @@ from agent.models.build import InferenceError, build_model  # noqa: E402
 from agent.progress import Progress  # noqa: E402
 from agent.results import ResultError  # noqa: E402
 from agent.run_metadata import build_metadata, metadata_path, write_metadata  # noqa: E402
-from agent.run_summary import format_table, report_command, stop_notes, summarize  # noqa: E402
+from agent.run_summary import (  # noqa: E402
+    cache_note, cache_record, format_table, report_command, stop_notes, summarize,
+)
 from agent.scheduler import RunStats, check_plan, plan_run, run_plan  # noqa: E402
 from agent.workflow import REFUSED, start_ledger  # noqa: E402
 from agent.web import WebFeedbackError, shared_server  # noqa: E402
@@ -165,13 +167,14 @@ def run(cfg: RunConfig, argv: list[str]) -> int:
     executor.shutdown()
     rows = summarize(outcomes, [model.model for model in cfg.models])
     failed = [o for o in outcomes if o["state"] == "error"]
+    caching = cache_record(outcomes, cfg.prompt_caching)
     write_metadata(meta_file, {
         **record, "status": "finished", "wall_time_sec": time.monotonic() - start,
         "seeds_computed": stats.seeds_computed, "api_calls": sum(o["api_calls"] for o in outcomes),
-        "summary": [row.__dict__ for row in rows],
+        "summary": [row.__dict__ for row in rows], "prompt_caching": caching,
         "errors": [{k: o.get(k) for k in ("model", "level", "task_index", "error", "traceback")} for o in failed],
     })
-    print("\n".join([format_table(rows, cfg.max_turn), *stop_notes(outcomes)]))
+    print("\n".join([format_table(rows, cfg.max_turn), cache_note(caching), *stop_notes(outcomes)]))
     if expected is not None:
         print(format_estimate_vs_spent(expected, outcomes))
     print(f"results: {cfg.output_dir}  run record: {meta_file}")

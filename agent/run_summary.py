@@ -158,6 +158,32 @@ def _listed(title: str, group: list[dict]) -> list[str]:
     return lines
 
 
+CACHE_KEYS = ("cached_tokens", "cache_write_tokens", "cache_saved_usd")
+
+
+def cache_totals(usage: list[dict]) -> dict[str, float]:
+    """Prompt-cache figures of a job's calls: input tokens read from and written to the provider's cache, and the
+    dollars that saved at list prices (calls answered from the response cache count nothing)."""
+    live = [u for u in usage if not u.get("from_cache")]
+    return {key: sum(u.get(key) or 0 for u in live) for key in CACHE_KEYS}
+
+
+def cache_record(outcomes: list[dict], enabled: bool) -> dict:
+    """The run record's prompt-cache figures of this invocation."""
+    totals = {key: sum(o.get(key) or 0 for o in outcomes) for key in CACHE_KEYS}
+    return {"enabled": enabled, "input_tokens": sum(o.get("input_tokens") or 0 for o in outcomes), **totals}
+
+
+def cache_note(record: dict) -> str:
+    """The line under the table: how much of the input the providers' prompt caches served, and what it saved."""
+    if not record["enabled"]:
+        return "prompt caching: off (prompt-caching: false); providers that cache by themselves may still report hits"
+    share = record["cached_tokens"] / record["input_tokens"] if record["input_tokens"] else 0.0
+    return (f"prompt caching: {record['cached_tokens']:,} of {record['input_tokens']:,} input tokens read from the "
+            f"providers' caches ({100 * share:.1f}%), {record['cache_write_tokens']:,} written; "
+            f"saved ${record['cache_saved_usd']:.4f} at list prices (this run)")
+
+
 def stop_notes(outcomes: list[dict]) -> list[str]:
     """Lines under the table: how many jobs stopped early, for which reason, and the first few of each."""
     feedback = [o for o in outcomes if o.get(STOP_KEY) == FEEDBACK_MISSING]

@@ -110,7 +110,8 @@ def error_outcome(job: Job, exc: BaseException, context: str = "") -> dict[str, 
     return {
         "task_index": job.task_index, "model": job.model.model, "level": job.level, "state": "error",
         "solved": False, "turns": 0, "best_rate": 0.0, "input_tokens": 0, "output_tokens": 0,
-        "cost_usd": None, "api_calls": 0, "error": message,
+        "cost_usd": None, "api_calls": 0, "error": message, "cached_tokens": 0, "cache_write_tokens": 0,
+        "cache_saved_usd": 0.0,
         "traceback": "".join(traceback.format_exception(exc)),
     }
 

@@ -29,6 +29,7 @@ from agent.parts import RunParts
 from agent.protocols.base import FeedbackShown, TurnInput
 from agent.record import PENDING, pass_rate, turn_record, turn_solved, usage_totals, with_feedback
 from agent.results import ResultError
+from agent.run_summary import cache_totals
 from agent.seeds import Seeds, seed_key
 from agent.tempdirs import private_dir
 from metrics.result_format import STOP_KEY
@@ -301,7 +302,7 @@ class JobRun:
             "best_rate": max((pass_rate(t["execution_result"], self.n_cases) for t in self.turns), default=0.0),
             "input_tokens": tokens_in, "output_tokens": tokens_out, "cost_usd": cost,
             "api_calls": sum(1 for u in usage if not u.get("from_cache")), "error": error, STOP_KEY: stop_reason,
-            "unpriced_calls": sum(1 for u in usage if u.get("cost_usd") is None),
+            "unpriced_calls": sum(1 for u in usage if u.get("cost_usd") is None), **cache_totals(usage),
             "answer_stops": stop_tally(self.turns),
         }
 

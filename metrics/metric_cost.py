@@ -30,9 +30,10 @@ ROLES = {
     "code": ("code_usage", "code_input_tokens", "code_output_tokens", "code_cost_usd"),
     "feedback": ("feedback_usage", "feedback_input_token", "feedback_output_token", "feedback_cost_usd"),
 }
-TOKEN_KINDS = ("input", "output", "cached")
-COLUMNS = ["model", "level", "tasks", "turns", "turns/task", "code in", "code out", "code cached",
-           "fb in", "fb out", "fb cached", "cost $", "wall h", "infra-error tasks"]
+TOKEN_KINDS = ("input", "output", "cached", "cache_write")  # cached / cache_write: read from / written to the
+# provider's prompt cache (parts of input); "cache saved $" is what that saved at list prices (docs/caching.md)
+COLUMNS = ["model", "level", "tasks", "turns", "turns/task", "code in", "code out", "code cached", "code written",
+           "fb in", "fb out", "fb cached", "fb written", "cost $", "cache saved $", "wall h", "infra-error tasks"]
 
 
 def _number(value: object) -> float:
@@ -52,22 +53,26 @@ def role_usage(turn: dict, role: str) -> dict:
         calls = [call for call in calls if isinstance(call, dict)]
         tokens = {kind: sum(_number(call.get(f"{kind}_tokens")) for call in calls) for kind in TOKEN_KINDS}
         prices = [call.get("cost_usd") for call in calls]
+        saved = sum(_number(call.get("cache_saved_usd")) for call in calls)
     else:
-        tokens = {"input": _count(turn.get(input_key)), "output": _count(turn.get(output_key)), "cached": 0}
-        prices = [None] if tokens["input"] or tokens["output"] else []
+        tokens = {"input": _count(turn.get(input_key)), "output": _count(turn.get(output_key)), "cached": 0,
+                  "cache_write": 0}
+        prices, saved = [None] if tokens["input"] or tokens["output"] else [], 0.0
     if cost_key in turn:
         prices = [turn[cost_key]]
     known = [price for price in prices if isinstance(price, (int, float))]
-    return {**tokens, "cost_usd": float(sum(known)), "priced": len(known), "unpriced": len(prices) - len(known)}
+    return {**tokens, "cost_usd": float(sum(known)), "priced": len(known), "unpriced": len(prices) - len(known),
+            "cache_saved_usd": float(saved)}
 
 
 def turn_cost(turn: dict) -> dict:
     """Flat numeric record of one turn; sums of these records give any total."""
-    row = {"turns": 1, "cost_usd": 0.0, "priced": 0, "unpriced": 0, "wall_time_sec": 0.0, "timed_turns": 0}
+    row = {"turns": 1, "cost_usd": 0.0, "priced": 0, "unpriced": 0, "wall_time_sec": 0.0, "timed_turns": 0,
+           "cache_saved_usd": 0.0}
     for role in ROLES:
         usage = role_usage(turn, role)
         row.update({f"{role}_{kind}": usage[kind] for kind in TOKEN_KINDS})
-        for key in ("cost_usd", "priced", "unpriced"):
+        for key in ("cost_usd", "priced", "unpriced", "cache_saved_usd"):
             row[key] += usage[key]
     if isinstance(turn.get("wall_time_sec"), (int, float)):
         row["wall_time_sec"], row["timed_turns"] = float(turn["wall_time_sec"]), 1
@@ -127,7 +132,7 @@ def cost_row(model: str, label: str, cost: dict) -> list:
     return [
         model, label, cost["tasks"], cost["turns"], cost["turns"] / cost["tasks"] if cost["tasks"] else None,
         *(cost[f"{role}_{kind}"] for role in ROLES for kind in TOKEN_KINDS),
-        None if cost["unpriced"] and not cost["priced"] else cost["cost_usd"],
+        None if cost["unpriced"] and not cost["priced"] else cost["cost_usd"], cost["cache_saved_usd"],
         cost["wall_time_sec"] / 3600 if cost["timed_turns"] else None,
         cost["infra_error_tasks"],
     ]

@@ -133,6 +133,22 @@ def _flatten(content: Any) -> str:
     return "" if content is None else str(content)
 
 
+CACHE_FIELDS = ("prompt_cache_key",)  # OpenAI's request field of prompt caching
+
+
+def strip_cache_markers(body: Any) -> Any:
+    """A request body without its prompt-caching markers: no ``prompt_cache_key``, and every Anthropic list of
+    text blocks (where ``cache_control`` breakpoints sit) joined back into the one string it splits."""
+    if isinstance(body, list):
+        if body and all(isinstance(b, dict) and b.get("type") == "text" and set(b) <= {"type", "text",
+                                                                                    "cache_control"} for b in body):
+            return "".join(b["text"] for b in body)
+        return [strip_cache_markers(item) for item in body]
+    if isinstance(body, dict):
+        return {k: strip_cache_markers(v) for k, v in body.items() if k not in CACHE_FIELDS}
+    return body
+
+
 # ---------------------------------------------------------------- success bodies
 
 

@@ -13,6 +13,7 @@ from agent.models.build import build_model
 from agent.protocols.release import FEEDBACKS_SCHEMA
 from tests.fake_providers import (
     FakeProvider, FakeUsage, Reply, anthropic_message, anthropic_tool_use, model_spec, openai_response,
+    strip_cache_markers,
 )
 from tests.fake_providers import no_provider_env  # noqa: F401 (fixture)
 from tests.loop_config import make_config
@@ -29,7 +30,8 @@ def test_the_responses_api_with_the_release_s_named_schema() -> None:
         spec = replace(model_spec(server, model="o4-mini"), top_p=1.0, openai_api="responses")
         completion = build_model(spec).complete(ASK, response_schema=FEEDBACKS_SCHEMA)
     request = server.requests[-1]
-    assert request.route == "/v1/responses" and set(request.body) == {"model", "input", "text", "top_p"}
+    assert request.route == "/v1/responses" and set(strip_cache_markers(request.body)) == {"model", "input", "text",
+                                                                                           "top_p"}
     assert request.body["input"] == ASK and request.body["top_p"] == 1.0
     assert request.body["text"]["format"] == {"type": "json_schema", "strict": True, "name": "Feedbacks",
                                               "schema": FEEDBACKS_SCHEMA}
@@ -43,7 +45,7 @@ def test_chat_sends_top_p_and_folds_the_system_prompt_when_asked() -> None:
         build_model(replace(model_spec(server, model="gpt-4o"), top_p=1.0)).complete(ASK)
         build_model(replace(model_spec(server, model="o1-mini"), top_p=1.0, fold_system=True)).complete(ASK)
     plain, folded = server.requests
-    assert set(plain.body) == {"model", "messages", "top_p"} and plain.body["messages"] == ASK
+    assert set(strip_cache_markers(plain.body)) == {"model", "messages", "top_p"} and plain.body["messages"] == ASK
     assert folded.body["messages"] == [{"role": "user", "content": "SYSTEM\nUSER"}]
 
 

@@ -5,7 +5,7 @@ The release's own main command (tests/release_oracle.py runs it from
 sample tasks with the same scripted answers, each against a logging fake
 server. For every call both sent, in order: the same kind (code step, memory
 summary, feedback), endpoint, roles, message count, request parameters
-(sampling, schema name and its record key). With ``release-prompts`` naming
+(sampling, schema name and its record key), with our prompt-caching markers stripped. With ``release-prompts`` naming
 the release's checkout, each task's first code request and every feedback
 request are byte-identical once temporary paths and object addresses in the
 test information are masked; ``test_every_call_is_identical`` goes further and
@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.fake_providers import FakeProvider, ReceivedRequest
+from tests.fake_providers import FakeProvider, ReceivedRequest, strip_cache_markers
 from tests.release_oracle import (
     SAMPLE_DATASET,
     ReleaseScript,
@@ -202,8 +202,9 @@ def runs(tmp_path_factory) -> dict[str, tuple[Calls, Calls]]:
 
 
 def parameters(request: ReceivedRequest) -> dict:
-    """A request's parameters besides its messages, numbers compared as floats."""
-    body = {k: v for k, v in request.body.items() if k not in ("messages", "input")}
+    """A request's parameters besides its messages, numbers compared as floats, prompt-caching markers (which
+    change no text the model sees; on by default) stripped."""
+    body = {k: v for k, v in strip_cache_markers(request.body).items() if k not in ("messages", "input")}
     return json.loads(json.dumps(body), parse_int=float)
 
 

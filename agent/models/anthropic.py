@@ -29,6 +29,8 @@ from agent.models.providers import (
     stop_of,
     too_long,
 )
+from agent.models.pacing import rate_hooks
+from agent.models.prompt_cache import PrefixTracker, anthropic_blocks, tracker_for
 from agent.models.retry import BadAnswer
 
 DEFAULT_MAX_TOKENS = 16384  # the API requires a value; a whole research file fits in it
@@ -75,13 +77,14 @@ class AnthropicAdapter:
     def __init__(self, spec: ModelSpec, key: str | None) -> None:
         self._spec, self._key = spec, key
         self._client = anthropic.Anthropic(
-            api_key=key, base_url=spec.base_url, max_retries=0, timeout=spec.timeout_sec
+            api_key=key, base_url=spec.base_url, max_retries=0, timeout=spec.timeout_sec,
+            **rate_hooks(spec, anthropic.DefaultHttpxClient),
         )
+        self._prefixes = tracker_for(spec.provider, spec.model) if spec.prompt_caching else None
 
     def send(self, request: ChatRequest) -> Answer:
-        response = guarded_call(
-            lambda: self._client.messages.create(**request_body(request)), SDK_ERRORS, self._spec, self._key
-        )
+        body = request_body(request, self._prefixes)
+        response = guarded_call(lambda: self._client.messages.create(**body), SDK_ERRORS, self._spec, self._key)
         blocks = getattr(response, "content", None)
         if not isinstance(blocks, list):
             raise BadAnswer("the answer is not a message", hint="check that base-url points at the messages API")
@@ -100,13 +103,16 @@ class AnthropicAdapter:
         return Answer(text, tokens, stop)
 
 
-def request_body(request: ChatRequest) -> dict[str, Any]:
-    """The messages.create arguments for ``request``."""
-    system = "\n\n".join(m["content"] for m in request.messages if m["role"] == "system")
+def request_body(request: ChatRequest, prefixes: PrefixTracker | None = None) -> dict[str, Any]:
+    """The messages.create arguments for ``request``; with ``prefixes``, cache breakpoints on its stable prefix."""
+    system: Any = "\n\n".join(m["content"] for m in request.messages if m["role"] == "system")
+    messages = [m for m in request.messages if m["role"] != "system"]
+    if prefixes is not None:
+        system, messages = anthropic_blocks(request.model, system, messages, prefixes)
     body: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_output_tokens or DEFAULT_MAX_TOKENS,
-        "messages": [m for m in request.messages if m["role"] != "system"],
+        "messages": messages,
     }
     if system:
         body["system"] = system

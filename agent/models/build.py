@@ -14,6 +14,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from agent.models.types import (
+    Answer,
     ChatModel,
     ChatRequest,
     Completion,
@@ -22,7 +23,7 @@ from agent.models.types import (
     Tokens,
     Usage,
 )
-from agent.models.pricing import DEFAULT_PRICES_PATH, cost_usd, find_price, load_prices
+from agent.models.pricing import DEFAULT_PRICES_PATH, cache_saving, cost_usd, find_price, load_prices
 from agent.models.providers import (
     OFFLINE_PROVIDERS,
     PROVIDER_ENV_VARS,
@@ -32,6 +33,7 @@ from agent.models.providers import (
     resolve_key,
 )
 from agent.models.cache import ResponseCache, request_key
+from agent.models.pacing import pacer_for
 from agent.models.retry import GaveUp, Outage, call_with_retries, wait_scale
 from agent.models.scripted import ScriptedModel
 
@@ -95,13 +97,23 @@ class RemoteModel:
 
     def __init__(self, spec: ModelSpec, adapter: Adapter, prices: dict, scale: float) -> None:
         self._spec, self._adapter, self._prices, self._scale = spec, adapter, prices, scale
+        self._pacer = pacer_for(spec)
+
+    def _send(self, request: ChatRequest) -> Answer:
+        """One attempt, paced under the model's rate limits when it has any."""
+        if self._pacer is None:
+            return self._adapter.send(request)
+        reservation = self._pacer.before(request)
+        answer = self._adapter.send(request)
+        self._pacer.after(reservation, answer.tokens)
+        return answer
 
     def complete(self, messages: list[dict[str, str]], *, response_schema: dict | None = None) -> Completion:
         request = ChatRequest.build(self._spec, messages, response_schema)
         started = time.monotonic()
         try:
             answer, billed = call_with_retries(
-                lambda: self._adapter.send(request),
+                lambda: self._send(request),
                 label=f"{self._spec.provider} {self._spec.model}",
                 provider=provider_name(self._spec),
                 max_retries=self._spec.max_retries,
@@ -124,6 +136,7 @@ class RemoteModel:
             latency_sec=latency,
             cost_usd=cost_usd(self._prices, self._spec.model, tokens),
             cache_write_tokens=tokens.cache_write,
+            cache_saved_usd=cache_saving(self._prices, self._spec.model, tokens),
         )
 
 
@@ -144,7 +157,7 @@ class CachedModel:
         hit = self._cache.get(request)
         if hit is not None:
             stored = {k: v for k, v in hit["usage"].items() if k in USAGE_FIELDS}
-            stored.update(from_cache=True, cost_usd=0.0, latency_sec=time.monotonic() - started)
+            stored.update(from_cache=True, cost_usd=0.0, cache_saved_usd=0.0, latency_sec=time.monotonic() - started)
             return Completion(hit["text"], Usage(**stored), hit["stop"])
         if self._inner is None:
             last_user = next((m["content"] for m in reversed(request.messages) if m["role"] == "user"), "")

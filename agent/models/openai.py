@@ -37,6 +37,8 @@ from agent.models.providers import (
     transient,
     unknown_model,
 )
+from agent.models.pacing import rate_hooks
+from agent.models.prompt_cache import openai_cache_key
 from agent.models.retry import BadAnswer, redact
 
 log = logging.getLogger("agent.inference")
@@ -112,7 +114,8 @@ def is_strict_schema(schema: Any) -> bool:
 
 class OpenAIAdapter:
     def __init__(self, spec: ModelSpec, key: str | None) -> None:
-        common: dict[str, Any] = {"api_key": key or "no-key", "max_retries": 0, "timeout": spec.timeout_sec}
+        common: dict[str, Any] = {"api_key": key or "no-key", "max_retries": 0, "timeout": spec.timeout_sec,
+                                  **rate_hooks(spec, openai.DefaultHttpxClient)}
         self._spec, self._key = spec, key
         self._model = spec.model
         if spec.provider == "azure-openai":
@@ -160,12 +163,19 @@ class OpenAIAdapter:
         usage = getattr(response, "usage", None)
         tokens = Tokens(input=count(usage, "input_tokens"), output=count(usage, "output_tokens"),
                         cached=count(usage, "input_tokens_details.cached_tokens"),
-                        reasoning=count(usage, "output_tokens_details.reasoning_tokens"))
+                        reasoning=count(usage, "output_tokens_details.reasoning_tokens"),
+                        cache_write=count(usage, "input_tokens_details.cache_write_tokens"))
         return _answer(getattr(response, "output_text", None) or "", tokens, responses_stop(response))
+
+    def _cache_key(self, request: ChatRequest) -> dict[str, str]:
+        """OpenAI's ``prompt_cache_key`` (other servers of this protocol may refuse unknown fields)."""
+        if self._spec.provider != "openai" or not self._spec.prompt_caching:
+            return {}
+        return {"prompt_cache_key": openai_cache_key(self._model, request.messages)}
 
     def responses_body(self, request: ChatRequest) -> dict[str, Any]:
         """The responses.create arguments for ``request``: the messages as input, the schema as a text format."""
-        body: dict[str, Any] = {"model": self._model, "input": request.messages}
+        body: dict[str, Any] = {"model": self._model, "input": request.messages, **self._cache_key(request)}
         if request.temperature is not None and not self._reasoning:
             body["temperature"] = request.temperature
         if request.top_p is not None:
@@ -182,7 +192,7 @@ class OpenAIAdapter:
 
     def request_body(self, request: ChatRequest) -> dict[str, Any]:
         """The chat.completions arguments for ``request`` on this provider and model."""
-        body: dict[str, Any] = {"model": self._model, "messages": request.messages}
+        body: dict[str, Any] = {"model": self._model, "messages": request.messages, **self._cache_key(request)}
         if self._reasoning:
             if request.max_output_tokens is not None:
                 body["max_completion_tokens"] = request.max_output_tokens
@@ -247,4 +257,5 @@ def usage_tokens(usage: Any) -> Tokens:
         output=count(usage, "completion_tokens"),
         cached=cached if cached is not None else count(usage, "prompt_cache_hit_tokens"),
         reasoning=count(usage, "completion_tokens_details.reasoning_tokens"),
+        cache_write=count(usage, "prompt_tokens_details.cache_write_tokens"),
     )

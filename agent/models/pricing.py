@@ -75,3 +75,11 @@ def cost_usd(prices: dict[str, dict[str, float]], model: str, tokens: Tokens) ->
         + tokens.output * price["output"]
     )
     return dollars / 1_000_000
+
+
+def cache_saving(prices: dict[str, dict[str, float]], model: str, tokens: Tokens) -> float | None:
+    """Dollars the prompt cache saved on ``tokens``: their price as if nothing were cached or written, less their
+    price (negative when writes cost more than the reads saved); None when either price is unknown."""
+    paid = cost_usd(prices, model, tokens)
+    whole = cost_usd(prices, model, Tokens(tokens.input, tokens.output))
+    return None if paid is None or whole is None else whole - paid

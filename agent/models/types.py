@@ -98,6 +98,9 @@ class ModelSpec:
     max_retries: int = 6
     retry_window_sec: float = 600.0  # transient faults are retried this long (and max_retries times) before outage
     script: str | None = None
+    prompt_caching: bool = True  # cache markers / key on each request (agent/models/prompt_cache.py); no text changes
+    requests_per_minute: float | None = None  # pacing limits of this model (agent/models/pacing.py); None: none
+    tokens_per_minute: float | None = None
 
     def __repr__(self) -> str:
         """Like the dataclass repr, with the key masked: specs end up in logs and tracebacks."""
@@ -126,6 +129,7 @@ class Usage:
     cost_usd: float | None
     from_cache: bool = False
     cache_write_tokens: int | None = None
+    cache_saved_usd: float | None = None  # what the prompt cache saved at list prices (cost without it - cost_usd)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
