@@ -432,27 +432,43 @@ def _check_write(module, name: str, value: object, base: type, deleting: bool, w
     """True when the write is allowed (and the baseline may follow it); raises when it is refused. A write
     made while the guard itself works is not judged here: the next boundary check sees it.
 
-    Outside the candidate's frames, pytest and its plugins may write, and anyone may change plain data
-    (a library's counters); code, classes or modules written by anyone else, or values of the
-    candidate's by anyone, are refused: that is a callback the candidate left behind."""
+    Refused: a write the candidate's own code makes (the writing frame is its, or runs in a thread it started),
+    a value of the candidate's placed by anyone, and a library's write into a module the verdict runs through
+    (the test's, the reference's, pytest and the testing libraries) made on the candidate's behalf (its frame
+    below, no frame of the test or pytest between). The test's own tooling (a time-freezing library, its
+    ``monkeypatch``) and libraries writing other modules are theirs."""
     if getattr(origin.tls, "busy", False):
         return False
     with GuardWork():  # the writer's callers are read below: the guard's own frames count as trusted code
         if _plainly_allowed(module, name, value, base, writer):
             return True
-        if _protected_paths.get(os.path.realpath(writer.f_code.co_filename)) == "test" and \
-                writer.f_code.co_code[writer.f_lasti] in _ATTRIBUTE_STORES:
-            return True  # the test's own statement (its import hooks set up stub modules), not a call it makes
         cand = candidate_frame(writer)
         if cand is not None and origin.library_body_between(cand, writer):
             return True  # a library's import-time set-up reaching into another module
-        context = cand is not None or in_candidate_thread()
-        if not context and (_module_top(writer) in _TRUSTED_TOPS or (
-                not candidate_object(value) and _data(value) and _data(_DICT.__get__(module).get(name)))):
+        own = cand is writer or in_candidate_thread() or (not deleting and candidate_object(value))
+        if not own and (cand is None or _trusted_between(cand, writer) or _verdict_space(module) is None):
             return True
     label = f"{_DICT.__get__(module).get('__name__', '?')}.{name}"
     capabilities.deny(cand, writer, f"{'deletes' if deleting else 'writes'} {label}")
     return False
+
+
+def _trusted_between(cand: types.FrameType, writer: types.FrameType) -> bool:
+    """A frame of the test, a conftest, pytest or pluggy between the candidate's frame and the writer: they act."""
+    frame: types.FrameType | None = writer
+    while frame is not None and frame is not cand:
+        if _module_top(frame) in _TRUSTED_TOPS or \
+                _protected_paths.get(os.path.realpath(frame.f_code.co_filename)) == "test":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _verdict_space(module: types.ModuleType) -> str | None:
+    space = _by_owner.get(module)
+    if space is not None:
+        return _protected_kind(space)
+    return _name_protection(str((_real_dict(module) or {}).get("__name__", "")), "module")
 
 
 def accept(owner: object, name: str) -> None:
@@ -708,7 +724,7 @@ def _judge_module(space: _Space, name: str, old: object, new: object, present: b
     verb = "adds" if old is _MISSING else "replaces" if present else "deletes"
     shown = f"{verb} {space.label}.{name}" + (f" with {_describe(new)}" if present and callable(new) else "")
     if _protected_kind(space) in ("test", "reference"):
-        return None if old is not _MISSING and _writes_global(space, name) else shown
+        return None if _writes_global(space, name) else shown  # its own code's ``global`` writes, new or not
     if old is _MISSING:
         return f"{shown}, shadowing the builtin" if name in _BUILTIN_NAMES and not _writes_global(space, name) \
             else None
@@ -744,7 +760,7 @@ def _judge_class(space: _Space, name: str, old: object, new: object, present: bo
     """A class attribute that changed (class writes raise no event: every change is judged here)."""
     if present and candidate_object(new):
         return f"places {_describe(new)} at {space.label}.{name}"
-    if name == "__doc__":
+    if name == "__doc__" or (present and _library_wrapper(new, old)):
         return None
     kind = _protected_kind(space)
     verb = "adds" if old is _MISSING else "replaces" if present else "deletes"
@@ -762,6 +778,27 @@ def _judge_class(space: _Space, name: str, old: object, new: object, present: bo
     if present and _package(new) and _package(new) == space.label.split(".")[0]:
         return None  # the library re-wiring its own class (mpmath choosing its backend functions, triton its JIT)
     return f"{verb} {space.label}.{name}" + (f" with {_describe(new)}" if present else "")
+
+
+def _library_wrapper(new: object, old: object) -> bool:
+    """A library's wrapper of the method it replaces (torch's ``Optimizer.__init__`` wraps ``step`` of the
+    subclass it makes): library code that holds the old method and names it ``__wrapped__``."""
+    code = code_of(new)
+    if code is None or origin.is_candidate_code(code) or type(new) is not types.FunctionType:
+        return False
+    cells = types.FunctionType.__dict__["__closure__"].__get__(new) or ()
+    return _function_dict(new).get("__wrapped__") is old and any(_cell(c) is old for c in cells)
+
+
+def _function_dict(function: types.FunctionType) -> dict:
+    return types.FunctionType.__dict__["__dict__"].__get__(function)
+
+
+def _cell(cell: types.CellType) -> object:
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return None
 
 
 def _judge(space: _Space) -> None:
