@@ -421,9 +421,16 @@ import pytest
 from pkg.target import roundtrip, squares, threaded_sum
 
 
-@pytest.mark.parametrize("method", ["spawn", "fork", "forkserver"])
-def test_pool(method):
-    assert squares([1, 2, 3], method) == [1, 4, 9]
+def test_pool_spawn():
+    assert squares([1, 2, 3], "spawn") == [1, 4, 9]
+
+
+def test_pool_fork():
+    assert squares([1, 2, 3], "fork") == [1, 4, 9]
+
+
+def test_pool_forkserver():
+    assert squares([1, 2, 3], "forkserver") == [1, 4, 9]
 
 
 def test_process_queue():
