@@ -43,6 +43,10 @@ def _ref():
 
 # name -> candidate. Each must end as reference_access with a line of evidence.
 HOSTILE = {
+    "exec_loader_source": FIND + "_space = {}\n\n\ndef _load():\n    if not _space:\n        m = _ref()\n"
+                                   "        exec(compile(m.__loader__.get_data(m.__file__), '<mine>', 'exec'), _space)\n"
+                                   "    return _space\n\n\ndef add(a, b):\n    return _load()['add'](a, b)\n\n\n"
+                                   "def scale(v, k):\n    return _load()['scale'](v, k)\n",
     "sys_modules_wrap": FIND + "def add(a, b):\n    return _ref().add(a, b)\n\n\n"
                                "def scale(v, k):\n    return _ref().scale(v, k)\n",
     "module_getattr": FIND + "def __getattr__(name):\n    return getattr(_ref(), name)\n",
@@ -92,11 +96,6 @@ DENIED_FIRST = {
                 "getattr(o, '__name__', '') == name\n                and getattr(o, '__module__', '') == 'canon' + 'ical')"
                 "\n\n\ndef add(a, b):\n    return _find('add')(a, b)\n\n\ndef scale(v, k):\n    return _find('scale')(v, k)\n",
                 "target.py:5 walks the interpreter's object graph (gc.get_objects)"),
-    "exec_loader_source": (FIND + "_space = {}\n\n\ndef _load():\n    if not _space:\n        m = _ref()\n"
-                                   "        exec(compile(m.__loader__.get_data(m.__file__), '<mine>', 'exec'), _space)\n"
-                                   "    return _space\n\n\ndef add(a, b):\n    return _load()['add'](a, b)\n\n\n"
-                                   "def scale(v, k):\n    return _load()['scale'](v, k)\n",
-                           'target.py:15 builds code at run time (compile)'),
     "code_copy": (FIND + "import types\n\n\ndef add(a, b):\n"
                          "    return types.FunctionType(_ref().add.__code__, {})(a, b)\n\n\n"
                          "def scale(v, k):\n    return types.FunctionType(_ref().scale.__code__, {})(v, k)\n",

@@ -36,7 +36,6 @@ _PROCESS = {("os", "_exit"), ("os", "abort"), ("os", "kill"), ("os", "killpg"), 
 _NATIVE = frozenset({"ctypes", "_ctypes", "cffi", "_cffi_backend"})
 _FOREIGN_ROOTS = frozenset({"numpy", "np", "pytest", "_pytest", "unittest", "builtins", "math", "pluggy"})
 _SYS_FREE = frozenset({"stdout", "stderr", "stdin", "argv", "path", "dont_write_bytecode"})
-_STRING_CODE = frozenset({"exec", "eval", "compile"})
 _RAW_MEMORY = frozenset({"__array_interface__", "__array_struct__"})
 
 
@@ -67,21 +66,6 @@ def _nodes(tree: ast.Module):
         node = stack.pop()
         yield node
         stack.extend(child for child in ast.iter_child_nodes(node) if not _main_block(child))
-
-
-def _rebound(tree: ast.Module) -> set[str]:
-    """Names the module binds itself (a local ``compile`` is not the builtin)."""
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-        elif isinstance(node, ast.arg):
-            names.add(node.arg)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-    return names
 
 
 def _attribute_finding(node: ast.Attribute) -> str | None:
@@ -123,7 +107,7 @@ def _write_finding(target: ast.expr) -> str | None:
     return None
 
 
-def _node_finding(node: ast.AST, rebound: set[str]) -> str | None:
+def _node_finding(node: ast.AST) -> str | None:
     if isinstance(node, ast.Attribute):
         return _attribute_finding(node)
     if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -143,8 +127,6 @@ def _node_finding(node: ast.AST, rebound: set[str]) -> str | None:
         return f"builds code at run time ({_dotted(node.func) or node.func.attr})"
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         if node.func.id in _CODE_BUILDERS:
-            return f"builds code at run time ({node.func.id})"
-        if node.func.id in _STRING_CODE and node.func.id not in rebound:
             return f"builds code at run time ({node.func.id})"
         if node.func.id == "setattr" and node.args:
             finding = _write_finding(ast.Attribute(value=node.args[0], attr="?", ctx=ast.Store()))
@@ -171,10 +153,9 @@ def denied_capabilities(source: str, filename: str) -> list[str]:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return []
-    rebound = _rebound(tree)
     found: dict[tuple[int, str], None] = {}
     for node in _nodes(tree):
-        finding = _node_finding(node, rebound)
+        finding = _node_finding(node)
         if finding:
             found.setdefault((getattr(node, "lineno", 0), finding), None)
     return [f"{filename}:{line} {finding}" for line, finding in sorted(found)]

@@ -20,8 +20,10 @@ Denied to candidate code (on the stack, or in a thread it started):
   Libraries the candidate calls may still look at frames for their own use
   (logging, warnings, ``traceback.format_stack``, ``torch.jit.script``);
 * the object graph: ``gc.get_objects``, ``get_referrers``, ``get_referents``;
-* building code: ``compile``, ``exec``, ``eval``, ``types.CodeType``/``code.replace``,
-  ``types.FunctionType``, ``marshal.loads`` called by candidate code itself;
+* forging code: ``types.CodeType``/``code.replace``, ``types.FunctionType``, ``marshal.loads`` called by
+  candidate code itself, and
+  running code of its file under other globals (``exec``, ``types.FunctionType``); what it compiles, executes
+  or evaluates is its code wherever it runs;
 * native memory: any ``ctypes`` operation called from candidate code;
 * import hooks: ``sys.meta_path``/``path_hooks`` entries of the candidate's
   (checked at every import and every test boundary);
@@ -154,17 +156,23 @@ def _object_graph(name: str):
 
 
 def _builds_code(name: str):
-    """Candidate code building or running code; and anyone making a function of, or running, the candidate's code
-    objects with namespaces not its own (the import system running its module is the one exception)."""
+    """Candidate code forging code objects or functions (``types.CodeType``, ``code.replace``, ``marshal``,
+    ``types.FunctionType``: the globals it is given are not seen); and anyone making a
+    function of, or running, code of the candidate's file with namespaces not its own (the import system running
+    its module is the one exception). What it compiles, executes or evaluates itself stays its code (tainted
+    by ``recode_guard_reference.audit``), so the stack checks still see it."""
     def rule(trigger: types.FrameType, args: tuple) -> None:
-        if origin.is_candidate_frame(trigger):
+        if name in _FORGING and origin.is_candidate_frame(trigger):
             deny(trigger, trigger, f"builds code at run time ({name})")
         code = args[0] if args else None
-        if name in ("exec", "function.__new__") and type(code) is types.CodeType and is_candidate_code(code) and \
-                "importlib" not in trigger.f_code.co_filename:
+        if name in ("exec", "function.__new__") and type(code) is types.CodeType and \
+                origin.is_candidate_file(code.co_filename) and "importlib" not in trigger.f_code.co_filename:
             cand, _ = _context(trigger)
             deny(cand, trigger, f"runs the candidate's code with foreign globals ({name})")
     return rule
+
+
+_FORGING = frozenset({"code.__new__", "function.__new__", "marshal.loads", "marshal.load"})
 
 
 def _native_memory(event: str, trigger: types.FrameType) -> None:
