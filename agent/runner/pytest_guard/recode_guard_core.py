@@ -60,6 +60,7 @@ import recode_guard_origin as origin
 import recode_guard_preload as preload
 import recode_guard_reference as reference
 import recode_guard_results as results
+import recode_guard_sources as sources
 from recode_guard_origin import candidate_frame, in_candidate_thread, is_candidate_file
 
 _CONFIG = json.loads(os.environ["RECODE_GUARD"])
@@ -123,6 +124,16 @@ def _report_access(evidence: str) -> None:
 
 def _note(text: str) -> None:
     _write_line("note " + text)
+
+
+_suspicious: list[str] = []
+
+
+def _suspect(text: str) -> None:
+    """What a rule notices but cannot decide exactly: carried in the result as ``suspicious``, never a verdict."""
+    if text not in _suspicious:
+        _suspicious.append(text)
+        _write_line("suspect " + text)
 
 
 def _read_key() -> "hmac.HMAC":
@@ -409,6 +420,22 @@ def _probe_attributes(tests: list, candidates: list, attributes: dict[str, set[s
                     continue
 
 
+_plans: dict[str, "sources.Plan"] = {}
+
+
+def _check_sources() -> None:
+    """The test's and the reference's namespaces against what their sources bind (``recode_guard_sources``)."""
+    if not _plans:
+        for path in (_TEST, *_REFERENCES):
+            tree = preload.parse(path)
+            if tree is not None:
+                _plans[path] = sources.plan(path, tree)
+    for path, modules in _modules_by_file(tuple(_plans)).items():
+        label = "the test" if path == _TEST else os.path.basename(path)
+        for module in modules:
+            sources.check(module, _plans[path], label, _flag, _suspect)
+
+
 def _check_test_functions(items: list) -> None:
     for item in items:
         function = getattr(item, "function", None)
@@ -529,6 +556,7 @@ def pytest_collection_finish(session) -> None:
     integrity.freeze_pytest(session)
     integrity.set_checkpoint("after collection")
     _guarded_check(integrity.check_all)
+    _guarded_check(_check_sources)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -545,6 +573,7 @@ def pytest_runtest_call(item):
     if _WATCH:
         integrity.set_checkpoint(f"before {item.name}")
         _guarded_check(integrity.check_before_call, item)
+        _guarded_check(_check_sources)
     index = _test_index.get(item.nodeid)
     before = results.completions(index) if index is not None else 0
     outcome = yield
@@ -577,6 +606,7 @@ def pytest_sessionfinish(session, exitstatus) -> None:
         _scan_reference_use()
         integrity.set_checkpoint("at the end of the session")
         _guarded_check(integrity.check_all)
+        _guarded_check(_check_sources)
     try:
         with open(_JUNIT, "rb") as handle:
             junit_sha = hashlib.sha256(handle.read()).hexdigest()
@@ -584,7 +614,8 @@ def pytest_sessionfinish(session, exitstatus) -> None:
         junit_sha = None
     tests = [list(junit_address(nodeid)) + [_passed(entry)] for nodeid, entry in _outcomes.items()]
     body = json.dumps({"exitstatus": int(exitstatus), "junit_sha256": junit_sha, "tests": tests,
-                       "flags": list(_flags), "access": list(_access)}, sort_keys=True)
+                       "flags": list(_flags), "access": list(_access),
+                       "suspicious": list(_suspicious)}, sort_keys=True)
     mac = _MAC.copy()
     mac.update(body.encode("utf-8"))
     _write_line(f"seal {body} {mac.hexdigest()}")

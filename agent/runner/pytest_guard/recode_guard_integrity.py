@@ -432,10 +432,11 @@ def _check_write(module, name: str, value: object, base: type, deleting: bool, w
     """True when the write is allowed (and the baseline may follow it); raises when it is refused. A write
     made while the guard itself works is not judged here: the next boundary check sees it.
 
-    Refused: a write the candidate's own code makes (the writing frame is its, or runs in a thread it started),
-    a value of the candidate's placed by anyone, and a library's write into a module the verdict runs through
-    (the test's, the reference's, pytest and the testing libraries) made on the candidate's behalf (its frame
-    below, no frame of the test or pytest between). The test's own tooling (a time-freezing library, its
+    Refused: a write the candidate's own code makes (the writing frame is its, or runs in a thread it started);
+    unless the test acts (a frame of the test file or a conftest between the writer and the candidate's frame,
+    or pytest writing with no candidate frame below), a value of the candidate's placed by anyone, and a
+    library's write into a module the verdict runs through (the test's, the reference's, pytest and the
+    testing libraries) on the candidate's behalf. The test's own tooling (a time-freezing library, its
     ``monkeypatch``) and libraries writing other modules are theirs."""
     if getattr(origin.tls, "busy", False):
         return False
@@ -445,20 +446,24 @@ def _check_write(module, name: str, value: object, base: type, deleting: bool, w
         cand = candidate_frame(writer)
         if cand is not None and origin.library_body_between(cand, writer):
             return True  # a library's import-time set-up reaching into another module
-        own = cand is writer or in_candidate_thread() or (not deleting and candidate_object(value))
-        if not own and (cand is None or _trusted_between(cand, writer) or _verdict_space(module) is None):
+        own = cand is writer or in_candidate_thread()
+        if not own and (_test_acts(cand, writer) or (
+                not (not deleting and candidate_object(value)) and (cand is None or _verdict_space(module) is None))):
             return True
     label = f"{_DICT.__get__(module).get('__name__', '?')}.{name}"
     capabilities.deny(cand, writer, f"{'deletes' if deleting else 'writes'} {label}")
     return False
 
 
-def _trusted_between(cand: types.FrameType, writer: types.FrameType) -> bool:
-    """A frame of the test, a conftest, pytest or pluggy between the candidate's frame and the writer: they act."""
+def _test_acts(cand: types.FrameType | None, writer: types.FrameType) -> bool:
+    """A frame of the test file or a conftest between the writer and the candidate's frame (the bottom of the
+    stack when there is none), or pytest itself writing with no candidate frame below."""
+    if cand is None and _module_top(writer) in _TRUSTED_TOPS:
+        return True
     frame: types.FrameType | None = writer
     while frame is not None and frame is not cand:
-        if _module_top(frame) in _TRUSTED_TOPS or \
-                _protected_paths.get(os.path.realpath(frame.f_code.co_filename)) == "test":
+        if _protected_paths.get(os.path.realpath(frame.f_code.co_filename)) == "test" or \
+                os.path.basename(frame.f_code.co_filename) == "conftest.py":
             return True
         frame = frame.f_back
     return False
