@@ -302,6 +302,7 @@ def test_state_dict():
 
 METAPROGRAMMING = '''\
 import functools
+import inspect
 
 
 def _with_signature(function, names):
@@ -311,6 +312,19 @@ def _with_signature(function, names):
     namespace = {"_target": function}
     exec(code, namespace)
     return functools.wraps(function)(namespace["_f"])
+
+
+def _caller_name():
+    """Its own frames: the function that called this one (a frame of the candidate's too)."""
+    frame = inspect.currentframe().f_back
+    try:
+        return frame.f_code.co_name
+    finally:
+        del frame
+
+
+def who_calls():
+    return _caller_name()
 
 
 def evaluate(expression, **values):
@@ -331,7 +345,7 @@ def scale(values, k):
 METAPROGRAMMING_TEST = '''\
 import inspect
 
-from pkg.target import add, evaluate
+from pkg.target import add, evaluate, who_calls
 
 
 def test_generated_signature():
@@ -341,6 +355,10 @@ def test_generated_signature():
 
 def test_eval():
     assert evaluate("x * y + 1", x=3, y=4) == 13
+
+
+def test_own_frames():
+    assert who_calls() == "who_calls"
 '''
 
 PROCESSES = '''\

@@ -20,9 +20,9 @@ import ast
 _TRACERS = {"settrace": "sets a tracer", "setprofile": "sets a profiler", "monitoring": "sets a tracer",
             "settrace_all_threads": "sets a tracer", "setprofile_all_threads": "sets a profiler",
             "TorchFunctionMode": "installs a torch dispatch mode", "TorchDispatchMode": "installs a torch dispatch mode"}
-_FRAMES = frozenset({"_getframe", "currentframe", "f_back", "f_locals", "f_globals", "f_trace", "tb_frame",
-                     "gi_frame", "cr_frame", "ag_frame", "_current_frames", "_current_exceptions", "getouterframes",
-                     "getinnerframes", "walk_stack", "walk_tb"})
+# frames of others: its own (``inspect.currentframe()``, ``sys._getframe()``) are judged at run time
+_FRAMES = frozenset({"f_trace", "gi_frame", "cr_frame", "ag_frame", "_current_frames", "_current_exceptions",
+                     "getouterframes", "getinnerframes", "walk_stack", "walk_tb"})
 _INSPECT_FRAMES = frozenset({"stack", "trace"})
 _GRAPH = frozenset({"get_objects", "get_referrers", "get_referents"})
 _CODE = frozenset({"__globals__", "co_code", "__code__"})

@@ -13,10 +13,11 @@ Denied to candidate code (on the stack, or in a thread it started):
 * tracers and profilers: ``sys.settrace``, ``sys.setprofile``, their
   all-threads forms and ``sys.monitoring`` callbacks (from anywhere, except the
   debuggers and coverage tools pytest itself may run);
-* frames: holding a frame object at all (``sys._getframe``, ``tb_frame``,
-  ``gi_frame``/``cr_frame``/``ag_frame`` read by candidate code, or handed to it
-  by ``inspect.currentframe``/``stack``/``trace``, ``traceback.walk_stack``...);
-  from one frame every other one is reachable, so its own is denied too.
+* frames: holding a frame object that is not its own (``sys._getframe``,
+  ``tb_frame``, ``gi_frame``/``cr_frame``/``ag_frame`` read by candidate code,
+  or handed to it by ``inspect.stack``/``trace``, ``traceback.walk_stack``...,
+  or reached through ``f_back``, which the compiled helper gates); without the
+  helper ``f_back`` cannot be gated, so its own frames are denied too.
   Libraries the candidate calls may still look at frames for their own use
   (logging, warnings, ``traceback.format_stack``, ``torch.jit.script``);
 * the object graph: ``gc.get_objects``, ``get_referrers``, ``get_referents``;
@@ -56,7 +57,8 @@ _TRACE_TOOLS = frozenset({"bdb", "pdb", "coverage", "pytest_cov", "_pytest", "py
                           "cProfile", "profile"})
 _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 _SPECIAL_WRITES = frozenset({"__code__", "__defaults__", "__kwdefaults__", "__class__", "__bases__"})
-_handout_codes: set[int] = set()
+_handout_codes: dict[int, bool] = {}  # code id -> it hands out only its caller's frame
+gated = [False]  # the compiled helper gates frame.f_back (recode_guard_core)
 _known_hooks: dict[str, tuple] = {}
 
 
@@ -109,16 +111,18 @@ def _tracer(name: str):
 
 
 def _remember_handouts() -> None:
-    """Library functions whose result hands frame objects to their caller."""
+    """Library functions whose result hands frame objects to their caller: its own (``inspect.currentframe``) or
+    others' too (``inspect.stack``, ``traceback.walk_stack``...)."""
     import inspect
     import logging
     import traceback
 
-    for function in (inspect.currentframe, inspect.stack, inspect.trace, inspect.getouterframes,
-                     inspect.getinnerframes, traceback.walk_stack, traceback.walk_tb, logging.currentframe):
+    for function, own in ((inspect.currentframe, True), (logging.currentframe, True), (inspect.stack, False),
+                          (inspect.trace, False), (inspect.getouterframes, False), (inspect.getinnerframes, False),
+                          (traceback.walk_stack, False), (traceback.walk_tb, False)):
         code = getattr(function, "__code__", None)
         if code is not None:
-            _handout_codes.add(id(code))
+            _handout_codes[id(code)] = own
 
 
 def _called_by(cand: types.FrameType, trigger: types.FrameType) -> types.FrameType:
@@ -129,17 +133,49 @@ def _called_by(cand: types.FrameType, trigger: types.FrameType) -> types.FrameTy
     return frame
 
 
+def _frame_given(what: str, args: tuple) -> types.FrameType | None:
+    """The frame the event hands out: ``sys._getframe``'s (3.11+), or the one a traceback or generator holds."""
+    if what == "sys._getframe":
+        return args[0] if args and type(args[0]) is types.FrameType else None
+    if what in _FRAME_ATTRIBUTES and len(args) > 1:
+        try:
+            frame = getattr(args[0], what)
+        except Exception:
+            return None
+        return frame if type(frame) is types.FrameType else None
+    return None
+
+
 def _frames(what: str):
+    """Candidate code may hold its own frames only, and only where the compiled helper gates ``f_back``
+    (``gated``): from any frame every other one is reachable otherwise."""
     def rule(trigger: types.FrameType, args: tuple) -> None:
         cand, _ = _context(trigger)
         if cand is None:
             return
-        if cand is trigger:
-            deny(cand, trigger, f"reads the interpreter's frames ({what})")
-        entry = _called_by(cand, trigger)
-        if id(entry.f_code) in _handout_codes:
+        entry = cand if cand is trigger else _called_by(cand, trigger)
+        own = _handout_codes.get(id(entry.f_code))
+        if own is False:
             deny(cand, trigger, f"reads the interpreter's frames ({entry.f_code.co_name})")
+        if cand is not trigger and own is None:
+            return  # a library reading frames for itself (logging, warnings, traceback.format_stack)
+        given = _frame_given(what, args)
+        if gated[0] and given is not None and origin.is_candidate_frame(given):
+            return
+        deny(cand, trigger, f"reads the interpreter's frames ({what if cand is trigger else entry.f_code.co_name})")
     return rule
+
+
+def refuse_frame(back: types.FrameType) -> None:
+    """``frame.f_back`` read by code that may be the candidate's, giving a frame not in its namespaces (the compiled
+    helper asks): the candidate's own reads of others' frames are denied."""
+    if getattr(origin.tls, "busy", False):
+        return
+    with origin.GuardWork():
+        reader = sys._getframe(1)
+        refused = origin.is_candidate_frame(reader) and not origin.is_candidate_frame(back)
+    if refused:
+        deny(reader, reader, "reads the interpreter's frames (f_back)")
 
 
 def _attribute_read(trigger: types.FrameType, args: tuple) -> None:

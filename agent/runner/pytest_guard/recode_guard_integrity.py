@@ -77,7 +77,6 @@ _DICT = types.ModuleType.__dict__["__dict__"]
 _GLOBALS = types.FunctionType.__dict__["__globals__"]
 _PLAIN_SETATTR = types.ModuleType.__setattr__
 _IMPORT_SYSTEM = frozenset({"importlib", "_frozen_importlib", "_frozen_importlib_external"})
-_ATTRIBUTE_STORES = frozenset({dis.opmap["STORE_ATTR"], dis.opmap["DELETE_ATTR"]})
 _VALUES = operator.methodcaller("values")
 _TRUSTED_TOPS = frozenset({"_pytest", "pytest", "pluggy", "recode_guard_core", "recode_guard_reference",
                            "recode_guard_origin", "recode_guard_capabilities", "recode_guard_integrity",
@@ -94,8 +93,6 @@ _VERDICT_CLASSES = frozenset({"torch._tensor.Tensor", "torch.nn.parameter.Parame
 _SYS_FREE = frozenset({"stdout", "stderr", "stdin", "argv", "displayhook", "excepthook", "unraisablehook", "ps1",
                        "ps2", "tracebacklimit", "last_type", "last_value", "last_traceback", "last_exc", "path",
                        "dont_write_bytecode", "breakpointhook"})
-# (writer module, written module, attribute): honest cross-module writes of the standard library
-_HONEST_WRITES = frozenset({("logging", "warnings", "showwarning")})
 _BUILTIN_NAMES = frozenset(dir(builtins))
 _report: list[Callable[[str], None]] = []
 _state: dict = {"checkpoint": "collection"}
@@ -417,10 +414,8 @@ def _plainly_allowed(module, name: str, value: object, base: type, writer: types
     if module is sys and name in _SYS_FREE:
         return True
     own_name = namespace.get("__name__", "")
-    if (writer.f_code.co_name == "<module>" or _module_top(writer) == own_name.split(".")[0]) and \
-            not origin.is_candidate_frame(writer):
-        return True  # a library's import-time set-up, or a package writing its own modules
-    return (_module_top(writer), own_name, name) in _HONEST_WRITES
+    return (writer.f_code.co_name == "<module>" or _module_top(writer) == own_name.split(".")[0]) and \
+        not origin.is_candidate_frame(writer)  # a library's import-time set-up, or a package writing its own
 
 
 def _data(value: object) -> bool:

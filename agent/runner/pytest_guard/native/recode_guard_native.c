@@ -20,6 +20,7 @@
  *   thousands of files with none), or the one that fired it. It is handed the frame that fired the event, never
  *   for what it does itself, and only once activate() was called: a gate Python code cannot close again.
  * - Keep the guard's own functions' globals and closures (its rules, baselines and switches) for the guard.
+ * - Gate ``frame.f_back``, so the candidate may hold its own frames without climbing into the test's.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -595,6 +596,80 @@ static PyObject *shield(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ``frame.f_back``, read by code that may be the candidate's (its namespace, or one of no known module), when the
+ * frame it returns is not in the candidate's namespaces: the guard's refuse_frame(back) decides (it raises to
+ * refuse). So the candidate may hold its own frames (``inspect.currentframe()``) and never climb from them into
+ * the test's. Library code reading frames for itself takes the plain getter's path. */
+static PyObject *gate_candidates;  /* a list whose item 0 is the tuple of the candidate's namespaces */
+static PyObject *gate_known;       /* the known library namespaces, as for suspect() */
+static PyObject *gate_refuse;      /* refuse_frame(back) */
+static getter plain_f_back;
+static void *plain_f_back_closure;
+
+static PyObject *gated_f_back(PyObject *frame, void *unused)
+{
+    PyObject *back = plain_f_back(frame, plain_f_back_closure);
+    if (back == NULL || back == Py_None || !active || in_hook)
+        return back;
+    PyObject *candidates = PyList_GET_ITEM(gate_candidates, 0);
+    PyObject *reader = PyEval_GetGlobals();
+    PyObject *globals = frame_globals((PyFrameObject *)back);
+    int own = in_tuple(candidates, globals);
+    Py_DECREF(globals);
+    int suspect_reader = reader != NULL && !own ? may_be_candidate(reader, candidates, gate_known) : 0;
+    if (suspect_reader < 0) {
+        Py_DECREF(back);
+        return NULL;
+    }
+    if (suspect_reader) {
+        PyObject *verdict = PyObject_CallOneArg(gate_refuse, back);
+        if (verdict == NULL) {
+            Py_DECREF(back);
+            return NULL;
+        }
+        Py_DECREF(verdict);
+    }
+    return back;
+}
+
+static PyGetSetDef gated_getsets[] = {
+    {"f_back", gated_f_back, NULL, NULL, NULL},
+    {NULL},
+};
+
+static PyObject *gate_frames(PyObject *self, PyObject *args)
+{
+    PyObject *candidates, *known, *refuse_;
+    if (!PyArg_ParseTuple(args, "O!O!O", &PyList_Type, &candidates, &PyDict_Type, &known, &refuse_))
+        return NULL;
+    if (gate_refuse != NULL || PyList_GET_SIZE(candidates) < 1) {
+        PyErr_SetString(PyExc_RuntimeError, "frames are gated once per process, with the candidates' list");
+        return NULL;
+    }
+    PyObject *dict = static_type_dict(&PyFrame_Type);
+    if (dict == NULL)
+        return NULL;
+    PyObject *plain = PyDict_GetItemString(dict, "f_back");
+    if (plain == NULL || !PyObject_TypeCheck(plain, &PyGetSetDescr_Type)) {
+        Py_DECREF(dict);
+        PyErr_SetString(PyExc_RuntimeError, "frame.f_back is not the getset this helper expects");
+        return NULL;
+    }
+    plain_f_back = ((PyGetSetDescrObject *)plain)->d_getset->get;
+    plain_f_back_closure = ((PyGetSetDescrObject *)plain)->d_getset->closure;
+    PyObject *descriptor = PyDescr_NewGetSet(&PyFrame_Type, gated_getsets);
+    int failed = descriptor == NULL || PyDict_SetItemString(dict, "f_back", descriptor) < 0;
+    Py_XDECREF(descriptor);
+    Py_DECREF(dict);
+    if (failed)
+        return NULL;
+    PyType_Modified(&PyFrame_Type);
+    gate_candidates = Py_NewRef(candidates);
+    gate_known = Py_NewRef(known);
+    gate_refuse = Py_NewRef(refuse_);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"install", install, METH_VARARGS,
      "install(judge, accept, deleting, subclasses, watched, trusted): judge every module attribute write from now "
@@ -618,6 +693,9 @@ static PyMethodDef methods[] = {
      "heap class the namespace holds whose __module__ is the name, not in positions yet (position, class, "
      "version tag, copy of its dict); how many."},
     {"key", key, METH_O, "key(namespace): the key of a namespace in suspect()'s known."},
+    {"gate_frames", gate_frames, METH_VARARGS,
+     "gate_frames(candidates, known, refuse): frame.f_back read by code that may be the candidate's, returning a "
+     "frame not in its namespaces, asks refuse(back) first (once)."},
     {NULL, NULL, 0, NULL},
 };
 
