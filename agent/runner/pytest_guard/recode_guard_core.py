@@ -423,16 +423,20 @@ def _probe_attributes(tests: list, candidates: list, attributes: dict[str, set[s
 
 
 _plans: dict[str, "sources.Plan"] = {}
+_planned: dict[str, list] = {}  # the modules of those files, found after collection and at the end
 
 
-def _check_sources() -> None:
-    """The test's and the reference's namespaces against what their sources bind (``recode_guard_sources``)."""
+def _check_sources(find: bool = False) -> None:
+    """The test's and the reference's namespaces against what their sources bind (``recode_guard_sources``);
+    their modules are looked up in ``sys.modules`` when ``find``, else those found last."""
     if not _plans:
         for path in (_TEST, *_REFERENCES):
             tree = preload.parse(path)
             if tree is not None:
                 _plans[path] = sources.plan(path, tree)
-    for path, modules in _modules_by_file(tuple(_plans)).items():
+    if find or not _planned:
+        _planned.update(_modules_by_file(tuple(_plans)))
+    for path, modules in _planned.items():
         label = "the test" if path == _TEST else os.path.basename(path)
         for module in modules:
             sources.check(module, _plans[path], label, _flag, _suspect)
@@ -558,7 +562,7 @@ def pytest_collection_finish(session) -> None:
     integrity.freeze_pytest(session)
     integrity.set_checkpoint("after collection")
     _guarded_check(integrity.check_all)
-    _guarded_check(_check_sources)
+    _guarded_check(_check_sources, True)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -593,7 +597,7 @@ def pytest_runtest_teardown(item):
     _record(item, "teardown", outcome)
     if _WATCH:
         integrity.set_checkpoint(f"after {item.name}")
-        _guarded_check(integrity.check_all, False)
+        _guarded_check(integrity.check_all, False, item)
 
 
 def _passed(entry: dict) -> bool:
@@ -608,7 +612,7 @@ def pytest_sessionfinish(session, exitstatus) -> None:
         _scan_reference_use()
         integrity.set_checkpoint("at the end of the session")
         _guarded_check(integrity.check_all)
-        _guarded_check(_check_sources)
+        _guarded_check(_check_sources, True)
     try:
         with open(_JUNIT, "rb") as handle:
             junit_sha = hashlib.sha256(handle.read()).hexdigest()

@@ -441,10 +441,10 @@ def _check_write(module, name: str, value: object, base: type, deleting: bool, w
         cand = candidate_frame(writer)
         if cand is not None and origin.library_body_between(cand, writer):
             return True  # a library's import-time set-up reaching into another module
-        own = cand is writer or in_candidate_thread()
-        if not own and (_test_acts(cand, writer) or (
-                not (not deleting and candidate_object(value)) and (cand is None or _verdict_space(module) is None))):
-            return True
+        if not (cand is writer or in_candidate_thread()):
+            placed = not deleting and candidate_object(value)
+            if not placed and (cand is None or _verdict_space(module) is None) or _test_acts(cand, writer):
+                return True
     label = f"{_DICT.__get__(module).get('__name__', '?')}.{name}"
     capabilities.deny(cand, writer, f"{'deletes' if deleting else 'writes'} {label}")
     return False
@@ -457,11 +457,22 @@ def _test_acts(cand: types.FrameType | None, writer: types.FrameType) -> bool:
         return True
     frame: types.FrameType | None = writer
     while frame is not None and frame is not cand:
-        if _protected_paths.get(os.path.realpath(frame.f_code.co_filename)) == "test" or \
-                os.path.basename(frame.f_code.co_filename) == "conftest.py":
+        if _test_file(frame.f_code.co_filename):
             return True
         frame = frame.f_back
     return False
+
+
+_test_files: dict[str, bool] = {}
+
+
+def _test_file(path: str) -> bool:
+    """The test file or a conftest.py (by the code's file name, resolved once)."""
+    known = _test_files.get(path)
+    if known is None:
+        known = _test_files[path] = os.path.basename(path) == "conftest.py" or (
+            os.path.basename(path) in _protected_names and _protected_paths.get(os.path.realpath(path)) == "test")
+    return known
 
 
 def _verdict_space(module: types.ModuleType) -> str | None:
@@ -1040,10 +1051,11 @@ def _check_item(item, kind: type, code: object) -> None:
             _flag(f"replaces {name} of test item {item.name} (seen {_state['checkpoint']})")
 
 
-def check_all(full: bool = True) -> None:
+def check_all(full: bool = True, item=None) -> None:
     """The boundary between two tests: ``sys.modules``, tracers, pytest, import hooks, and the namespaces: every
     one when ``full`` (after collection, at the end), with the helper, or when the tests since the last full
-    check took ``FULL_CHECK_SHARE`` times longer than it did; else those the verdict runs through."""
+    check took ``FULL_CHECK_SHARE`` times longer than it did; else those the verdict runs through. Test items:
+    every one when ``item`` is None, else that one (each is also checked before its call)."""
     with GuardWork():
         check_modules()
         now = time.perf_counter()
@@ -1054,7 +1066,10 @@ def check_all(full: bool = True) -> None:
             _state["full_at"] = time.perf_counter()
             _state["full_cost"] = _state["full_at"] - now
         check_tracers()
-        check_pytest()
+        if item is None:
+            check_pytest()
+        elif item.nodeid in _items:  # the hooks and pytest's objects: before the next test's call and at the end
+            _check_item(*_items[item.nodeid])
         capabilities.check_import_hooks()
 
 

@@ -175,7 +175,8 @@ def _defined(module: types.ModuleType, plan_: Plan, name: str, kind: str, detail
     """Whether ``value`` is what the source's binding of ``name`` gives."""
     if kind == "def":
         code = _FUNCTION_CODE.__get__(value) if type(value) is types.FunctionType else None
-        return code is not None and code.co_name == name and os.path.realpath(code.co_filename) == plan_.path
+        return code is not None and code.co_name == name and (code.co_filename == plan_.path or os.path.realpath(
+            code.co_filename) == plan_.path)
     if kind == "class":
         return origin.is_kind(value, type) and type.__dict__["__qualname__"].__get__(value) == name and \
             origin.type_dict(value).get("__module__") == _NAMESPACE.__get__(module).get("__name__")
