@@ -303,6 +303,7 @@ def test_state_dict():
 METAPROGRAMMING = '''\
 import functools
 import inspect
+import sys
 
 
 def _with_signature(function, names):
@@ -327,6 +328,11 @@ def who_calls():
     return _caller_name()
 
 
+def caller_module():
+    """The module that calls it, as sentinel and registry helpers name their values (boltons' make_sentinel)."""
+    return sys._getframe(1).f_globals.get("__name__")
+
+
 def evaluate(expression, **values):
     return eval(compile(expression, "<expr>", "eval"), {"__builtins__": {}}, values)
 
@@ -345,7 +351,7 @@ def scale(values, k):
 METAPROGRAMMING_TEST = '''\
 import inspect
 
-from pkg.target import add, evaluate, who_calls
+from pkg.target import add, caller_module, evaluate, who_calls
 
 
 def test_generated_signature():
@@ -359,6 +365,10 @@ def test_eval():
 
 def test_own_frames():
     assert who_calls() == "who_calls"
+
+
+def test_callers_module_name():
+    assert caller_module() == __name__
 '''
 
 PROCESSES = '''\

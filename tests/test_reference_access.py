@@ -43,6 +43,8 @@ def _ref():
 
 # name -> candidate. Each must end as reference_access with a line of evidence.
 HOSTILE = {
+    "caller_globals": "import sys\n\n\ndef add(a, b):\n    return sys._getframe(1).f_globals['canon' + 'ical'].add(a, b)\n"
+                       "\n\ndef scale(v, k):\n    return sys._getframe(1).f_globals['canon' + 'ical'].scale(v, k)\n",
     "exec_loader_source": FIND + "_space = {}\n\n\ndef _load():\n    if not _space:\n        m = _ref()\n"
                                    "        exec(compile(m.__loader__.get_data(m.__file__), '<mine>', 'exec'), _space)\n"
                                    "    return _space\n\n\ndef add(a, b):\n    return _load()['add'](a, b)\n\n\n"
@@ -89,9 +91,6 @@ CAPTURED = {
 # reached, so the run is tampered, with the capability and the candidate's line as evidence. The test loads the
 # reference first, so a route may reach it at import time as well as at run time.
 DENIED_FIRST = {
-    "caller_globals": ("import sys\n\n\ndef add(a, b):\n    return sys._getframe(1).f_globals['canon' + 'ical'].add(a, b)\n"
-                       "\n\ndef scale(v, k):\n    return sys._getframe(1).f_globals['canon' + 'ical'].scale(v, k)\n",
-                       "target.py:5 reads the interpreter's frames"),
     "gc_walk": ("import gc\n\n\ndef _find(name):\n    return next(o for o in gc.get_objects() if callable(o) and "
                 "getattr(o, '__name__', '') == name\n                and getattr(o, '__module__', '') == 'canon' + 'ical')"
                 "\n\n\ndef add(a, b):\n    return _find('add')(a, b)\n\n\ndef scale(v, k):\n    return _find('scale')(v, k)\n",

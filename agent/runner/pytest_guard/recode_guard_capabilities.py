@@ -13,11 +13,11 @@ Denied to candidate code (on the stack, or in a thread it started):
 * tracers and profilers: ``sys.settrace``, ``sys.setprofile``, their
   all-threads forms and ``sys.monitoring`` callbacks (from anywhere, except the
   debuggers and coverage tools pytest itself may run);
-* frames: holding a frame object that is not its own (``sys._getframe``,
-  ``tb_frame``, ``gi_frame``/``cr_frame``/``ag_frame`` read by candidate code,
-  or handed to it by ``inspect.stack``/``trace``, ``traceback.walk_stack``...,
-  or reached through ``f_back``, which the compiled helper gates); without the
-  helper ``f_back`` cannot be gated, so its own frames are denied too.
+* frames: reading the locals of a frame not its own (``f_locals``, which the
+  compiled helper gates, directly or through a library such as
+  ``inspect.getargvalues``); without the helper, holding a frame object that is
+  not its own (``sys._getframe``, ``tb_frame``, ``gi_frame``, handed out by
+  ``inspect.stack``, ``traceback.walk_stack``...; ``f_back`` cannot be gated).
   Libraries the candidate calls may still look at frames for their own use
   (logging, warnings, ``traceback.format_stack``, ``torch.jit.script``);
 * the object graph: ``gc.get_objects``, ``get_referrers``, ``get_referents``;
@@ -147,9 +147,11 @@ def _frame_given(what: str, args: tuple) -> types.FrameType | None:
 
 
 def _frames(what: str):
-    """Candidate code may hold its own frames only, and only where the compiled helper gates ``f_back``
-    (``gated``): from any frame every other one is reachable otherwise."""
+    """Without the compiled helper, candidate code may hold its own frames only (from any frame every other one is
+    reachable); with it, any frame: the locals of frames not its own are gated (``refuse_frame``)."""
     def rule(trigger: types.FrameType, args: tuple) -> None:
+        if gated[0]:
+            return
         cand, _ = _context(trigger)
         if cand is None:
             return
@@ -160,22 +162,23 @@ def _frames(what: str):
         if cand is not trigger and own is None:
             return  # a library reading frames for itself (logging, warnings, traceback.format_stack)
         given = _frame_given(what, args)
-        if gated[0] and given is not None and origin.is_candidate_frame(given):
-            return
-        deny(cand, trigger, f"reads the interpreter's frames ({what if cand is trigger else entry.f_code.co_name})")
+        if given is None or not origin.is_candidate_frame(given):
+            deny(cand, trigger, f"reads the interpreter's frames ({what if cand is trigger else entry.f_code.co_name})")
     return rule
 
 
-def refuse_frame(back: types.FrameType) -> None:
-    """``frame.f_back`` read by code that may be the candidate's, giving a frame not in its namespaces (the compiled
-    helper asks): the candidate's own reads of others' frames are denied."""
+def refuse_frame(frame: types.FrameType) -> None:
+    """``f_locals`` of a frame not in the candidate's namespaces, read with a frame that may be the candidate's on
+    the stack (the compiled helper asks): denied when the candidate reads it, or a library does below its frame,
+    and the frame is not its own."""
     if getattr(origin.tls, "busy", False):
         return
     with origin.GuardWork():
         reader = sys._getframe(1)
-        refused = origin.is_candidate_frame(reader) and not origin.is_candidate_frame(back)
+        cand = candidate_frame(reader)
+        refused = cand is not None and not origin.is_candidate_frame(frame)
     if refused:
-        deny(reader, reader, "reads the interpreter's frames (f_back)")
+        deny(cand, reader, "reads the interpreter's frames (f_locals)")
 
 
 def _attribute_read(trigger: types.FrameType, args: tuple) -> None:

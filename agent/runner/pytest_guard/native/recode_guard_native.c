@@ -20,7 +20,7 @@
  *   thousands of files with none), or the one that fired it. It is handed the frame that fired the event, never
  *   for what it does itself, and only once activate() was called: a gate Python code cannot close again.
  * - Keep the guard's own functions' globals and closures (its rules, baselines and switches) for the guard.
- * - Gate ``frame.f_back``, so the candidate may hold its own frames without climbing into the test's.
+ * - Gate ``frame.f_locals``, so the candidate may hold frames without reaching the test's locals.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -596,44 +596,39 @@ static PyObject *shield(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* ``frame.f_back``, read by code that may be the candidate's (its namespace, or one of no known module), when the
- * frame it returns is not in the candidate's namespaces: the guard's refuse_frame(back) decides (it raises to
- * refuse). So the candidate may hold its own frames (``inspect.currentframe()``) and never climb from them into
- * the test's. Library code reading frames for itself takes the plain getter's path. */
+/* ``frame.f_locals`` of a frame not in the candidate's namespaces, read while a frame that may be the candidate's
+ * is on the stack (reading it, or below a library reading it for the candidate): the guard's refuse_frame(frame)
+ * decides (it raises to refuse). So the candidate may hold any frame, its callers' included (a module name from
+ * ``f_globals``, a line number), but never reach the locals of the test's functions. */
 static PyObject *gate_candidates;  /* a list whose item 0 is the tuple of the candidate's namespaces */
 static PyObject *gate_known;       /* the known library namespaces, as for suspect() */
-static PyObject *gate_refuse;      /* refuse_frame(back) */
-static getter plain_f_back;
-static void *plain_f_back_closure;
+static PyObject *gate_refuse;      /* refuse_frame(frame) */
+static getter plain_f_locals;
+static void *plain_f_locals_closure;
 
-static PyObject *gated_f_back(PyObject *frame, void *unused)
+static PyObject *gated_f_locals(PyObject *frame, void *unused)
 {
-    PyObject *back = plain_f_back(frame, plain_f_back_closure);
-    if (back == NULL || back == Py_None || !active || in_hook)
-        return back;
-    PyObject *candidates = PyList_GET_ITEM(gate_candidates, 0);
-    PyObject *reader = PyEval_GetGlobals();
-    PyObject *globals = frame_globals((PyFrameObject *)back);
-    int own = in_tuple(candidates, globals);
-    Py_DECREF(globals);
-    int suspect_reader = reader != NULL && !own ? may_be_candidate(reader, candidates, gate_known) : 0;
-    if (suspect_reader < 0) {
-        Py_DECREF(back);
-        return NULL;
-    }
-    if (suspect_reader) {
-        PyObject *verdict = PyObject_CallOneArg(gate_refuse, back);
-        if (verdict == NULL) {
-            Py_DECREF(back);
+    if (active && !in_hook) {
+        PyObject *candidates = PyList_GET_ITEM(gate_candidates, 0);
+        PyObject *globals = frame_globals((PyFrameObject *)frame);
+        int own = in_tuple(candidates, globals);
+        Py_DECREF(globals);
+        PyFrameObject *suspect = own ? NULL : first_suspect(PyEval_GetFrame(), candidates, gate_known);
+        if (suspect == NULL && PyErr_Occurred())
             return NULL;
+        if (suspect != NULL) {
+            Py_DECREF(suspect);
+            PyObject *verdict = PyObject_CallOneArg(gate_refuse, frame);
+            if (verdict == NULL)
+                return NULL;
+            Py_DECREF(verdict);
         }
-        Py_DECREF(verdict);
     }
-    return back;
+    return plain_f_locals(frame, plain_f_locals_closure);
 }
 
 static PyGetSetDef gated_getsets[] = {
-    {"f_back", gated_f_back, NULL, NULL, NULL},
+    {"f_locals", gated_f_locals, NULL, NULL, NULL},
     {NULL},
 };
 
@@ -649,16 +644,16 @@ static PyObject *gate_frames(PyObject *self, PyObject *args)
     PyObject *dict = static_type_dict(&PyFrame_Type);
     if (dict == NULL)
         return NULL;
-    PyObject *plain = PyDict_GetItemString(dict, "f_back");
+    PyObject *plain = PyDict_GetItemString(dict, "f_locals");
     if (plain == NULL || !PyObject_TypeCheck(plain, &PyGetSetDescr_Type)) {
         Py_DECREF(dict);
-        PyErr_SetString(PyExc_RuntimeError, "frame.f_back is not the getset this helper expects");
+        PyErr_SetString(PyExc_RuntimeError, "frame.f_locals is not the getset this helper expects");
         return NULL;
     }
-    plain_f_back = ((PyGetSetDescrObject *)plain)->d_getset->get;
-    plain_f_back_closure = ((PyGetSetDescrObject *)plain)->d_getset->closure;
+    plain_f_locals = ((PyGetSetDescrObject *)plain)->d_getset->get;
+    plain_f_locals_closure = ((PyGetSetDescrObject *)plain)->d_getset->closure;
     PyObject *descriptor = PyDescr_NewGetSet(&PyFrame_Type, gated_getsets);
-    int failed = descriptor == NULL || PyDict_SetItemString(dict, "f_back", descriptor) < 0;
+    int failed = descriptor == NULL || PyDict_SetItemString(dict, "f_locals", descriptor) < 0;
     Py_XDECREF(descriptor);
     Py_DECREF(dict);
     if (failed)
@@ -694,8 +689,8 @@ static PyMethodDef methods[] = {
      "version tag, copy of its dict); how many."},
     {"key", key, METH_O, "key(namespace): the key of a namespace in suspect()'s known."},
     {"gate_frames", gate_frames, METH_VARARGS,
-     "gate_frames(candidates, known, refuse): frame.f_back read by code that may be the candidate's, returning a "
-     "frame not in its namespaces, asks refuse(back) first (once)."},
+     "gate_frames(candidates, known, refuse): frame.f_locals of a frame not in the candidate's namespaces, read "
+     "while a frame that may be the candidate's is on the stack, asks refuse(frame) first (once)."},
     {NULL, NULL, 0, NULL},
 };
 
