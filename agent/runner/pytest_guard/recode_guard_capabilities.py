@@ -169,13 +169,14 @@ def _frames(what: str):
 
 def refuse_frame(frame: types.FrameType) -> None:
     """``f_locals`` of a frame not in the candidate's namespaces, read with a frame that may be the candidate's on
-    the stack (the compiled helper asks): denied when the candidate reads it, or a library does below its frame,
-    and the frame is not its own."""
+    the stack (the compiled helper asks): denied when the reader is the candidate's code, or a library function
+    it called directly (``inspect.getargvalues``), and the frame is not its own. A library reading locals deeper
+    down (its own import-time set-up, with the candidate's import below) acts for itself."""
     if getattr(origin.tls, "busy", False):
         return
     with origin.GuardWork():
         reader = sys._getframe(1)
-        cand = candidate_frame(reader)
+        cand = next((f for f in (reader, reader.f_back) if f is not None and origin.is_candidate_frame(f)), None)
         refused = cand is not None and not origin.is_candidate_frame(frame)
     if refused:
         deny(cand, reader, "reads the interpreter's frames (f_locals)")
