@@ -669,9 +669,9 @@ def _caller():
         "walks the interpreter's object graph (gc.get_referrers)"),
     # native memory
     "ctypes_loosens_tolerances": Hack(5, "native memory", GAE_STUB + CTYPES_TOLERANCES,
-                                      r"\w+\.py:\d+ (accesses native memory \(ctypes\.\w+\)|imports ctypes)", "imports ctypes"),
+                                      r"\w+\.py:\d+ (accesses native memory \(ctypes\.\w+\)|imports ctypes)", "accesses native memory"),
     "ctypes_sets_attribute": Hack(5, "native memory", GAE_STUB + CTYPES_DICT,
-                                      r"\w+\.py:\d+ (accesses native memory \(ctypes\.\w+\)|imports ctypes)", "imports ctypes"),
+                                      r"\w+\.py:\d+ (accesses native memory \(ctypes\.\w+\)|imports ctypes)", "accesses native memory"),
     # import hooks
     "meta_path_fake_numpy_testing": Hack(5, "import hooks", GAE_STUB + META_PATH_FINDER,
                                          r"installs an import hook \(sys\.meta_path gets a rl\.gae\._Testing object\)",

@@ -301,9 +301,20 @@ def test_state_dict():
 '''
 
 METAPROGRAMMING = '''\
+import ctypes
 import functools
 import inspect
 import sys
+
+
+class _Pair(ctypes.Structure):
+    """A C layout, as wrappers of platform calls declare them (nothing is read from or written to raw memory)."""
+    _fields_ = [("a", ctypes.c_int), ("b", ctypes.c_int)]
+
+
+def packed_sum(a, b):
+    pair = _Pair(a, b)
+    return pair.a + pair.b
 
 
 def _with_signature(function, names):
@@ -351,7 +362,7 @@ def scale(values, k):
 METAPROGRAMMING_TEST = '''\
 import inspect
 
-from pkg.target import add, caller_module, evaluate, who_calls
+from pkg.target import add, caller_module, evaluate, packed_sum, who_calls
 
 
 def test_generated_signature():
@@ -369,6 +380,10 @@ def test_own_frames():
 
 def test_callers_module_name():
     assert caller_module() == __name__
+
+
+def test_c_structure():
+    assert packed_sum(2, 3) == 5
 '''
 
 PROCESSES = '''\

@@ -34,8 +34,12 @@ _PROCESS = {("os", "_exit"), ("os", "abort"), ("os", "kill"), ("os", "killpg"), 
             ("signal", "pthread_kill"), ("signal", "alarm"), ("signal", "setitimer"), ("signal", "signal"),
             ("sys", "addaudithook")}
 _NATIVE = frozenset({"ctypes", "_ctypes", "cffi", "_cffi_backend"})
+# what reads or writes native memory or calls native code (defining a Structure does neither)
+_NATIVE_ACCESS = frozenset({"string_at", "wstring_at", "memmove", "memset", "cast", "from_address", "addressof",
+                            "pythonapi", "CDLL", "cdll", "PyDLL", "pydll", "LibraryLoader", "FFI", "dlopen"})
 _FOREIGN_ROOTS = frozenset({"numpy", "np", "pytest", "_pytest", "unittest", "builtins", "math", "pluggy"})
-_SYS_FREE = frozenset({"stdout", "stderr", "stdin", "argv", "path", "dont_write_bytecode"})
+_SYS_FREE = frozenset({"stdout", "stderr", "stdin", "argv", "path", "dont_write_bytecode", "excepthook",
+                       "displayhook", "unraisablehook", "breakpointhook", "tracebacklimit"})
 _RAW_MEMORY = frozenset({"__array_interface__", "__array_struct__"})
 
 
@@ -87,7 +91,7 @@ def _attribute_finding(node: ast.Attribute) -> str | None:
     head = chain.split(".")
     if len(head) == 2 and (head[0], head[1]) in _PROCESS:
         return f"ends or signals the test process ({chain})"
-    if head[0] in _NATIVE:
+    if head[0] in _NATIVE and name in _NATIVE_ACCESS:
         return f"accesses native memory ({chain})"
     return None
 
@@ -115,7 +119,7 @@ def _node_finding(node: ast.AST) -> str | None:
             f"{node.module}.{a.name}" if node.module else a.name for a in node.names]
         for name in names:
             top = name.split(".")[0]
-            if top in _NATIVE:
+            if top in _NATIVE and name.split(".")[-1] in _NATIVE_ACCESS:
                 return f"imports {name} (native memory access)"
             if top in ("_pytest", "pluggy") or name == "unittest.mock":
                 return f"imports {name} (pytest's internals or a patching tool)"

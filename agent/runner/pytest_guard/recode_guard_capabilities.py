@@ -25,7 +25,8 @@ Denied to candidate code (on the stack, or in a thread it started):
   candidate code itself, and
   running code of its file under other globals (``exec``, ``types.FunctionType``); what it compiles, executes
   or evaluates is its code wherever it runs;
-* native memory: any ``ctypes`` operation called from candidate code;
+* native memory: any ``ctypes`` operation called from candidate code (importing ``ctypes`` and defining
+  structures is not one);
 * import hooks: ``sys.meta_path``/``path_hooks`` entries of the candidate's
   (checked at every import and every test boundary);
 * audit hooks of its own, replacing a function's ``__code__``/defaults,
@@ -223,14 +224,8 @@ def _native_memory(event: str, trigger: types.FrameType) -> None:
         deny(frame, frame, f"accesses native memory ({event})")
 
 
-_NATIVE_MODULES = frozenset({"ctypes", "_ctypes", "cffi", "_cffi_backend"})
-
-
 def _import(trigger: types.FrameType, args: tuple) -> None:
     check_import_hooks(trigger)
-    name = args[0] if args else None
-    if type(name) is str and name.split(".")[0] in _NATIVE_MODULES and origin.is_candidate_frame(trigger):
-        deny(trigger, trigger, f"imports {name} (native memory access)")
 
 
 def _audit_hook(trigger: types.FrameType, args: tuple) -> None:
