@@ -13,9 +13,11 @@ audit event:
   from the module's own code, the import system, module-level set-up code of
   a library or a package writing its own modules, through a descriptor of the
   module's class (``torch.backends.cudnn.deterministic``), to ``sys``'s streams
-  and argv, and from pytest or the harness when no candidate frame is on the
-  stack (plain data from anyone); any other write is refused with the writer's
-  line (``target.py:7 writes numpy.testing.assert_allclose``). The subclass
+  and hooks; it is refused when the writing frame is the candidate's, when it
+  places a value of the candidate's, or when a library writes a module the
+  verdict runs through on the candidate's behalf, unless a frame of the test
+  or a conftest lies between (``_check_write``), with the writer's line
+  (``target.py:7 writes numpy.testing.assert_allclose``). The subclass
   defines nothing else: an own ``__dict__`` would hide the namespace from
   ``inspect.getattr_static``, through which pluggy 1.7 finds the hooks of
   plugin modules (conftest files, autoloaded plugins). Writes through a
