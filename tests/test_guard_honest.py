@@ -305,6 +305,7 @@ import ctypes
 import functools
 import inspect
 import sys
+import types
 
 
 class _Pair(ctypes.Structure):
@@ -339,6 +340,12 @@ def who_calls():
     return _caller_name()
 
 
+def _copy(function, name):
+    """A copy of one of its own functions under another name (boltons' funcutils copies functions so)."""
+    return types.FunctionType(function.__code__, function.__globals__, name, function.__defaults__,
+                              function.__closure__)
+
+
 def caller_module():
     """The module that calls it, as sentinel and registry helpers name their values (boltons' make_sentinel)."""
     return sys._getframe(1).f_globals.get("__name__")
@@ -355,14 +362,17 @@ def _add(*args):
 add = _with_signature(_add, ["a", "b"])
 
 
-def scale(values, k):
+def _scale(values, k):
     return [v * k for v in values]
+
+
+scale = _copy(_scale, "scale")
 '''
 
 METAPROGRAMMING_TEST = '''\
 import inspect
 
-from pkg.target import add, caller_module, evaluate, packed_sum, who_calls
+from pkg.target import add, caller_module, evaluate, packed_sum, scale, who_calls
 
 
 def test_generated_signature():
@@ -384,6 +394,10 @@ def test_callers_module_name():
 
 def test_c_structure():
     assert packed_sum(2, 3) == 5
+
+
+def test_copied_function():
+    assert scale([1, 2], 3) == [3, 6] and scale.__name__ == "scale"
 '''
 
 PROCESSES = '''\

@@ -43,6 +43,15 @@ def _ref():
 
 # name -> candidate. Each must end as reference_access with a line of evidence.
 HOSTILE = {
+    "code_copy_at_import": FIND + "import types\nadd = types.FunctionType(_ref().add.__code__, globals())\n"
+                                   "scale = types.FunctionType(_ref().scale.__code__, globals())\n",
+    "marshal_round_trip": FIND + "import marshal, types\n\n\ndef _copy(f):\n"
+                                  "    return types.FunctionType(marshal.loads(marshal.dumps(f.__code__)), {})\n\n\n"
+                                  "def add(a, b):\n    return _copy(_ref().add)(a, b)\n\n\n"
+                                  "def scale(v, k):\n    return _copy(_ref().scale)(v, k)\n",
+    "code_copy": FIND + "import types\n\n\ndef add(a, b):\n"
+                         "    return types.FunctionType(_ref().add.__code__, {})(a, b)\n\n\n"
+                         "def scale(v, k):\n    return types.FunctionType(_ref().scale.__code__, {})(v, k)\n",
     "caller_globals": "import sys\n\n\ndef add(a, b):\n    return sys._getframe(1).f_globals['canon' + 'ical'].add(a, b)\n"
                        "\n\ndef scale(v, k):\n    return sys._getframe(1).f_globals['canon' + 'ical'].scale(v, k)\n",
     "exec_loader_source": FIND + "_space = {}\n\n\ndef _load():\n    if not _space:\n        m = _ref()\n"
@@ -95,18 +104,6 @@ DENIED_FIRST = {
                 "getattr(o, '__name__', '') == name\n                and getattr(o, '__module__', '') == 'canon' + 'ical')"
                 "\n\n\ndef add(a, b):\n    return _find('add')(a, b)\n\n\ndef scale(v, k):\n    return _find('scale')(v, k)\n",
                 "target.py:5 walks the interpreter's object graph (gc.get_objects)"),
-    "code_copy": (FIND + "import types\n\n\ndef add(a, b):\n"
-                         "    return types.FunctionType(_ref().add.__code__, {})(a, b)\n\n\n"
-                         "def scale(v, k):\n    return types.FunctionType(_ref().scale.__code__, {})(v, k)\n",
-                  'target.py:13 builds code at run time (types.FunctionType)'),
-    "marshal_round_trip": (FIND + "import marshal, types\n\n\ndef _copy(f):\n"
-                                  "    return types.FunctionType(marshal.loads(marshal.dumps(f.__code__)), {})\n\n\n"
-                                  "def add(a, b):\n    return _copy(_ref().add)(a, b)\n\n\n"
-                                  "def scale(v, k):\n    return _copy(_ref().scale)(v, k)\n",
-                           'target.py:13 builds code at run time (types.FunctionType)'),
-    "code_copy_at_import": (FIND + "import types\nadd = types.FunctionType(_ref().add.__code__, globals())\n"
-                                   "scale = types.FunctionType(_ref().scale.__code__, globals())\n",
-                            'target.py:10 builds code at run time (types.FunctionType)'),
 }
 
 

@@ -25,8 +25,8 @@ _FRAMES = frozenset({"f_trace", "gi_frame", "cr_frame", "ag_frame", "_current_fr
                      "getouterframes", "getinnerframes", "walk_stack", "walk_tb"})
 _INSPECT_FRAMES = frozenset({"stack", "trace"})
 _GRAPH = frozenset({"get_objects", "get_referrers", "get_referents"})
-_CODE = frozenset({"__globals__", "co_code", "__code__"})
-_CODE_BUILDERS = frozenset({"CodeType", "FunctionType", "LambdaType"})
+_CODE = frozenset({"co_code"})  # a function's __code__ and __globals__ are judged at run time
+_CODE_BUILDERS = frozenset({"CodeType"})  # types.FunctionType: judged at run time by its globals
 _IMPORT_HOOKS = frozenset({"meta_path", "path_hooks", "path_importer_cache"})
 _PYTEST = frozenset({"pluginmanager", "hookimpl", "hookwrapper", "pytest_plugins"})
 _PATCHERS = frozenset({"MonkeyPatch", "monkeypatch", "MagicMock", "Mock"})

@@ -21,8 +21,8 @@ Denied to candidate code (on the stack, or in a thread it started):
   Libraries the candidate calls may still look at frames for their own use
   (logging, warnings, ``traceback.format_stack``, ``torch.jit.script``);
 * the object graph: ``gc.get_objects``, ``get_referrers``, ``get_referents``;
-* forging code: ``types.CodeType``/``code.replace``, ``types.FunctionType``, ``marshal.loads`` called by
-  candidate code itself, and
+* forging code: ``types.CodeType``/``code.replace``, ``marshal.loads`` called by candidate code itself
+  (``types.FunctionType`` too without the compiled helper, which sees its globals), and
   running code of its file under other globals (``exec``, ``types.FunctionType``); what it compiles, executes
   or evaluates is its code wherever it runs;
 * native memory: any ``ctypes`` operation called from candidate code (importing ``ctypes`` and defining
@@ -197,23 +197,35 @@ def _object_graph(name: str):
 
 
 def _builds_code(name: str):
-    """Candidate code forging code objects or functions (``types.CodeType``, ``code.replace``, ``marshal``,
-    ``types.FunctionType``: the globals it is given are not seen); and anyone making a
-    function of, or running, code of the candidate's file with namespaces not its own (the import system running
-    its module is the one exception). What it compiles, executes or evaluates itself stays its code (tainted
-    by ``recode_guard_reference.audit``), so the stack checks still see it."""
+    """Candidate code forging code objects (``types.CodeType``, ``code.replace``, ``marshal``; and
+    ``types.FunctionType`` where the compiled helper cannot see the globals it is given, see ``refuse_function``);
+    and anyone running code of the candidate's file with namespaces not its own (the import system running its
+    module is the one exception). What it compiles, executes or evaluates itself stays its code (tainted by
+    ``recode_guard_reference.audit``), so the stack checks still see it."""
     def rule(trigger: types.FrameType, args: tuple) -> None:
-        if name in _FORGING and origin.is_candidate_frame(trigger):
+        forging = name in _FORGING or (name == "function.__new__" and not gated[0])
+        if forging and origin.is_candidate_frame(trigger):
             deny(trigger, trigger, f"builds code at run time ({name})")
         code = args[0] if args else None
-        if name in ("exec", "function.__new__") and type(code) is types.CodeType and \
-                origin.is_candidate_file(code.co_filename) and "importlib" not in trigger.f_code.co_filename:
+        if name == "exec" and type(code) is types.CodeType and origin.is_candidate_file(code.co_filename) and \
+                "importlib" not in trigger.f_code.co_filename:
             cand, _ = _context(trigger)
             deny(cand, trigger, f"runs the candidate's code with foreign globals ({name})")
     return rule
 
 
-_FORGING = frozenset({"code.__new__", "function.__new__", "marshal.loads", "marshal.load"})
+_FORGING = frozenset({"code.__new__", "marshal.loads", "marshal.load"})
+
+
+def refuse_function(code: object, namespace: dict) -> None:
+    """``types.FunctionType(code, namespace)`` with the namespace of a module not the candidate's (the compiled
+    helper asks): the candidate's code would run there unseen as its own."""
+    if getattr(origin.tls, "busy", False) or type(code) is not types.CodeType or not is_candidate_code(code):
+        return
+    with origin.GuardWork():
+        maker = sys._getframe(1)
+        cand = candidate_frame(maker)
+    deny(cand, maker, f"runs the candidate's code with foreign globals ({namespace.get('__name__', '?')})")
 
 
 def _native_memory(event: str, trigger: types.FrameType) -> None:

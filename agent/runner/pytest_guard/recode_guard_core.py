@@ -330,6 +330,7 @@ if _NATIVE_GATE:  # the helper calls it for the events of _RULES only (half of a
     origin.native[0].add_audit_hook(_audit, frozenset(_RULES), _ATTRIBUTE_FILTER, _WHEN,
                                     origin.candidate_namespaces, origin.known_keys)
     origin.native[0].gate_frames(origin.candidate_namespaces, origin.known_keys, capabilities.refuse_frame)
+    origin.native[0].gate_functions(capabilities.refuse_function)
     capabilities.gated[0] = True
 elif _WATCH:
     sys.addaudithook(_audit)

@@ -20,7 +20,8 @@
  *   thousands of files with none), or the one that fired it. It is handed the frame that fired the event, never
  *   for what it does itself, and only once activate() was called: a gate Python code cannot close again.
  * - Keep the guard's own functions' globals and closures (its rules, baselines and switches) for the guard.
- * - Gate ``frame.f_locals``, so the candidate may hold frames without reaching the test's locals.
+ * - Gate ``frame.f_locals``, so the candidate may hold frames without reaching the test's locals, and the
+ *   globals ``types.FunctionType`` is given, which no audit event names.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -665,6 +666,45 @@ static PyObject *gate_frames(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ``types.FunctionType(code, globals, ...)``: the audit event names the code only. Where the globals are a known
+ * namespace that is not the candidate's (a library's, the test's), the guard's refuse_function(code, globals)
+ * decides first (it raises to refuse): code of the candidate's run there would not be seen as its own. */
+static newfunc plain_function_new;
+static PyObject *function_refuse;  /* refuse_function(code, globals) */
+
+static PyObject *guarded_function_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *globals = PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 1 ? PyTuple_GET_ITEM(args, 1) : NULL;
+    if (globals == NULL && kwargs != NULL)
+        globals = PyDict_GetItemString(kwargs, "globals");
+    if (active && !in_hook && globals != NULL && PyDict_Check(globals) && gate_candidates != NULL &&
+            !in_tuple(PyList_GET_ITEM(gate_candidates, 0), globals)) {
+        int known = is_known(globals, gate_known);
+        if (known < 0)
+            return NULL;
+        if (known) {
+            PyObject *code = PyTuple_GET_SIZE(args) > 0 ? PyTuple_GET_ITEM(args, 0) : Py_None;
+            PyObject *verdict = PyObject_CallFunctionObjArgs(function_refuse, code, globals, NULL);
+            if (verdict == NULL)
+                return NULL;
+            Py_DECREF(verdict);
+        }
+    }
+    return plain_function_new(type, args, kwargs);
+}
+
+static PyObject *gate_functions(PyObject *self, PyObject *refuse_)
+{
+    if (function_refuse != NULL || gate_candidates == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "functions are gated once per process, after gate_frames()");
+        return NULL;
+    }
+    plain_function_new = PyFunction_Type.tp_new;
+    function_refuse = Py_NewRef(refuse_);
+    PyFunction_Type.tp_new = guarded_function_new;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"install", install, METH_VARARGS,
      "install(judge, accept, deleting, subclasses, watched, trusted): judge every module attribute write from now "
@@ -688,6 +728,9 @@ static PyMethodDef methods[] = {
      "heap class the namespace holds whose __module__ is the name, not in positions yet (position, class, "
      "version tag, copy of its dict); how many."},
     {"key", key, METH_O, "key(namespace): the key of a namespace in suspect()'s known."},
+    {"gate_functions", gate_functions, METH_O,
+     "gate_functions(refuse): types.FunctionType(code, globals) with globals a known namespace not the candidate's "
+     "asks refuse(code, globals) first (once, after gate_frames)."},
     {"gate_frames", gate_frames, METH_VARARGS,
      "gate_frames(candidates, known, refuse): frame.f_locals of a frame not in the candidate's namespaces, read "
      "while a frame that may be the candidate's is on the stack, asks refuse(frame) first (once)."},
