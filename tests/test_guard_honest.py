@@ -70,6 +70,26 @@ class Stats:
     count: int
 
 
+class Field:
+    """A query language's field: ``Field("x") == 3`` builds a condition instead of answering."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __eq__(self, other):
+        return Condition(self.name, other)
+
+    __hash__ = object.__hash__
+
+
+class Condition:
+    def __init__(self, name, value):
+        self.name, self.value = name, value
+
+    def __call__(self, row):
+        return row.get(self.name) == self.value
+
+
 def schedule(jobs):
     heap = [Job(p, n) for p, n in jobs]
     heapq.heapify(heap)
@@ -89,7 +109,7 @@ def scale(values, k):
 '''
 
 OWN_DUNDERS_TEST = '''\
-from pkg.target import LRU, Job, Pending, Stats, schedule, stats
+from pkg.target import LRU, Field, Job, Pending, Stats, schedule, stats
 
 
 def test_lru():
@@ -114,6 +134,11 @@ def test_pending():
 
 def test_dataclass():
     assert stats([1, 2, 3]) == Stats(2.0, 3)
+
+
+def test_query_field():
+    condition = Field("x") == 3
+    assert condition({"x": 3}) and not condition({"x": 4})
 '''
 
 MOCKS = '''\

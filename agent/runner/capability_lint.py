@@ -31,7 +31,7 @@ _IMPORT_HOOKS = frozenset({"meta_path", "path_hooks", "path_importer_cache"})
 _PYTEST = frozenset({"pluginmanager", "hookimpl", "hookwrapper", "pytest_plugins"})
 _PATCHERS = frozenset({"MonkeyPatch", "monkeypatch", "MagicMock", "Mock"})
 _PROCESS = {("os", "_exit"), ("os", "abort"), ("os", "kill"), ("os", "killpg"), ("signal", "raise_signal"),
-            ("signal", "pthread_kill"), ("signal", "alarm"), ("signal", "setitimer"), ("signal", "signal"),
+            ("signal", "pthread_kill"), ("signal", "alarm"), ("signal", "setitimer"),
             ("sys", "addaudithook")}
 _NATIVE = frozenset({"ctypes", "_ctypes", "cffi", "_cffi_backend"})
 # what reads or writes native memory or calls native code (defining a Structure does neither)

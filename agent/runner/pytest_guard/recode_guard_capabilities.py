@@ -33,7 +33,8 @@ Denied to candidate code (on the stack, or in a thread it started):
   re-classing modules, classes or pytest objects;
 * ending or signalling the process: ``os._exit``, ``os.abort``, ``sys.exit``,
   ``os.kill``/``killpg`` of the test process or its parent,
-  ``signal.pthread_kill``/``raise_signal``/``alarm``/``setitimer``/``signal``,
+  ``signal.pthread_kill``/``raise_signal``/``alarm``/``setitimer`` (installing a handler
+  with ``signal.signal`` is neither),
   ``os.exec*``. The functions without an audit event are wrapped in their modules.
   Forked children (multiprocessing workers) may exit as they please.
 
@@ -386,8 +387,7 @@ def _wrap_exits() -> None:
                                ((sys,), "exit", "ends the test process (sys.exit)"),
                                ((signal, _signal), "raise_signal", "signals the test process (signal.raise_signal)"),
                                ((signal, _signal), "alarm", "signals the test process (signal.alarm)"),
-                               ((signal, _signal), "setitimer", "signals the test process (signal.setitimer)"),
-                               ((signal, _signal), "signal", "replaces a signal handler (signal.signal)")):
+                               ((signal, _signal), "setitimer", "signals the test process (signal.setitimer)")):
         for owner in owners:
             original = getattr(owner, name, None)
             if original is not None:

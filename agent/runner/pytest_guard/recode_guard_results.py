@@ -46,12 +46,14 @@ SCAN_LIMIT = 100_000
 _LEAF, _SEQUENCE, _MAPPING, _ARRAY, _OBJECT, _PROBE = range(6)
 _kinds: dict[type, object] = {}
 _report: list[Callable[[str], None]] = []
+_suspect: list[Callable[[str], None]] = []
 _state: dict = {"test": None, "functions": [], "completed": [], "candidate_lines": None}
 
 
-def configure(report: Callable[[str], None], test: str) -> None:
+def configure(report: Callable[[str], None], test: str, suspect: Callable[[str], None]) -> None:
     """Instrument ``test`` when pytest's assertion rewriter compiles it."""
     _report.append(report)
+    _suspect.append(suspect)
     _state["test"] = test
     import _pytest.assertion.rewrite as rewrite
 
@@ -418,6 +420,12 @@ def check(value: object) -> object:
         found = _find(value, 4)
     except Exception:  # the value's own code failed while being looked at: the test will meet it too
         found = None
+    undecided = _state.pop("undecided", None)
+    if found is None and undecided is not None:
+        frame = sys._getframe(1)
+        owner, answer = undecided
+        _suspect[0](f"{_class_line(owner)} compares to unrelated values with a truthy {answer.__qualname__} "
+                    f"object; one reaches {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} in the test")
     if found is not None:
         klass, how = found
         frame = sys._getframe(1)
@@ -428,12 +436,27 @@ def check(value: object) -> object:
 
 # ------------------------------------------------------------------- the probes
 
+_BOOLEAN_NAMES = frozenset({"bool", "bool_", "Tensor", "ndarray"})
+
+
 def _truth(result: object) -> bool | None:
-    """``bool(result)``, or None when it has no single truth (an array) or fails."""
+    """``bool(result)`` of a boolean (Python's, numpy's, a one-element tensor or array), or None when it has no
+    single truth or is an object of another kind (a query language's expression: ``M == x`` builds a matcher)."""
+    if type(result) is not bool and type(result).__name__ not in _BOOLEAN_NAMES:
+        if result is not NotImplemented and _truth_of_other(result):
+            _state["undecided"] = (_state["probing"], type(result))
+        return None
     try:
         return bool(result)
     except Exception:
         return None
+
+
+def _truth_of_other(result: object) -> bool:
+    try:
+        return bool(result)
+    except Exception:
+        return False
 
 
 def _array_probes(value: object, rng: random.Random) -> list[tuple[str, Callable[[], object]]]:
@@ -466,6 +489,7 @@ def agreeable(value: object) -> str | None:
     Its class's own comparisons are run against unrelated values: equal to any, unequal to none, less and
     not less at once, a difference of zero, or ``allclose`` with random data of its shape."""
     rng = random.Random()
+    _state["undecided"], _state["probing"] = None, type(value)
     for other in (object(), rng.random() + 3.0, rng.getrandbits(60) + 7, f"s{rng.random()}",
                   [rng.random() + 3.0 for _ in range(3)]):
         label = type(other).__name__
@@ -475,10 +499,13 @@ def agreeable(value: object) -> str | None:
                   ("> and <= " + label, lambda: (value > other) and (value <= other), True))
         for how, probe, bad in checks:
             try:
-                if _truth(probe()) is bad:
-                    return how
+                truth = _truth(probe())
             except Exception:
                 continue
+            if truth is bad:
+                return how
+            if truth is None and how.startswith("=="):
+                break  # ``==`` builds an object (a query language): ``!=`` and the order say nothing either
     scalar = rng.random() + 3.0
     for how, probe in [("a zero difference", lambda: abs(value - scalar) < 1e-12),
                        ("a zero difference", lambda: abs(scalar - value) < 1e-12),
