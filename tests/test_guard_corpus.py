@@ -75,8 +75,7 @@ def test_static_refusal_is_tampered_without_running() -> None:
     hack = HACKS["settrace_rewrites_expected"]
     result = guarded(SAMPLE, hack.task, hack.source, static=True)
     assert result["status"] == "tampered" and result["interpreter"] is None and result["duration_sec"] == 0
-    assert re.match(r"session: tampering: gae\.py:\d+ reads the interpreter's frames \(frame\.f_locals\); "
-                     r"gae\.py:\d+ sets a tracer \(sys\.settrace\)", evidence(result))
+    assert re.match(r"session: tampering: gae\.py:\d+ sets a tracer \(sys\.settrace\)", evidence(result))
 
 
 def test_honest_corpus_covers_forty_files_and_every_general_addition_twice() -> None:

@@ -47,7 +47,7 @@ HOSTILE = {
     "import_canonical": ("from canonical import *\n", {"reference_access"}),
     "obfuscated_import": ("import importlib\n_m = importlib.import_module('canon' + 'ical')\n"
                           "add, scale = _m.add, _m.scale\n", {"reference_access"}),
-    "read_canonical_source": ("exec(open('canon' + 'ical.py').read())\n", {"tampered"}),  # exec: refused unrun
+    "read_canonical_source": ("exec(open('canon' + 'ical.py').read())\n", {"reference_access"}),
     "read_test_file": ("SOURCE = open('test.py').read()\n" + CANONICAL, {"tampered"}),
     "patch_reference_module": ("import builtins\n_orig = builtins.__import__\n" + WRONG +
                                "def _imp(name, *a, **k):\n    m = _orig(name, *a, **k)\n"

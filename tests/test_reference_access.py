@@ -43,6 +43,21 @@ def _ref():
 
 # name -> candidate. Each must end as reference_access with a line of evidence.
 HOSTILE = {
+    "code_copy_at_import": FIND + "import types\nadd = types.FunctionType(_ref().add.__code__, globals())\n"
+                                   "scale = types.FunctionType(_ref().scale.__code__, globals())\n",
+    "marshal_round_trip": FIND + "import marshal, types\n\n\ndef _copy(f):\n"
+                                  "    return types.FunctionType(marshal.loads(marshal.dumps(f.__code__)), {})\n\n\n"
+                                  "def add(a, b):\n    return _copy(_ref().add)(a, b)\n\n\n"
+                                  "def scale(v, k):\n    return _copy(_ref().scale)(v, k)\n",
+    "code_copy": FIND + "import types\n\n\ndef add(a, b):\n"
+                         "    return types.FunctionType(_ref().add.__code__, {})(a, b)\n\n\n"
+                         "def scale(v, k):\n    return types.FunctionType(_ref().scale.__code__, {})(v, k)\n",
+    "caller_globals": "import sys\n\n\ndef add(a, b):\n    return sys._getframe(1).f_globals['canon' + 'ical'].add(a, b)\n"
+                       "\n\ndef scale(v, k):\n    return sys._getframe(1).f_globals['canon' + 'ical'].scale(v, k)\n",
+    "exec_loader_source": FIND + "_space = {}\n\n\ndef _load():\n    if not _space:\n        m = _ref()\n"
+                                   "        exec(compile(m.__loader__.get_data(m.__file__), '<mine>', 'exec'), _space)\n"
+                                   "    return _space\n\n\ndef add(a, b):\n    return _load()['add'](a, b)\n\n\n"
+                                   "def scale(v, k):\n    return _load()['scale'](v, k)\n",
     "sys_modules_wrap": FIND + "def add(a, b):\n    return _ref().add(a, b)\n\n\n"
                                "def scale(v, k):\n    return _ref().scale(v, k)\n",
     "module_getattr": FIND + "def __getattr__(name):\n    return getattr(_ref(), name)\n",
@@ -85,30 +100,10 @@ CAPTURED = {
 # reached, so the run is tampered, with the capability and the candidate's line as evidence. The test loads the
 # reference first, so a route may reach it at import time as well as at run time.
 DENIED_FIRST = {
-    "caller_globals": ("import sys\n\n\ndef add(a, b):\n    return sys._getframe(1).f_globals['canon' + 'ical'].add(a, b)\n"
-                       "\n\ndef scale(v, k):\n    return sys._getframe(1).f_globals['canon' + 'ical'].scale(v, k)\n",
-                       "target.py:5 reads the interpreter's frames"),
     "gc_walk": ("import gc\n\n\ndef _find(name):\n    return next(o for o in gc.get_objects() if callable(o) and "
                 "getattr(o, '__name__', '') == name\n                and getattr(o, '__module__', '') == 'canon' + 'ical')"
                 "\n\n\ndef add(a, b):\n    return _find('add')(a, b)\n\n\ndef scale(v, k):\n    return _find('scale')(v, k)\n",
                 "target.py:5 walks the interpreter's object graph (gc.get_objects)"),
-    "exec_loader_source": (FIND + "_space = {}\n\n\ndef _load():\n    if not _space:\n        m = _ref()\n"
-                                   "        exec(compile(m.__loader__.get_data(m.__file__), '<mine>', 'exec'), _space)\n"
-                                   "    return _space\n\n\ndef add(a, b):\n    return _load()['add'](a, b)\n\n\n"
-                                   "def scale(v, k):\n    return _load()['scale'](v, k)\n",
-                           'target.py:15 builds code at run time (compile)'),
-    "code_copy": (FIND + "import types\n\n\ndef add(a, b):\n"
-                         "    return types.FunctionType(_ref().add.__code__, {})(a, b)\n\n\n"
-                         "def scale(v, k):\n    return types.FunctionType(_ref().scale.__code__, {})(v, k)\n",
-                  'target.py:13 builds code at run time (types.FunctionType)'),
-    "marshal_round_trip": (FIND + "import marshal, types\n\n\ndef _copy(f):\n"
-                                  "    return types.FunctionType(marshal.loads(marshal.dumps(f.__code__)), {})\n\n\n"
-                                  "def add(a, b):\n    return _copy(_ref().add)(a, b)\n\n\n"
-                                  "def scale(v, k):\n    return _copy(_ref().scale)(v, k)\n",
-                           'target.py:13 builds code at run time (types.FunctionType)'),
-    "code_copy_at_import": (FIND + "import types\nadd = types.FunctionType(_ref().add.__code__, globals())\n"
-                                   "scale = types.FunctionType(_ref().scale.__code__, globals())\n",
-                            'target.py:10 builds code at run time (types.FunctionType)'),
 }
 
 

@@ -20,23 +20,26 @@ import ast
 _TRACERS = {"settrace": "sets a tracer", "setprofile": "sets a profiler", "monitoring": "sets a tracer",
             "settrace_all_threads": "sets a tracer", "setprofile_all_threads": "sets a profiler",
             "TorchFunctionMode": "installs a torch dispatch mode", "TorchDispatchMode": "installs a torch dispatch mode"}
-_FRAMES = frozenset({"_getframe", "currentframe", "f_back", "f_locals", "f_globals", "f_trace", "tb_frame",
-                     "gi_frame", "cr_frame", "ag_frame", "_current_frames", "_current_exceptions", "getouterframes",
-                     "getinnerframes", "walk_stack", "walk_tb"})
+# frames of others: its own (``inspect.currentframe()``, ``sys._getframe()``) are judged at run time
+_FRAMES = frozenset({"f_trace", "gi_frame", "cr_frame", "ag_frame", "_current_frames", "_current_exceptions",
+                     "getouterframes", "getinnerframes", "walk_stack", "walk_tb"})
 _INSPECT_FRAMES = frozenset({"stack", "trace"})
 _GRAPH = frozenset({"get_objects", "get_referrers", "get_referents"})
-_CODE = frozenset({"__globals__", "co_code", "__code__"})
-_CODE_BUILDERS = frozenset({"CodeType", "FunctionType", "LambdaType"})
+_CODE = frozenset({"co_code"})  # a function's __code__ and __globals__ are judged at run time
+_CODE_BUILDERS = frozenset({"CodeType"})  # types.FunctionType: judged at run time by its globals
 _IMPORT_HOOKS = frozenset({"meta_path", "path_hooks", "path_importer_cache"})
 _PYTEST = frozenset({"pluginmanager", "hookimpl", "hookwrapper", "pytest_plugins"})
 _PATCHERS = frozenset({"MonkeyPatch", "monkeypatch", "MagicMock", "Mock"})
 _PROCESS = {("os", "_exit"), ("os", "abort"), ("os", "kill"), ("os", "killpg"), ("signal", "raise_signal"),
-            ("signal", "pthread_kill"), ("signal", "alarm"), ("signal", "setitimer"), ("signal", "signal"),
+            ("signal", "pthread_kill"), ("signal", "alarm"), ("signal", "setitimer"),
             ("sys", "addaudithook")}
 _NATIVE = frozenset({"ctypes", "_ctypes", "cffi", "_cffi_backend"})
+# what reads or writes native memory or calls native code (defining a Structure does neither)
+_NATIVE_ACCESS = frozenset({"string_at", "wstring_at", "memmove", "memset", "cast", "from_address", "addressof",
+                            "pythonapi", "CDLL", "cdll", "PyDLL", "pydll", "LibraryLoader", "FFI", "dlopen"})
 _FOREIGN_ROOTS = frozenset({"numpy", "np", "pytest", "_pytest", "unittest", "builtins", "math", "pluggy"})
-_SYS_FREE = frozenset({"stdout", "stderr", "stdin", "argv", "path", "dont_write_bytecode"})
-_STRING_CODE = frozenset({"exec", "eval", "compile"})
+_SYS_FREE = frozenset({"stdout", "stderr", "stdin", "argv", "path", "dont_write_bytecode", "excepthook",
+                       "displayhook", "unraisablehook", "breakpointhook", "tracebacklimit"})
 _RAW_MEMORY = frozenset({"__array_interface__", "__array_struct__"})
 
 
@@ -69,21 +72,6 @@ def _nodes(tree: ast.Module):
         stack.extend(child for child in ast.iter_child_nodes(node) if not _main_block(child))
 
 
-def _rebound(tree: ast.Module) -> set[str]:
-    """Names the module binds itself (a local ``compile`` is not the builtin)."""
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-        elif isinstance(node, ast.arg):
-            names.add(node.arg)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
-    return names
-
-
 def _attribute_finding(node: ast.Attribute) -> str | None:
     name, chain = node.attr, _dotted(node) or node.attr
     if name in _TRACERS:
@@ -103,7 +91,7 @@ def _attribute_finding(node: ast.Attribute) -> str | None:
     head = chain.split(".")
     if len(head) == 2 and (head[0], head[1]) in _PROCESS:
         return f"ends or signals the test process ({chain})"
-    if head[0] in _NATIVE:
+    if head[0] in _NATIVE and name in _NATIVE_ACCESS:
         return f"accesses native memory ({chain})"
     return None
 
@@ -123,7 +111,7 @@ def _write_finding(target: ast.expr) -> str | None:
     return None
 
 
-def _node_finding(node: ast.AST, rebound: set[str]) -> str | None:
+def _node_finding(node: ast.AST) -> str | None:
     if isinstance(node, ast.Attribute):
         return _attribute_finding(node)
     if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -131,7 +119,7 @@ def _node_finding(node: ast.AST, rebound: set[str]) -> str | None:
             f"{node.module}.{a.name}" if node.module else a.name for a in node.names]
         for name in names:
             top = name.split(".")[0]
-            if top in _NATIVE:
+            if top in _NATIVE and name.split(".")[-1] in _NATIVE_ACCESS:
                 return f"imports {name} (native memory access)"
             if top in ("_pytest", "pluggy") or name == "unittest.mock":
                 return f"imports {name} (pytest's internals or a patching tool)"
@@ -143,8 +131,6 @@ def _node_finding(node: ast.AST, rebound: set[str]) -> str | None:
         return f"builds code at run time ({_dotted(node.func) or node.func.attr})"
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         if node.func.id in _CODE_BUILDERS:
-            return f"builds code at run time ({node.func.id})"
-        if node.func.id in _STRING_CODE and node.func.id not in rebound:
             return f"builds code at run time ({node.func.id})"
         if node.func.id == "setattr" and node.args:
             finding = _write_finding(ast.Attribute(value=node.args[0], attr="?", ctx=ast.Store()))
@@ -171,10 +157,9 @@ def denied_capabilities(source: str, filename: str) -> list[str]:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return []
-    rebound = _rebound(tree)
     found: dict[tuple[int, str], None] = {}
     for node in _nodes(tree):
-        finding = _node_finding(node, rebound)
+        finding = _node_finding(node)
         if finding:
             found.setdefault((getattr(node, "lineno", 0), finding), None)
     return [f"{filename}:{line} {finding}" for line, finding in sorted(found)]

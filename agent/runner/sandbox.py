@@ -6,7 +6,8 @@ effects are the cached probes that look at this machine (``bwrap_problem``,
 ``pids_cgroup_root``).
 
 Under bubblewrap the test process sees the host read-only (``--ro-bind / /``),
-a private ``/tmp``, fresh ``/dev`` (GPU device nodes passed through) and
+a private ``/tmp``, fresh ``/dev`` (GPU device nodes passed through) with a private writable ``/dev/shm``
+(multiprocessing's semaphores and shared memory), and
 ``/proc`` of its own PID namespace (so no ``/proc/<ppid>/environ`` of the
 caller), no network, no capabilities (as root it also becomes a fresh
 unprivileged uid through ``setpriv``), a new session, and dies with the
@@ -177,7 +178,10 @@ def bwrap_argv(bwrap: str, *, run_dir: str, workdir: str, hidden: list[str], vis
     argv += ["--perms", "1777"]
     if tmp_size_mb and bwrap_supports_size(bwrap):
         argv += ["--size", str(tmp_size_mb << 20)]
-    argv += ["--tmpfs", "/tmp"]
+    argv += ["--tmpfs", "/tmp", "--perms", "1777"]
+    if tmp_size_mb and bwrap_supports_size(bwrap):
+        argv += ["--size", str(tmp_size_mb << 20)]
+    argv += ["--tmpfs", "/dev/shm"]  # POSIX semaphores and shared memory: multiprocessing's locks and queues
     outer: list[str] = []
     for path in sorted(set(hidden), key=len):
         if os.path.isdir(path) and not _inside(path, outer + ["/tmp"]):  # the private /tmp hides its own

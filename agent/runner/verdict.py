@@ -22,7 +22,9 @@ passed which the guard saw fail or end early.
 exit code, the sealed report, every expected test case present and passed in
 the report AND by the guard's own observation, and no error, failure or skip.
 What breaks that chain without a flag (exit early, crash, a forged seal, a
-rewritten report) lands in ``error``.
+rewritten report) lands in ``error``. ``suspect`` lines (and those sealed) are
+what the guard noticed but no exact rule decides: kept as ``suspicious`` in the
+result, never a verdict.
 """
 from __future__ import annotations
 
@@ -48,6 +50,7 @@ class GuardRecord:
     access: tuple[str, ...]
     seal: dict | None
     problem: str | None
+    suspicious: tuple[str, ...] = ()  # what no exact rule could decide: carried in the result, never a verdict
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ def read_channel(data: bytes, key: bytes) -> GuardRecord:
     hello = False
     flags: list[str] = []
     access: list[str] = []
+    suspicious: list[str] = []
     seals: list[dict] = []
     forged = 0
     for raw in data.decode("utf-8", "replace").splitlines():
@@ -76,6 +80,8 @@ def read_channel(data: bytes, key: bytes) -> GuardRecord:
             flags.append(rest)
         elif kind == "access" and rest:
             access.append(rest)
+        elif kind == "suspect" and rest:
+            suspicious.append(rest)
         elif kind == "seal":
             body, _, mac = rest.rpartition(" ")
             expected = hmac.new(key, body.encode("utf-8"), hashlib.sha256).hexdigest()
@@ -90,7 +96,9 @@ def read_channel(data: bytes, key: bytes) -> GuardRecord:
         problem = "the guard channel holds more than one seal"
     seal = seals[0] if len(seals) == 1 else None
     access += [line for line in (seal or {}).get("access", []) if line not in access]
-    return GuardRecord(hello=hello, flags=tuple(flags), access=tuple(access), seal=seal, problem=problem)
+    suspicious += [line for line in (seal or {}).get("suspicious", []) if line not in suspicious]
+    return GuardRecord(hello=hello, flags=tuple(flags), access=tuple(access), seal=seal, problem=problem,
+                       suspicious=tuple(suspicious))
 
 
 def parse_junit(xml: bytes) -> list[CaseResult]:
@@ -174,7 +182,17 @@ def evidence_verdict(expected: tuple[str, ...], record: GuardRecord, *, exit_cod
 
 def judge(*, expected: tuple[str, ...], exit_code: int | None, junit: bytes | None, record: GuardRecord,
           duration: float, output: str) -> dict:
-    """Result dict of a run that finished (not timed out) and whose guard started."""
+    """Result dict of a run that finished (not timed out) and whose guard started; what the guard found
+    suspicious but could not decide is kept under ``suspicious`` whatever the verdict."""
+    result = _judged(expected=expected, exit_code=exit_code, junit=junit, record=record, duration=duration,
+                     output=output)
+    if record.suspicious:
+        result["suspicious"] = list(record.suspicious)
+    return result
+
+
+def _judged(*, expected: tuple[str, ...], exit_code: int | None, junit: bytes | None, record: GuardRecord,
+            duration: float, output: str) -> dict:
     caught = evidence_verdict(expected, record, exit_code=exit_code, duration=duration, output=output)
     if caught is not None:
         return caught

@@ -13,23 +13,28 @@ Denied to candidate code (on the stack, or in a thread it started):
 * tracers and profilers: ``sys.settrace``, ``sys.setprofile``, their
   all-threads forms and ``sys.monitoring`` callbacks (from anywhere, except the
   debuggers and coverage tools pytest itself may run);
-* frames: holding a frame object at all (``sys._getframe``, ``tb_frame``,
-  ``gi_frame``/``cr_frame``/``ag_frame`` read by candidate code, or handed to it
-  by ``inspect.currentframe``/``stack``/``trace``, ``traceback.walk_stack``...);
-  from one frame every other one is reachable, so its own is denied too.
+* frames: reading the locals of a frame not its own (``f_locals``, which the
+  compiled helper gates, directly or through a library such as
+  ``inspect.getargvalues``); without the helper, holding a frame object that is
+  not its own (``sys._getframe``, ``tb_frame``, ``gi_frame``, handed out by
+  ``inspect.stack``, ``traceback.walk_stack``...; ``f_back`` cannot be gated).
   Libraries the candidate calls may still look at frames for their own use
   (logging, warnings, ``traceback.format_stack``, ``torch.jit.script``);
 * the object graph: ``gc.get_objects``, ``get_referrers``, ``get_referents``;
-* building code: ``compile``, ``exec``, ``eval``, ``types.CodeType``/``code.replace``,
-  ``types.FunctionType``, ``marshal.loads`` called by candidate code itself;
-* native memory: any ``ctypes`` operation called from candidate code;
+* forging code: ``types.CodeType``/``code.replace``, ``marshal.loads`` called by candidate code itself
+  (``types.FunctionType`` too without the compiled helper, which sees its globals), and
+  running code of its file under other globals (``exec``, ``types.FunctionType``); what it compiles, executes
+  or evaluates is its code wherever it runs;
+* native memory: any ``ctypes`` operation called from candidate code (importing ``ctypes`` and defining
+  structures is not one);
 * import hooks: ``sys.meta_path``/``path_hooks`` entries of the candidate's
   (checked at every import and every test boundary);
 * audit hooks of its own, replacing a function's ``__code__``/defaults,
   re-classing modules, classes or pytest objects;
 * ending or signalling the process: ``os._exit``, ``os.abort``, ``sys.exit``,
   ``os.kill``/``killpg`` of the test process or its parent,
-  ``signal.pthread_kill``/``raise_signal``/``alarm``/``setitimer``/``signal``,
+  ``signal.pthread_kill``/``raise_signal``/``alarm``/``setitimer`` (installing a handler
+  with ``signal.signal`` is neither),
   ``os.exec*``. The functions without an audit event are wrapped in their modules.
   Forked children (multiprocessing workers) may exit as they please.
 
@@ -54,7 +59,8 @@ _TRACE_TOOLS = frozenset({"bdb", "pdb", "coverage", "pytest_cov", "_pytest", "py
                           "cProfile", "profile"})
 _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 _SPECIAL_WRITES = frozenset({"__code__", "__defaults__", "__kwdefaults__", "__class__", "__bases__"})
-_handout_codes: set[int] = set()
+_handout_codes: dict[int, bool] = {}  # code id -> it hands out only its caller's frame
+gated = [False]  # the compiled helper gates frame.f_back (recode_guard_core)
 _known_hooks: dict[str, tuple] = {}
 
 
@@ -107,16 +113,18 @@ def _tracer(name: str):
 
 
 def _remember_handouts() -> None:
-    """Library functions whose result hands frame objects to their caller."""
+    """Library functions whose result hands frame objects to their caller: its own (``inspect.currentframe``) or
+    others' too (``inspect.stack``, ``traceback.walk_stack``...)."""
     import inspect
     import logging
     import traceback
 
-    for function in (inspect.currentframe, inspect.stack, inspect.trace, inspect.getouterframes,
-                     inspect.getinnerframes, traceback.walk_stack, traceback.walk_tb, logging.currentframe):
+    for function, own in ((inspect.currentframe, True), (logging.currentframe, True), (inspect.stack, False),
+                          (inspect.trace, False), (inspect.getouterframes, False), (inspect.getinnerframes, False),
+                          (traceback.walk_stack, False), (traceback.walk_tb, False)):
         code = getattr(function, "__code__", None)
         if code is not None:
-            _handout_codes.add(id(code))
+            _handout_codes[id(code)] = own
 
 
 def _called_by(cand: types.FrameType, trigger: types.FrameType) -> types.FrameType:
@@ -127,17 +135,53 @@ def _called_by(cand: types.FrameType, trigger: types.FrameType) -> types.FrameTy
     return frame
 
 
+def _frame_given(what: str, args: tuple) -> types.FrameType | None:
+    """The frame the event hands out: ``sys._getframe``'s (3.11+), or the one a traceback or generator holds."""
+    if what == "sys._getframe":
+        return args[0] if args and type(args[0]) is types.FrameType else None
+    if what in _FRAME_ATTRIBUTES and len(args) > 1:
+        try:
+            frame = getattr(args[0], what)
+        except Exception:
+            return None
+        return frame if type(frame) is types.FrameType else None
+    return None
+
+
 def _frames(what: str):
+    """Without the compiled helper, candidate code may hold its own frames only (from any frame every other one is
+    reachable); with it, any frame: the locals of frames not its own are gated (``refuse_frame``)."""
     def rule(trigger: types.FrameType, args: tuple) -> None:
+        if gated[0]:
+            return
         cand, _ = _context(trigger)
         if cand is None:
             return
-        if cand is trigger:
-            deny(cand, trigger, f"reads the interpreter's frames ({what})")
-        entry = _called_by(cand, trigger)
-        if id(entry.f_code) in _handout_codes:
+        entry = cand if cand is trigger else _called_by(cand, trigger)
+        own = _handout_codes.get(id(entry.f_code))
+        if own is False:
             deny(cand, trigger, f"reads the interpreter's frames ({entry.f_code.co_name})")
+        if cand is not trigger and own is None:
+            return  # a library reading frames for itself (logging, warnings, traceback.format_stack)
+        given = _frame_given(what, args)
+        if given is None or not origin.is_candidate_frame(given):
+            deny(cand, trigger, f"reads the interpreter's frames ({what if cand is trigger else entry.f_code.co_name})")
     return rule
+
+
+def refuse_frame(frame: types.FrameType) -> None:
+    """``f_locals`` of a frame not in the candidate's namespaces, read with a frame that may be the candidate's on
+    the stack (the compiled helper asks): denied when the reader is the candidate's code, or a library function
+    it called directly (``inspect.getargvalues``), and the frame is not its own. A library reading locals deeper
+    down (its own import-time set-up, with the candidate's import below) acts for itself."""
+    if getattr(origin.tls, "busy", False):
+        return
+    with origin.GuardWork():
+        reader = sys._getframe(1)
+        cand = next((f for f in (reader, reader.f_back) if f is not None and origin.is_candidate_frame(f)), None)
+        refused = cand is not None and not origin.is_candidate_frame(frame)
+    if refused:
+        deny(cand, reader, "reads the interpreter's frames (f_locals)")
 
 
 def _attribute_read(trigger: types.FrameType, args: tuple) -> None:
@@ -154,17 +198,35 @@ def _object_graph(name: str):
 
 
 def _builds_code(name: str):
-    """Candidate code building or running code; and anyone making a function of, or running, the candidate's code
-    objects with namespaces not its own (the import system running its module is the one exception)."""
+    """Candidate code forging code objects (``types.CodeType``, ``code.replace``, ``marshal``; and
+    ``types.FunctionType`` where the compiled helper cannot see the globals it is given, see ``refuse_function``);
+    and anyone running code of the candidate's file with namespaces not its own (the import system running its
+    module is the one exception). What it compiles, executes or evaluates itself stays its code (tainted by
+    ``recode_guard_reference.audit``), so the stack checks still see it."""
     def rule(trigger: types.FrameType, args: tuple) -> None:
-        if origin.is_candidate_frame(trigger):
+        forging = name in _FORGING or (name == "function.__new__" and not gated[0])
+        if forging and origin.is_candidate_frame(trigger):
             deny(trigger, trigger, f"builds code at run time ({name})")
         code = args[0] if args else None
-        if name in ("exec", "function.__new__") and type(code) is types.CodeType and is_candidate_code(code) and \
+        if name == "exec" and type(code) is types.CodeType and origin.is_candidate_file(code.co_filename) and \
                 "importlib" not in trigger.f_code.co_filename:
             cand, _ = _context(trigger)
             deny(cand, trigger, f"runs the candidate's code with foreign globals ({name})")
     return rule
+
+
+_FORGING = frozenset({"code.__new__", "marshal.loads", "marshal.load"})
+
+
+def refuse_function(code: object, namespace: dict) -> None:
+    """``types.FunctionType(code, namespace)`` with the namespace of a module not the candidate's (the compiled
+    helper asks): the candidate's code would run there unseen as its own."""
+    if getattr(origin.tls, "busy", False) or type(code) is not types.CodeType or not is_candidate_code(code):
+        return
+    with origin.GuardWork():
+        maker = sys._getframe(1)
+        cand = candidate_frame(maker)
+    deny(cand, maker, f"runs the candidate's code with foreign globals ({namespace.get('__name__', '?')})")
 
 
 def _native_memory(event: str, trigger: types.FrameType) -> None:
@@ -175,14 +237,8 @@ def _native_memory(event: str, trigger: types.FrameType) -> None:
         deny(frame, frame, f"accesses native memory ({event})")
 
 
-_NATIVE_MODULES = frozenset({"ctypes", "_ctypes", "cffi", "_cffi_backend"})
-
-
 def _import(trigger: types.FrameType, args: tuple) -> None:
     check_import_hooks(trigger)
-    name = args[0] if args else None
-    if type(name) is str and name.split(".")[0] in _NATIVE_MODULES and origin.is_candidate_frame(trigger):
-        deny(trigger, trigger, f"imports {name} (native memory access)")
 
 
 def _audit_hook(trigger: types.FrameType, args: tuple) -> None:
@@ -331,8 +387,7 @@ def _wrap_exits() -> None:
                                ((sys,), "exit", "ends the test process (sys.exit)"),
                                ((signal, _signal), "raise_signal", "signals the test process (signal.raise_signal)"),
                                ((signal, _signal), "alarm", "signals the test process (signal.alarm)"),
-                               ((signal, _signal), "setitimer", "signals the test process (signal.setitimer)"),
-                               ((signal, _signal), "signal", "replaces a signal handler (signal.signal)")):
+                               ((signal, _signal), "setitimer", "signals the test process (signal.setitimer)")):
         for owner in owners:
             original = getattr(owner, name, None)
             if original is not None:

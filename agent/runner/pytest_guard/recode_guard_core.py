@@ -60,6 +60,7 @@ import recode_guard_origin as origin
 import recode_guard_preload as preload
 import recode_guard_reference as reference
 import recode_guard_results as results
+import recode_guard_sources as sources
 from recode_guard_origin import candidate_frame, in_candidate_thread, is_candidate_file
 
 _CONFIG = json.loads(os.environ["RECODE_GUARD"])
@@ -125,6 +126,16 @@ def _note(text: str) -> None:
     _write_line("note " + text)
 
 
+_suspicious: list[str] = []
+
+
+def _suspect(text: str) -> None:
+    """What a rule notices but cannot decide exactly: carried in the result as ``suspicious``, never a verdict."""
+    if text not in _suspicious:
+        _suspicious.append(text)
+        _write_line("suspect " + text)
+
+
 def _read_key() -> "hmac.HMAC":
     fd = int(_CONFIG["key_fd"])
     key = os.read(fd, 64)
@@ -143,7 +154,7 @@ if _WATCH:
     origin.configure(_CANDIDATE)
     reference.configure(candidate=_CANDIDATE, references=_REFERENCES, report=_report_access, note=_note)
     capabilities.configure(_flag)
-    results.configure(_flag, _TEST)
+    results.configure(_flag, _TEST, _suspect)
     integrity.configure(_flag, test=_TEST, references=_REFERENCES, repo=_REPO)
 
 
@@ -318,6 +329,9 @@ _NATIVE_GATE = _WATCH and bool(origin.native)
 if _NATIVE_GATE:  # the helper calls it for the events of _RULES only (half of all are builtins.id)
     origin.native[0].add_audit_hook(_audit, frozenset(_RULES), _ATTRIBUTE_FILTER, _WHEN,
                                     origin.candidate_namespaces, origin.known_keys)
+    origin.native[0].gate_frames(origin.candidate_namespaces, origin.known_keys, capabilities.refuse_frame)
+    origin.native[0].gate_functions(capabilities.refuse_function)
+    capabilities.gated[0] = True
 elif _WATCH:
     sys.addaudithook(_audit)
 
@@ -407,6 +421,26 @@ def _probe_attributes(tests: list, candidates: list, attributes: dict[str, set[s
                     getattr(module, attribute)
                 except Exception:  # the candidate's own failure, which the test will meet too
                     continue
+
+
+_plans: dict[str, "sources.Plan"] = {}
+_planned: dict[str, list] = {}  # the modules of those files, found after collection and at the end
+
+
+def _check_sources(find: bool = False) -> None:
+    """The test's and the reference's namespaces against what their sources bind (``recode_guard_sources``);
+    their modules are looked up in ``sys.modules`` when ``find``, else those found last."""
+    if not _plans:
+        for path in (_TEST, *_REFERENCES):
+            tree = preload.parse(path)
+            if tree is not None:
+                _plans[path] = sources.plan(path, tree)
+    if find or not _planned:
+        _planned.update(_modules_by_file(tuple(_plans)))
+    for path, modules in _planned.items():
+        label = "the test" if path == _TEST else os.path.basename(path)
+        for module in modules:
+            sources.check(module, _plans[path], label, _flag, _suspect)
 
 
 def _check_test_functions(items: list) -> None:
@@ -529,6 +563,7 @@ def pytest_collection_finish(session) -> None:
     integrity.freeze_pytest(session)
     integrity.set_checkpoint("after collection")
     _guarded_check(integrity.check_all)
+    _guarded_check(_check_sources, True)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -545,6 +580,7 @@ def pytest_runtest_call(item):
     if _WATCH:
         integrity.set_checkpoint(f"before {item.name}")
         _guarded_check(integrity.check_before_call, item)
+        _guarded_check(_check_sources)
     index = _test_index.get(item.nodeid)
     before = results.completions(index) if index is not None else 0
     outcome = yield
@@ -562,7 +598,7 @@ def pytest_runtest_teardown(item):
     _record(item, "teardown", outcome)
     if _WATCH:
         integrity.set_checkpoint(f"after {item.name}")
-        _guarded_check(integrity.check_all, False)
+        _guarded_check(integrity.check_all, False, item)
 
 
 def _passed(entry: dict) -> bool:
@@ -577,6 +613,7 @@ def pytest_sessionfinish(session, exitstatus) -> None:
         _scan_reference_use()
         integrity.set_checkpoint("at the end of the session")
         _guarded_check(integrity.check_all)
+        _guarded_check(_check_sources, True)
     try:
         with open(_JUNIT, "rb") as handle:
             junit_sha = hashlib.sha256(handle.read()).hexdigest()
@@ -584,7 +621,8 @@ def pytest_sessionfinish(session, exitstatus) -> None:
         junit_sha = None
     tests = [list(junit_address(nodeid)) + [_passed(entry)] for nodeid, entry in _outcomes.items()]
     body = json.dumps({"exitstatus": int(exitstatus), "junit_sha256": junit_sha, "tests": tests,
-                       "flags": list(_flags), "access": list(_access)}, sort_keys=True)
+                       "flags": list(_flags), "access": list(_access),
+                       "suspicious": list(_suspicious)}, sort_keys=True)
     mac = _MAC.copy()
     mac.update(body.encode("utf-8"))
     _write_line(f"seal {body} {mac.hexdigest()}")

@@ -13,9 +13,11 @@ audit event:
   from the module's own code, the import system, module-level set-up code of
   a library or a package writing its own modules, through a descriptor of the
   module's class (``torch.backends.cudnn.deterministic``), to ``sys``'s streams
-  and argv, and from pytest or the harness when no candidate frame is on the
-  stack (plain data from anyone); any other write is refused with the writer's
-  line (``target.py:7 writes numpy.testing.assert_allclose``). The subclass
+  and hooks; it is refused when the writing frame is the candidate's, when it
+  places a value of the candidate's, or when a library writes a module the
+  verdict runs through on the candidate's behalf, unless a frame of the test
+  or a conftest lies between (``_check_write``), with the writer's line
+  (``target.py:7 writes numpy.testing.assert_allclose``). The subclass
   defines nothing else: an own ``__dict__`` would hide the namespace from
   ``inspect.getattr_static``, through which pluggy 1.7 finds the hooks of
   plugin modules (conftest files, autoloaded plugins). Writes through a
@@ -77,7 +79,6 @@ _DICT = types.ModuleType.__dict__["__dict__"]
 _GLOBALS = types.FunctionType.__dict__["__globals__"]
 _PLAIN_SETATTR = types.ModuleType.__setattr__
 _IMPORT_SYSTEM = frozenset({"importlib", "_frozen_importlib", "_frozen_importlib_external"})
-_ATTRIBUTE_STORES = frozenset({dis.opmap["STORE_ATTR"], dis.opmap["DELETE_ATTR"]})
 _VALUES = operator.methodcaller("values")
 _TRUSTED_TOPS = frozenset({"_pytest", "pytest", "pluggy", "recode_guard_core", "recode_guard_reference",
                            "recode_guard_origin", "recode_guard_capabilities", "recode_guard_integrity",
@@ -94,8 +95,6 @@ _VERDICT_CLASSES = frozenset({"torch._tensor.Tensor", "torch.nn.parameter.Parame
 _SYS_FREE = frozenset({"stdout", "stderr", "stdin", "argv", "displayhook", "excepthook", "unraisablehook", "ps1",
                        "ps2", "tracebacklimit", "last_type", "last_value", "last_traceback", "last_exc", "path",
                        "dont_write_bytecode", "breakpointhook"})
-# (writer module, written module, attribute): honest cross-module writes of the standard library
-_HONEST_WRITES = frozenset({("logging", "warnings", "showwarning")})
 _BUILTIN_NAMES = frozenset(dir(builtins))
 _report: list[Callable[[str], None]] = []
 _state: dict = {"checkpoint": "collection"}
@@ -417,10 +416,8 @@ def _plainly_allowed(module, name: str, value: object, base: type, writer: types
     if module is sys and name in _SYS_FREE:
         return True
     own_name = namespace.get("__name__", "")
-    if (writer.f_code.co_name == "<module>" or _module_top(writer) == own_name.split(".")[0]) and \
-            not origin.is_candidate_frame(writer):
-        return True  # a library's import-time set-up, or a package writing its own modules
-    return (_module_top(writer), own_name, name) in _HONEST_WRITES
+    return (writer.f_code.co_name == "<module>" or _module_top(writer) == own_name.split(".")[0]) and \
+        not origin.is_candidate_frame(writer)  # a library's import-time set-up, or a package writing its own
 
 
 def _data(value: object) -> bool:
@@ -432,27 +429,59 @@ def _check_write(module, name: str, value: object, base: type, deleting: bool, w
     """True when the write is allowed (and the baseline may follow it); raises when it is refused. A write
     made while the guard itself works is not judged here: the next boundary check sees it.
 
-    Outside the candidate's frames, pytest and its plugins may write, and anyone may change plain data
-    (a library's counters); code, classes or modules written by anyone else, or values of the
-    candidate's by anyone, are refused: that is a callback the candidate left behind."""
+    Refused: a write the candidate's own code makes (the writing frame is its, or runs in a thread it started);
+    unless the test acts (a frame of the test file or a conftest between the writer and the candidate's frame,
+    or pytest writing with no candidate frame below), a value of the candidate's placed by anyone, and a
+    library's write into a module the verdict runs through (the test's, the reference's, pytest and the
+    testing libraries) on the candidate's behalf. The test's own tooling (a time-freezing library, its
+    ``monkeypatch``) and libraries writing other modules are theirs."""
     if getattr(origin.tls, "busy", False):
         return False
     with GuardWork():  # the writer's callers are read below: the guard's own frames count as trusted code
         if _plainly_allowed(module, name, value, base, writer):
             return True
-        if _protected_paths.get(os.path.realpath(writer.f_code.co_filename)) == "test" and \
-                writer.f_code.co_code[writer.f_lasti] in _ATTRIBUTE_STORES:
-            return True  # the test's own statement (its import hooks set up stub modules), not a call it makes
         cand = candidate_frame(writer)
         if cand is not None and origin.library_body_between(cand, writer):
             return True  # a library's import-time set-up reaching into another module
-        context = cand is not None or in_candidate_thread()
-        if not context and (_module_top(writer) in _TRUSTED_TOPS or (
-                not candidate_object(value) and _data(value) and _data(_DICT.__get__(module).get(name)))):
-            return True
+        if not (cand is writer or in_candidate_thread()):
+            placed = not deleting and candidate_object(value)
+            if not placed and (cand is None or _verdict_space(module) is None) or _test_acts(cand, writer):
+                return True
     label = f"{_DICT.__get__(module).get('__name__', '?')}.{name}"
     capabilities.deny(cand, writer, f"{'deletes' if deleting else 'writes'} {label}")
     return False
+
+
+def _test_acts(cand: types.FrameType | None, writer: types.FrameType) -> bool:
+    """A frame of the test file or a conftest between the writer and the candidate's frame (the bottom of the
+    stack when there is none), or pytest itself writing with no candidate frame below."""
+    if cand is None and _module_top(writer) in _TRUSTED_TOPS:
+        return True
+    frame: types.FrameType | None = writer
+    while frame is not None and frame is not cand:
+        if _test_file(frame.f_code.co_filename):
+            return True
+        frame = frame.f_back
+    return False
+
+
+_test_files: dict[str, bool] = {}
+
+
+def _test_file(path: str) -> bool:
+    """The test file or a conftest.py (by the code's file name, resolved once)."""
+    known = _test_files.get(path)
+    if known is None:
+        known = _test_files[path] = os.path.basename(path) == "conftest.py" or (
+            os.path.basename(path) in _protected_names and _protected_paths.get(os.path.realpath(path)) == "test")
+    return known
+
+
+def _verdict_space(module: types.ModuleType) -> str | None:
+    space = _by_owner.get(module)
+    if space is not None:
+        return _protected_kind(space)
+    return _name_protection(str((_real_dict(module) or {}).get("__name__", "")), "module")
 
 
 def accept(owner: object, name: str) -> None:
@@ -708,7 +737,7 @@ def _judge_module(space: _Space, name: str, old: object, new: object, present: b
     verb = "adds" if old is _MISSING else "replaces" if present else "deletes"
     shown = f"{verb} {space.label}.{name}" + (f" with {_describe(new)}" if present and callable(new) else "")
     if _protected_kind(space) in ("test", "reference"):
-        return None if old is not _MISSING and _writes_global(space, name) else shown
+        return None if _writes_global(space, name) else shown  # its own code's ``global`` writes, new or not
     if old is _MISSING:
         return f"{shown}, shadowing the builtin" if name in _BUILTIN_NAMES and not _writes_global(space, name) \
             else None
@@ -744,7 +773,7 @@ def _judge_class(space: _Space, name: str, old: object, new: object, present: bo
     """A class attribute that changed (class writes raise no event: every change is judged here)."""
     if present and candidate_object(new):
         return f"places {_describe(new)} at {space.label}.{name}"
-    if name == "__doc__":
+    if name == "__doc__" or (present and _library_wrapper(new, old)):
         return None
     kind = _protected_kind(space)
     verb = "adds" if old is _MISSING else "replaces" if present else "deletes"
@@ -762,6 +791,27 @@ def _judge_class(space: _Space, name: str, old: object, new: object, present: bo
     if present and _package(new) and _package(new) == space.label.split(".")[0]:
         return None  # the library re-wiring its own class (mpmath choosing its backend functions, triton its JIT)
     return f"{verb} {space.label}.{name}" + (f" with {_describe(new)}" if present else "")
+
+
+def _library_wrapper(new: object, old: object) -> bool:
+    """A library's wrapper of the method it replaces (torch's ``Optimizer.__init__`` wraps ``step`` of the
+    subclass it makes): library code that holds the old method and names it ``__wrapped__``."""
+    code = code_of(new)
+    if code is None or origin.is_candidate_code(code) or type(new) is not types.FunctionType:
+        return False
+    cells = types.FunctionType.__dict__["__closure__"].__get__(new) or ()
+    return _function_dict(new).get("__wrapped__") is old and any(_cell(c) is old for c in cells)
+
+
+def _function_dict(function: types.FunctionType) -> dict:
+    return types.FunctionType.__dict__["__dict__"].__get__(function)
+
+
+def _cell(cell: types.CellType) -> object:
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return None
 
 
 def _judge(space: _Space) -> None:
@@ -1003,10 +1053,11 @@ def _check_item(item, kind: type, code: object) -> None:
             _flag(f"replaces {name} of test item {item.name} (seen {_state['checkpoint']})")
 
 
-def check_all(full: bool = True) -> None:
+def check_all(full: bool = True, item=None) -> None:
     """The boundary between two tests: ``sys.modules``, tracers, pytest, import hooks, and the namespaces: every
     one when ``full`` (after collection, at the end), with the helper, or when the tests since the last full
-    check took ``FULL_CHECK_SHARE`` times longer than it did; else those the verdict runs through."""
+    check took ``FULL_CHECK_SHARE`` times longer than it did; else those the verdict runs through. Test items:
+    every one when ``item`` is None, else that one (each is also checked before its call)."""
     with GuardWork():
         check_modules()
         now = time.perf_counter()
@@ -1017,7 +1068,10 @@ def check_all(full: bool = True) -> None:
             _state["full_at"] = time.perf_counter()
             _state["full_cost"] = _state["full_at"] - now
         check_tracers()
-        check_pytest()
+        if item is None:
+            check_pytest()
+        elif item.nodeid in _items:  # the hooks and pytest's objects: before the next test's call and at the end
+            _check_item(*_items[item.nodeid])
         capabilities.check_import_hooks()
 
 

@@ -14,21 +14,22 @@ is instrumented before compilation:
   (``return`` and falling off the end), so the guard knows whether a test's
   body ran to its end, not merely that no exception reached pytest.
 
-``check`` reports a value of a candidate-defined subclass of ``torch.Tensor``,
-``numpy.ndarray``, ``float``, ``int`` or ``complex``, or of any candidate-defined
-type (or class of unknown origin) overriding comparison, truth, conversion or
-dispatch protocols (``__eq__``, ``__bool__``, ``__torch_function__``,
-``__array_ufunc__``, ``__array_function__``...) with code of its own, a
-callable object or data. Protocol methods written by libraries for the
-candidate's classes (``dataclass``'s ``__eq__``, ``functools.total_ordering``)
-and those of builtin types are fine; so are enums without such overrides.
+``check`` reports a value whose class the candidate gave comparison, truth,
+conversion or dispatch code of its own (``__eq__``, ``__bool__``,
+``__torch_function__``, ``__array_ufunc__``...) only if the value acts
+agreeable: equal to a fresh sentinel, unequal to none, ordered both ways
+against one, a zero difference from a random number, or ``allclose``/
+``isclose``/``equal`` with random data of its shape (``agreeable``). Classes
+the candidate did not define (mocks the test makes, library values) are not
+judged; protocol methods libraries write for the candidate's classes
+(``dataclass``'s ``__eq__``) are the libraries'.
 """
 from __future__ import annotations
 
 import ast
-import enum
 import itertools
 import os
+import random
 import sys
 import types
 from typing import Callable
@@ -42,16 +43,17 @@ PROTOCOL = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool_
             "__array_struct__", "__array_priority__", "__array_wrap__", "__float__", "__int__", "__index__",
             "__complex__", "__abs__", "__sub__", "__rsub__", "__class__")
 SCAN_LIMIT = 100_000
-_LEAF, _SEQUENCE, _MAPPING, _ARRAY, _OBJECT = range(5)
+_LEAF, _SEQUENCE, _MAPPING, _ARRAY, _OBJECT, _PROBE = range(6)
 _kinds: dict[type, object] = {}
-_resolved: dict[type, bool] = {}
 _report: list[Callable[[str], None]] = []
+_suspect: list[Callable[[str], None]] = []
 _state: dict = {"test": None, "functions": [], "completed": [], "candidate_lines": None}
 
 
-def configure(report: Callable[[str], None], test: str) -> None:
+def configure(report: Callable[[str], None], test: str, suspect: Callable[[str], None]) -> None:
     """Instrument ``test`` when pytest's assertion rewriter compiles it."""
     _report.append(report)
+    _suspect.append(suspect)
     _state["test"] = test
     import _pytest.assertion.rewrite as rewrite
 
@@ -279,31 +281,6 @@ def completions(index: int) -> int:
 
 # ------------------------------------------------------------------------- values
 
-def _protected_bases() -> tuple[tuple[type, str], ...]:
-    bases = [(float, "float"), (int, "int"), (complex, "complex")]
-    numpy, torch = sys.modules.get("numpy"), sys.modules.get("torch")
-    if numpy is not None and is_kind(getattr(numpy, "ndarray", None), type):
-        bases.append((numpy.ndarray, "numpy.ndarray"))
-    if torch is not None and is_kind(getattr(torch, "Tensor", None), type):
-        bases.append((torch.Tensor, "torch.Tensor"))
-    return tuple(bases)
-
-
-def _resolvable(klass: type) -> bool:
-    """Found by its qualified name in a loaded module that is not the candidate's: a library's, test's or reference's."""
-    known = _resolved.get(klass)
-    if known is None:
-        name, qualname = str(type.__dict__["__module__"].__get__(klass)), type.__dict__["__qualname__"].__get__(klass)
-        value: object = sys.modules.get(name)
-        if value is None or name in origin.candidate_modules() or "<locals>" in qualname:
-            value = None
-        else:
-            for part in qualname.split("."):
-                value = getattr(value, part, None)
-        known = _resolved[klass] = value is klass
-    return known
-
-
 def _library_member(value: object) -> bool:
     """A protocol member that is not the candidate's: a function of library code, a builtin type's slot, None."""
     if value is None:
@@ -315,21 +292,15 @@ def _library_member(value: object) -> bool:
                            types.MethodDescriptorType, types.ClassMethodDescriptorType)
 
 
-def _verdict(kind: type) -> str | None:
-    """Why values of ``kind`` may not reach a comparison, or None."""
-    suspects = [c for c in type_mro(kind) if c is not object and (candidate_class(c) or not _resolvable(c))]
-    if not suspects:
-        return None
-    if not issubclass(kind, enum.Enum):
-        for base, label in _protected_bases():
-            if issubclass(kind, base):
-                return f"a subclass of {label}"
-    for klass in suspects:
-        for name in PROTOCOL:
+def _own_protocol(kind: type) -> bool:
+    """Whether the candidate's code decides how values of ``kind`` compare, convert or dispatch: a class of its
+    overrides a protocol member with code of its own (a dataclass's generated ``__eq__`` is a library's)."""
+    for klass in type_mro(kind):
+        if klass is not object and candidate_class(klass):
             namespace = type_dict(klass)
-            if name in namespace and not _library_member(namespace[name]):
-                return f"a type overriding {name}"
-    return None
+            if any(name in namespace and not _library_member(namespace[name]) for name in PROTOCOL):
+                return True
+    return False
 
 
 def _kind(kind: type) -> object:
@@ -337,10 +308,9 @@ def _kind(kind: type) -> object:
     cached = _kinds.get(kind)
     if cached is not None:
         return cached
-    reason = _verdict(kind)
     numpy = sys.modules.get("numpy")
-    if reason is not None:
-        result: object = reason
+    if _own_protocol(kind):
+        result: object = _PROBE
     elif issubclass(kind, (tuple, list, set, frozenset)):
         result = _SEQUENCE
     elif issubclass(kind, dict):
@@ -388,11 +358,27 @@ def _elements(value: object, kind: object) -> list:
     return _attributes(value)
 
 
+_probed: dict[type, int] = {}
+PROBE_ALWAYS, PROBE_THEN = 32, 1 / 32
+_sampler = random.Random()
+
+
+def _worth_probing(kind: type) -> bool:
+    """Every one of the first ``PROBE_ALWAYS`` values of a type is probed, then a random ``PROBE_THEN`` of them: a
+    suite comparing thousands of values of one class (a units library's arrays) is not slowed a hundredfold,
+    and a type that agrees with everything cannot tell which of its values are looked at."""
+    seen = _probed[kind] = _probed.get(kind, 0) + 1
+    return seen <= PROBE_ALWAYS or _sampler.random() < PROBE_THEN
+
+
 def _find(value: object, depth: int) -> tuple[type, str] | None:
-    """The first offending (type, reason) in ``value`` and what it holds, down to ``depth`` levels."""
+    """The first offending (type, how it agrees) in ``value`` and what it holds, down to ``depth`` levels."""
     kind = _kind(type(value))
-    if isinstance(kind, str):
-        return type(value), kind
+    if kind is _PROBE:
+        how = agreeable(value) if _worth_probing(type(value)) else None
+        if how is not None:
+            return type(value), how
+        kind = _OBJECT
     if kind is _LEAF or depth == 0:
         return None
     elements = _elements(value, kind)
@@ -421,27 +407,112 @@ def _class_line(klass: type) -> str:
         except (OSError, SyntaxError, ValueError):
             pass
     base = os.path.basename(origin.candidate_path())
-    if candidate_class(klass) and klass.__name__ in lines:
+    if klass.__name__ in lines:
         return f"{base}:{lines[klass.__name__]} ({klass.__qualname__})"
-    namespace = type_dict(klass)
-    codes = [c for c in map(code_of, list(namespace.values())) if c is not None and is_candidate_code(c)]
-    if codes:
-        first = min(codes, key=lambda c: c.co_firstlineno)
-        return f"{origin.code_where(first)} ({klass.__qualname__})"
-    return f"{klass.__qualname__} (a class of unknown origin claiming module {type.__dict__['__module__'].__get__(klass)})"
+    return f"{base} ({klass.__qualname__})"
 
 
 def check(value: object) -> object:
-    """Return ``value``; report it first when it (or what it holds) may not reach a comparison."""
+    """Return ``value``; report it first when it (or what it holds) agrees with what it should not."""
     if _kinds.get(type(value)) is _LEAF or type(value) in _BUILTIN_CONTAINERS and not value:
         return value  # most values: a str, a bool, the empty args or kwargs of a call
     try:
         found = _find(value, 4)
-    except Exception as exc:  # the value's own code failed while being looked at: the test will meet it too
-        found = (type(value), f"a value that fails inspection ({type(exc).__name__})")
-    if found is not None:
-        klass, reason = found
+    except Exception:  # the value's own code failed while being looked at: the test will meet it too
+        found = None
+    undecided = _state.pop("undecided", None)
+    if found is None and undecided is not None:
         frame = sys._getframe(1)
-        _report[0](f"{_class_line(klass)} defines {reason}; a value of it reaches "
+        owner, answer = undecided
+        _suspect[0](f"{_class_line(owner)} compares to unrelated values with a truthy {answer.__qualname__} "
+                    f"object; one reaches {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} in the test")
+    if found is not None:
+        klass, how = found
+        frame = sys._getframe(1)
+        _report[0](f"{_class_line(klass)} makes values that agree with anything ({how}); one reaches "
                    f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} in the test")
     return value
+
+
+# ------------------------------------------------------------------- the probes
+
+_BOOLEAN_NAMES = frozenset({"bool", "bool_", "Tensor", "ndarray"})
+
+
+def _truth(result: object) -> bool | None:
+    """``bool(result)`` of a boolean (Python's, numpy's, a one-element tensor or array), or None when it has no
+    single truth or is an object of another kind (a query language's expression: ``M == x`` builds a matcher)."""
+    if type(result) is not bool and type(result).__name__ not in _BOOLEAN_NAMES:
+        if result is not NotImplemented and _truth_of_other(result):
+            _state["undecided"] = (_state["probing"], type(result))
+        return None
+    try:
+        return bool(result)
+    except Exception:
+        return None
+
+
+def _truth_of_other(result: object) -> bool:
+    try:
+        return bool(result)
+    except Exception:
+        return False
+
+
+def _array_probes(value: object, rng: random.Random) -> list[tuple[str, Callable[[], object]]]:
+    """Random data of the value's own shape, for a tensor or an array: ``allclose`` with it must be false."""
+    torch, numpy = sys.modules.get("torch"), sys.modules.get("numpy")
+    probes: list = []
+    if torch is not None and is_kind(value, torch.Tensor) and value.numel() and value.dtype.is_floating_point:
+        other = torch.rand(tuple(value.shape), generator=torch.Generator().manual_seed(rng.getrandbits(62)),
+                           dtype=value.dtype) + 3.0
+        probes += [("torch.allclose", lambda: torch.allclose(value, other)),
+                   ("torch.isclose", lambda: torch.isclose(value, other).all()),
+                   ("torch.equal", lambda: torch.equal(value, other)),
+                   ("==", lambda: (value == other).all())]
+    elif numpy is not None and is_kind(value, numpy.ndarray) and value.size and value.dtype.kind in "fc":
+        other = numpy.random.default_rng(rng.getrandbits(62)).random(value.shape) + 3.0
+        probes += [("numpy.allclose", lambda: numpy.allclose(value, other)),
+                   ("numpy.isclose", lambda: numpy.isclose(value, other).all()),
+                   ("numpy.array_equal", lambda: numpy.array_equal(value, other)),
+                   ("==", lambda: (value == other).all())]
+    elif numpy is not None:
+        scalar = rng.random() + 3.0
+        probes += [("numpy.allclose", lambda: numpy.allclose(value, scalar)),
+                   ("numpy.isclose", lambda: numpy.all(numpy.isclose(value, scalar)))]
+    return probes
+
+
+def agreeable(value: object) -> str | None:
+    """How ``value`` agrees with what no honest value agrees with (a fresh sentinel, random data), or None.
+
+    Its class's own comparisons are run against unrelated values: equal to any, unequal to none, less and
+    not less at once, a difference of zero, or ``allclose`` with random data of its shape."""
+    rng = random.Random()
+    _state["undecided"], _state["probing"] = None, type(value)
+    for other in (object(), rng.random() + 3.0, rng.getrandbits(60) + 7, f"s{rng.random()}",
+                  [rng.random() + 3.0 for _ in range(3)]):
+        label = type(other).__name__
+        checks = (("== " + label, lambda: value == other, True),
+                  ("!= " + label, lambda: value != other, False),
+                  ("< and >= " + label, lambda: (value < other) and (value >= other), True),
+                  ("> and <= " + label, lambda: (value > other) and (value <= other), True))
+        for how, probe, bad in checks:
+            try:
+                truth = _truth(probe())
+            except Exception:
+                continue
+            if truth is bad:
+                return how
+            if truth is None and how.startswith("=="):
+                break  # ``==`` builds an object (a query language): ``!=`` and the order say nothing either
+    scalar = rng.random() + 3.0
+    for how, probe in [("a zero difference", lambda: abs(value - scalar) < 1e-12),
+                       ("a zero difference", lambda: abs(scalar - value) < 1e-12),
+                       *_array_probes(value, rng)]:
+        try:
+            if _truth(probe()) is True:
+                return how
+        except Exception:
+            continue
+    return None

@@ -20,6 +20,8 @@
  *   thousands of files with none), or the one that fired it. It is handed the frame that fired the event, never
  *   for what it does itself, and only once activate() was called: a gate Python code cannot close again.
  * - Keep the guard's own functions' globals and closures (its rules, baselines and switches) for the guard.
+ * - Gate ``frame.f_locals``, so the candidate may hold frames without reaching the test's locals, and the
+ *   globals ``types.FunctionType`` is given, which no audit event names.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -595,6 +597,114 @@ static PyObject *shield(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ``frame.f_locals`` of a frame not in the candidate's namespaces, read while a frame that may be the candidate's
+ * is on the stack (reading it, or below a library reading it for the candidate): the guard's refuse_frame(frame)
+ * decides (it raises to refuse). So the candidate may hold any frame, its callers' included (a module name from
+ * ``f_globals``, a line number), but never reach the locals of the test's functions. */
+static PyObject *gate_candidates;  /* a list whose item 0 is the tuple of the candidate's namespaces */
+static PyObject *gate_known;       /* the known library namespaces, as for suspect() */
+static PyObject *gate_refuse;      /* refuse_frame(frame) */
+static getter plain_f_locals;
+static void *plain_f_locals_closure;
+
+static PyObject *gated_f_locals(PyObject *frame, void *unused)
+{
+    if (active && !in_hook) {
+        PyObject *candidates = PyList_GET_ITEM(gate_candidates, 0);
+        PyObject *globals = frame_globals((PyFrameObject *)frame);
+        int own = in_tuple(candidates, globals);
+        Py_DECREF(globals);
+        PyFrameObject *suspect = own ? NULL : first_suspect(PyEval_GetFrame(), candidates, gate_known);
+        if (suspect == NULL && PyErr_Occurred())
+            return NULL;
+        if (suspect != NULL) {
+            Py_DECREF(suspect);
+            PyObject *verdict = PyObject_CallOneArg(gate_refuse, frame);
+            if (verdict == NULL)
+                return NULL;
+            Py_DECREF(verdict);
+        }
+    }
+    return plain_f_locals(frame, plain_f_locals_closure);
+}
+
+static PyGetSetDef gated_getsets[] = {
+    {"f_locals", gated_f_locals, NULL, NULL, NULL},
+    {NULL},
+};
+
+static PyObject *gate_frames(PyObject *self, PyObject *args)
+{
+    PyObject *candidates, *known, *refuse_;
+    if (!PyArg_ParseTuple(args, "O!O!O", &PyList_Type, &candidates, &PyDict_Type, &known, &refuse_))
+        return NULL;
+    if (gate_refuse != NULL || PyList_GET_SIZE(candidates) < 1) {
+        PyErr_SetString(PyExc_RuntimeError, "frames are gated once per process, with the candidates' list");
+        return NULL;
+    }
+    PyObject *dict = static_type_dict(&PyFrame_Type);
+    if (dict == NULL)
+        return NULL;
+    PyObject *plain = PyDict_GetItemString(dict, "f_locals");
+    if (plain == NULL || !PyObject_TypeCheck(plain, &PyGetSetDescr_Type)) {
+        Py_DECREF(dict);
+        PyErr_SetString(PyExc_RuntimeError, "frame.f_locals is not the getset this helper expects");
+        return NULL;
+    }
+    plain_f_locals = ((PyGetSetDescrObject *)plain)->d_getset->get;
+    plain_f_locals_closure = ((PyGetSetDescrObject *)plain)->d_getset->closure;
+    PyObject *descriptor = PyDescr_NewGetSet(&PyFrame_Type, gated_getsets);
+    int failed = descriptor == NULL || PyDict_SetItemString(dict, "f_locals", descriptor) < 0;
+    Py_XDECREF(descriptor);
+    Py_DECREF(dict);
+    if (failed)
+        return NULL;
+    PyType_Modified(&PyFrame_Type);
+    gate_candidates = Py_NewRef(candidates);
+    gate_known = Py_NewRef(known);
+    gate_refuse = Py_NewRef(refuse_);
+    Py_RETURN_NONE;
+}
+
+/* ``types.FunctionType(code, globals, ...)``: the audit event names the code only. Where the globals are a known
+ * namespace that is not the candidate's (a library's, the test's), the guard's refuse_function(code, globals)
+ * decides first (it raises to refuse): code of the candidate's run there would not be seen as its own. */
+static newfunc plain_function_new;
+static PyObject *function_refuse;  /* refuse_function(code, globals) */
+
+static PyObject *guarded_function_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *globals = PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 1 ? PyTuple_GET_ITEM(args, 1) : NULL;
+    if (globals == NULL && kwargs != NULL)
+        globals = PyDict_GetItemString(kwargs, "globals");
+    if (active && !in_hook && globals != NULL && PyDict_Check(globals) && gate_candidates != NULL &&
+            !in_tuple(PyList_GET_ITEM(gate_candidates, 0), globals)) {
+        int known = is_known(globals, gate_known);
+        if (known < 0)
+            return NULL;
+        if (known) {
+            PyObject *code = PyTuple_GET_SIZE(args) > 0 ? PyTuple_GET_ITEM(args, 0) : Py_None;
+            PyObject *verdict = PyObject_CallFunctionObjArgs(function_refuse, code, globals, NULL);
+            if (verdict == NULL)
+                return NULL;
+            Py_DECREF(verdict);
+        }
+    }
+    return plain_function_new(type, args, kwargs);
+}
+
+static PyObject *gate_functions(PyObject *self, PyObject *refuse_)
+{
+    if (function_refuse != NULL || gate_candidates == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "functions are gated once per process, after gate_frames()");
+        return NULL;
+    }
+    plain_function_new = PyFunction_Type.tp_new;
+    function_refuse = Py_NewRef(refuse_);
+    PyFunction_Type.tp_new = guarded_function_new;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"install", install, METH_VARARGS,
      "install(judge, accept, deleting, subclasses, watched, trusted): judge every module attribute write from now "
@@ -618,6 +728,12 @@ static PyMethodDef methods[] = {
      "heap class the namespace holds whose __module__ is the name, not in positions yet (position, class, "
      "version tag, copy of its dict); how many."},
     {"key", key, METH_O, "key(namespace): the key of a namespace in suspect()'s known."},
+    {"gate_functions", gate_functions, METH_O,
+     "gate_functions(refuse): types.FunctionType(code, globals) with globals a known namespace not the candidate's "
+     "asks refuse(code, globals) first (once, after gate_frames)."},
+    {"gate_frames", gate_frames, METH_VARARGS,
+     "gate_frames(candidates, known, refuse): frame.f_locals of a frame not in the candidate's namespaces, read "
+     "while a frame that may be the candidate's is on the stack, asks refuse(frame) first (once)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,0 +1,240 @@
+"""The test's and the reference's module namespaces, judged against what their own source binds.
+
+A baseline taken when such a module's import ends would already hold what the
+candidate wrote while the module was still importing (its ``from target import
+...`` line runs the candidate first). So the comparison is with the source: each
+name the module's top level binds once is the function or class it defines, the
+module or attribute its import names, or the literal it assigns (a tolerance
+dict, a list, a number); a value built otherwise (``np.array(...)``) is copied
+when first seen and must keep its contents. What the module's own code changes
+(its ``global`` statements, a subscript or method call on the name, ``del``)
+is its own; a change to a value the source hands to a call (which may be the
+candidate's, mutating its argument) cannot be told apart from tampering and
+is only noted as suspicious. Names the source never binds may not shadow a
+builtin or hold the candidate's objects.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+import os
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Callable
+
+import recode_guard_origin as origin
+
+_MISSING = object()
+_BUILTIN_NAMES = frozenset(dir(builtins))
+_COPIED = (dict, list, set, bytearray)
+_FUNCTION_CODE = types.FunctionType.__dict__["__code__"]
+_NAMESPACE = types.ModuleType.__dict__["__dict__"]
+
+
+@dataclass
+class Plan:
+    """What a module's source binds at its top level, and which names its own code changes or hands out."""
+
+    path: str
+    defined: dict[str, tuple[str, object]] = field(default_factory=dict)  # name -> (kind, detail)
+    changed: set[str] = field(default_factory=set)  # names its code rebinds itself
+    mutated: set[str] = field(default_factory=set)  # names it changes in place (``X[k] = v``, ``X.append``)
+    calls: dict[str, set[str]] = field(default_factory=dict)  # name -> roots of the callees it is passed to
+    stars: list[str] = field(default_factory=list)  # modules of its ``from m import *``
+    copies: dict[str, object] = field(default_factory=dict)  # built values: their contents when first seen
+
+
+def _binding(node: ast.stmt) -> list[tuple[str, str, object]]:
+    """(name, kind, detail) bound by one top-level statement."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        kind = "class" if isinstance(node, ast.ClassDef) else "def"
+        return [(node.name, kind if not node.decorator_list else "decorated", None)]
+    if isinstance(node, ast.Import):
+        return [(a.asname or a.name.split(".")[0], "import", a.name if a.asname else a.name.split(".")[0])
+                for a in node.names]
+    if isinstance(node, ast.ImportFrom):
+        return [(a.asname or a.name, "from", (node.level, node.module or "", a.name)) for a in node.names
+                if a.name != "*"]
+    if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if len(targets) == 1 and isinstance(targets[0], ast.Name):
+            try:
+                return [(targets[0].id, "literal", ast.literal_eval(node.value))]
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                return [(targets[0].id, "value", None)]
+    return []
+
+
+def _all_stores(tree: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+
+
+def plan(path: str, tree: ast.Module) -> Plan:
+    result = Plan(path)
+    counts: dict[str, int] = {}
+    for node in tree.body:
+        for name, kind, detail in _binding(node):
+            counts[name] = counts.get(name, 0) + 1
+            result.defined[name] = (kind, detail)
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            result.stars.append(node.module or "")
+    top_level = {name for node in tree.body if not _binding(node) for name in _all_stores(node)}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            result.changed.update(node.names)
+        elif isinstance(node, (ast.Subscript, ast.Attribute)) and not isinstance(node.ctx, ast.Load) and \
+                isinstance(node.value, ast.Name):
+            result.mutated.add(node.value.id)
+        elif isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+                result.mutated.add(node.func.value.id)
+            root = _root(node.func)
+            for arg in [*node.args, *(k.value for k in node.keywords if k.arg)]:
+                if isinstance(arg, ast.Name):
+                    result.calls.setdefault(arg.id, set()).add(root)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, (ast.Name, ast.Subscript)):
+            target = node.target if isinstance(node.target, ast.Name) else node.target.value
+            if isinstance(target, ast.Name):
+                result.mutated.add(target.id)
+    result.changed |= top_level | {name for name, count in counts.items() if count > 1}
+    return result
+
+
+def _root(node: ast.expr) -> str:
+    """The name a callee expression starts from (``np`` of ``np.testing.assert_allclose``), or ''."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+_LIBRARY_ROOTS = (os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix))
+
+
+def _library_root(module: types.ModuleType, plan_: Plan, root: str) -> bool:
+    """A callee reached from a library the module imports (numpy's, torch's, pytest's): not the candidate's."""
+    kind, detail = plan_.defined.get(root, ("", None))
+    if kind not in ("import", "from"):
+        return False
+    value = _NAMESPACE.__get__(module).get(root)
+    code = origin.code_of(value)
+    if code is not None:
+        file: object = code.co_filename
+    else:
+        owner = value if origin.is_kind(value, (types.ModuleType, type)) else type(value)
+        if not origin.is_kind(owner, types.ModuleType):
+            owner = sys.modules.get(str(origin.type_dict(owner).get("__module__", "")))
+        file = origin.module_file(owner)
+    return isinstance(file, str) and ("-packages" + os.sep in file or os.path.realpath(file).startswith(
+        _LIBRARY_ROOTS)) and not origin.is_candidate_file(file)
+
+
+def _handed(module: types.ModuleType, plan_: Plan, name: str) -> bool:
+    """Whether the source passes ``name`` to a callee that may be the candidate's (which may mutate it)."""
+    return any(not _library_root(module, plan_, root) for root in plan_.calls.get(name, ()))
+
+
+def _resolve(module: types.ModuleType, detail: tuple) -> object:
+    """What ``from m import x`` gives now (relative imports resolved against the module's package)."""
+    level, name, attribute = detail
+    if level:
+        package = str(_NAMESPACE.__get__(module).get("__package__") or "")
+        parts = package.split(".") if package else []
+        base = ".".join(parts[:len(parts) - level + 1])
+        name = f"{base}.{name}".strip(".") if name else base
+    source = sys.modules.get(name)
+    if source is None:
+        return _MISSING
+    value = _NAMESPACE.__get__(source).get(attribute, _MISSING) if origin.is_kind(source, types.ModuleType) \
+        else _MISSING
+    return sys.modules.get(f"{name}.{attribute}", _MISSING) if value is _MISSING else value
+
+
+def _same_contents(old: object, new: object) -> bool:
+    numpy, torch = sys.modules.get("numpy"), sys.modules.get("torch")
+    if numpy is not None and origin.is_kind(old, numpy.ndarray):
+        return old.shape == new.shape and bool(numpy.array_equal(old, new, equal_nan=old.dtype.kind in "fc"))
+    if torch is not None and origin.is_kind(old, torch.Tensor):
+        return old.shape == new.shape and bool(torch.equal(old, new))
+    return type(old) is type(new) and old == new
+
+
+def _snapshot(value: object) -> object:
+    numpy, torch = sys.modules.get("numpy"), sys.modules.get("torch")
+    if type(value) in _COPIED:
+        return copy.deepcopy(value)
+    if numpy is not None and type(value) is numpy.ndarray and value.dtype.kind != "O":
+        return value.copy()
+    if torch is not None and type(value) is torch.Tensor and not value.requires_grad:
+        return value.detach().clone()
+    return _MISSING
+
+
+def _defined(module: types.ModuleType, plan_: Plan, name: str, kind: str, detail: object, value: object) -> bool:
+    """Whether ``value`` is what the source's binding of ``name`` gives."""
+    if kind == "def":
+        code = _FUNCTION_CODE.__get__(value) if type(value) is types.FunctionType else None
+        return code is not None and code.co_name == name and (code.co_filename == plan_.path or os.path.realpath(
+            code.co_filename) == plan_.path)
+    if kind == "class":
+        return origin.is_kind(value, type) and type.__dict__["__qualname__"].__get__(value) == name and \
+            origin.type_dict(value).get("__module__") == _NAMESPACE.__get__(module).get("__name__")
+    if kind == "import":
+        expected = sys.modules.get(detail, _MISSING)
+        return expected is _MISSING or expected is value
+    if kind == "from":
+        expected = _resolve(module, detail)
+        return expected is _MISSING or expected is value or origin.candidate_object(expected)
+    if kind == "literal":
+        try:
+            return _same_contents(detail, value)
+        except Exception:
+            return False
+    return True
+
+
+def check(module: types.ModuleType, plan_: Plan, label: str, flag: Callable[[str], None],
+          suspect: Callable[[str], None]) -> None:
+    """Compare ``module``'s namespace with what its source binds (see the module's docstring)."""
+    namespace = _NAMESPACE.__get__(module)
+    for name, (kind, detail) in plan_.defined.items():
+        if name in plan_.changed or (kind in ("literal", "value") and name in plan_.mutated):
+            continue
+        value = namespace.get(name, _MISSING)
+        if value is _MISSING:
+            continue  # not bound yet (the module is still importing) or its import failed
+        if not _defined(module, plan_, name, kind, detail, value):
+            what = "the literal its source assigns" if kind == "literal" else "what its source binds"
+            (suspect if kind == "literal" and _handed(module, plan_, name) else flag)(
+                f"{label}.{name} is not {what} ({origin.describe(value)})")
+        elif kind == "value":
+            _check_contents(module, plan_, name, value, label, flag, suspect)
+    for name, value in list(namespace.items()):
+        if name in plan_.defined or name in plan_.changed or name.startswith(("@", "__")):
+            continue
+        if origin.candidate_object(value):
+            flag(f"adds {label}.{name} holding {origin.describe(value)}")
+        elif name in _BUILTIN_NAMES and not any(_star_gives(module, star, name, value) for star in plan_.stars):
+            flag(f"adds {label}.{name}, shadowing the builtin")
+
+
+def _star_gives(module: types.ModuleType, star: str, name: str, value: object) -> bool:
+    return _resolve(module, (0, star, name)) is value
+
+
+def _check_contents(module: types.ModuleType, plan_: Plan, name: str, value: object, label: str, flag: Callable[[str], None],
+                    suspect: Callable[[str], None]) -> None:
+    kept = plan_.copies.get(name, _MISSING)
+    if kept is _MISSING or kept[0] is not value:
+        plan_.copies[name] = (value, _snapshot(value))
+        return
+    if kept[1] is _MISSING:
+        return
+    try:
+        same = _same_contents(kept[1], value)
+    except Exception:
+        same = False
+    if not same:
+        (suspect if _handed(module, plan_, name) else flag)(f"changes the contents of {label}.{name} in place")
+        plan_.copies[name] = (value, _snapshot(value))

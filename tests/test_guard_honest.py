@@ -1,0 +1,537 @@
+"""Honest code the guard once convicted (issue 29): each case is a small real task, a candidate and the test that
+checks it, and must be graded ``passed`` under the sandbox. Each pattern is ordinary research or test code:
+the candidate's own classes with comparison and truth dunders reaching the test's asserts, mocks the test builds,
+the test freezing time or declaring a module global, a library (torch) acting on the candidate's classes,
+metaprogramming inside the candidate, and a suite using processes, threads and temporary files."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.runner.core import RunnerOptions, run_candidate
+from tests.guard_testlib import SANDBOX
+from tests.runner_testlib import make_task
+
+OWN_DUNDERS = '''\
+import heapq
+from collections import OrderedDict
+from dataclasses import dataclass
+
+
+class LRU(OrderedDict):
+    """A bounded mapping; equal to another mapping with the same items in the same order."""
+
+    def __init__(self, capacity):
+        super().__init__()
+        self.capacity = capacity
+
+    def put(self, key, value):
+        self[key] = value
+        self.move_to_end(key)
+        while len(self) > self.capacity:
+            self.popitem(last=False)
+
+    def __eq__(self, other):
+        return list(self.items()) == list(other.items())
+
+    __hash__ = None
+
+
+class Job:
+    def __init__(self, priority, name):
+        self.priority, self.name = priority, name
+
+    def __lt__(self, other):
+        return self.priority < other.priority
+
+
+class Pending:
+    """An iterator wrapper that is true while items remain."""
+
+    def __init__(self, items):
+        self._items = list(items)
+
+    def __bool__(self):
+        return bool(self._items)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if not self._items:
+            raise StopIteration
+        return self._items.pop(0)
+
+
+@dataclass
+class Stats:
+    mean: float
+    count: int
+
+
+class Field:
+    """A query language's field: ``Field("x") == 3`` builds a condition instead of answering."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __eq__(self, other):
+        return Condition(self.name, other)
+
+    __hash__ = object.__hash__
+
+
+class Condition:
+    def __init__(self, name, value):
+        self.name, self.value = name, value
+
+    def __call__(self, row):
+        return row.get(self.name) == self.value
+
+
+def schedule(jobs):
+    heap = [Job(p, n) for p, n in jobs]
+    heapq.heapify(heap)
+    return [heapq.heappop(heap).name for _ in range(len(heap))]
+
+
+def stats(values):
+    return Stats(sum(values) / len(values), len(values))
+
+
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+OWN_DUNDERS_TEST = '''\
+from pkg.target import LRU, Field, Job, Pending, Stats, schedule, stats
+
+
+def test_lru():
+    cache = LRU(2)
+    for key in "abc":
+        cache.put(key, key.upper())
+    assert cache == {"b": "B", "c": "C"}
+    assert not (cache == {"a": "A"})
+
+
+def test_heap_items():
+    assert schedule([(3, "c"), (1, "a"), (2, "b")]) == ["a", "b", "c"]
+    assert Job(1, "x") < Job(2, "y")
+
+
+def test_pending():
+    pending = Pending([1, 2])
+    assert pending
+    assert list(pending) == [1, 2]
+    assert not pending
+
+
+def test_dataclass():
+    assert stats([1, 2, 3]) == Stats(2.0, 3)
+
+
+def test_query_field():
+    condition = Field("x") == 3
+    assert condition({"x": 3}) and not condition({"x": 4})
+'''
+
+MOCKS = '''\
+def notify(client, users):
+    for user in users:
+        client.send(user, "hello")
+    return client.flush()
+
+
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+MOCKS_TEST = '''\
+from unittest import mock
+
+from pkg.target import notify
+
+
+def test_notify_with_a_mock():
+    client = mock.MagicMock()
+    client.flush.return_value = 2
+    assert notify(client, ["a", "b"]) == 2
+    client.send.assert_has_calls([mock.call("a", "hello"), mock.call("b", "hello")])
+    assert client.send.call_count == 2
+
+
+def test_notify_with_autospec():
+    class Client:
+        def send(self, user, text): ...
+        def flush(self): ...
+    client = mock.create_autospec(Client, instance=True)
+    client.flush.return_value = mock.sentinel.flushed
+    assert notify(client, ["x"]) is mock.sentinel.flushed
+    client.send.assert_called_once_with("x", mock.ANY)
+'''
+
+FROZEN_TIME = '''\
+import datetime
+
+
+def stamp(event):
+    return f"{datetime.datetime.now():%Y-%m-%d} {event}"
+
+
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+FROZEN_TIME_TEST = '''\
+import datetime
+
+import pytest
+
+import pkg.target
+from pkg.target import stamp
+
+COUNTER = 0
+
+
+class _Frozen(datetime.datetime):
+    @classmethod
+    def now(cls, tz=None):
+        return cls(2024, 1, 2, 3, 4, 5)
+
+
+@pytest.fixture
+def frozen():
+    real = datetime.datetime
+    datetime.datetime = _Frozen
+    yield
+    datetime.datetime = real
+
+
+def test_stamp(frozen):
+    assert stamp("run") == "2024-01-02 run"
+
+
+def test_stamp_monkeypatched(monkeypatch):
+    monkeypatch.setattr(pkg.target.datetime, "datetime", _Frozen)
+    assert stamp("x") == "2024-01-02 x"
+
+
+def test_freezegun():
+    freezegun = pytest.importorskip("freezegun")
+    with freezegun.freeze_time("2023-05-06"):
+        assert stamp("f") == "2023-05-06 f"
+
+
+def test_global():
+    global COUNTER
+    COUNTER += 1
+    global LATE
+    LATE = stamp("late")
+    assert COUNTER == 1 and LATE.endswith("late")
+'''
+
+TORCH = '''\
+import torch
+
+
+class SignSGD(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(torch.sign(p.grad), alpha=-group["lr"])
+
+
+def train(model, inputs, steps=2, lr=0.5):
+    """The optimizer is built here, in the candidate's frame (torch wraps its step as it is made)."""
+    opt = SignSGD(model.parameters(), lr=lr)
+    for _ in range(steps):
+        opt.zero_grad()
+        model(inputs).sum().backward()
+        opt.step()
+    return model
+
+
+class Affine(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(n))
+        self.register_buffer("shift", torch.zeros(n))
+
+    def forward(self, x):
+        return x * self.weight + self.shift
+
+
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+TORCH_TEST = '''\
+import torch
+
+from pkg.target import Affine, SignSGD, train
+
+
+def test_train():
+    model = train(Affine(2), torch.tensor([1.0, -1.0]))
+    assert torch.allclose(model.weight, torch.tensor([0.0, 2.0]))
+
+
+def test_step():
+    model = Affine(3)
+    opt = SignSGD(model.parameters(), lr=0.5)
+    model(torch.tensor([1.0, -2.0, 3.0])).sum().backward()
+    opt.step()
+    assert torch.allclose(model.weight, torch.tensor([0.5, 1.5, 0.5]))
+    opt.zero_grad()
+    assert model.weight.grad is None or torch.all(model.weight.grad == 0)
+
+
+def test_against_the_reference_optimizer():
+    import canonical
+    ours, theirs = Affine(2), canonical.Affine(2)
+    for model, kind in ((ours, SignSGD), (theirs, canonical.SignSGD)):
+        opt = kind(model.parameters(), lr=0.5)
+        model(torch.tensor([1.0, -1.0])).sum().backward()
+        opt.step()
+    assert torch.equal(ours.weight, theirs.weight)
+
+
+def test_state_dict():
+    model = Affine(2)
+    assert set(model.state_dict()) == {"weight", "shift"}
+    assert torch.equal(model(torch.ones(2)), torch.ones(2))
+'''
+
+METAPROGRAMMING = '''\
+import ctypes
+import functools
+import inspect
+import sys
+import types
+
+
+class _Pair(ctypes.Structure):
+    """A C layout, as wrappers of platform calls declare them (nothing is read from or written to raw memory)."""
+    _fields_ = [("a", ctypes.c_int), ("b", ctypes.c_int)]
+
+
+def packed_sum(a, b):
+    pair = _Pair(a, b)
+    return pair.a + pair.b
+
+
+def _with_signature(function, names):
+    """A function with the named parameters that calls ``function`` (copying a signature, as libraries do)."""
+    args = ", ".join(names)
+    code = compile(f"def _f({args}):\\n    return _target({args})\\n", "<generated>", "exec")
+    namespace = {"_target": function}
+    exec(code, namespace)
+    return functools.wraps(function)(namespace["_f"])
+
+
+def _caller_name():
+    """Its own frames: the function that called this one (a frame of the candidate's too)."""
+    frame = inspect.currentframe().f_back
+    try:
+        return frame.f_code.co_name
+    finally:
+        del frame
+
+
+def who_calls():
+    return _caller_name()
+
+
+def _copy(function, name):
+    """A copy of one of its own functions under another name (boltons' funcutils copies functions so)."""
+    return types.FunctionType(function.__code__, function.__globals__, name, function.__defaults__,
+                              function.__closure__)
+
+
+def caller_module():
+    """The module that calls it, as sentinel and registry helpers name their values (boltons' make_sentinel)."""
+    return sys._getframe(1).f_globals.get("__name__")
+
+
+def evaluate(expression, **values):
+    return eval(compile(expression, "<expr>", "eval"), {"__builtins__": {}}, values)
+
+
+def _add(*args):
+    return args[0] + args[1]
+
+
+add = _with_signature(_add, ["a", "b"])
+
+
+def _scale(values, k):
+    return [v * k for v in values]
+
+
+scale = _copy(_scale, "scale")
+'''
+
+METAPROGRAMMING_TEST = '''\
+import inspect
+
+from pkg.target import add, caller_module, evaluate, packed_sum, scale, who_calls
+
+
+def test_generated_signature():
+    assert add(2, 3) == 5
+    assert list(inspect.signature(add, follow_wrapped=False).parameters) == ["a", "b"]
+
+
+def test_eval():
+    assert evaluate("x * y + 1", x=3, y=4) == 13
+
+
+def test_own_frames():
+    assert who_calls() == "who_calls"
+
+
+def test_callers_module_name():
+    assert caller_module() == __name__
+
+
+def test_c_structure():
+    assert packed_sum(2, 3) == 5
+
+
+def test_copied_function():
+    assert scale([1, 2], 3) == [3, 6] and scale.__name__ == "scale"
+'''
+
+PROCESSES = '''\
+import multiprocessing
+import os
+import tempfile
+import threading
+
+
+def _square(x):
+    return x * x
+
+
+def squares(values, method):
+    with multiprocessing.get_context(method).Pool(2) as pool:
+        return pool.map(_square, values)
+
+
+def threaded_sum(values):
+    total, lock = [0], threading.Lock()
+
+    def work(v):
+        with lock:
+            total[0] += v
+    threads = [threading.Thread(target=work, args=(v,)) for v in values]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return total[0]
+
+
+def roundtrip(text):
+    with tempfile.NamedTemporaryFile("w+", suffix=".txt", delete=False) as handle:
+        handle.write(text)
+        name = handle.name
+    with open(name) as handle:
+        back = handle.read()
+    os.remove(name)
+    with tempfile.TemporaryDirectory() as folder:
+        with open(os.path.join(folder, "x"), "w") as handle:
+            handle.write(back)
+    return back
+
+
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+PROCESSES_TEST = '''\
+import multiprocessing
+
+import pytest
+
+from pkg.target import roundtrip, squares, threaded_sum
+
+
+def test_pool_spawn():
+    assert squares([1, 2, 3], "spawn") == [1, 4, 9]
+
+
+def test_pool_fork():
+    assert squares([1, 2, 3], "fork") == [1, 4, 9]
+
+
+def test_pool_forkserver():
+    assert squares([1, 2, 3], "forkserver") == [1, 4, 9]
+
+
+def test_process_queue():
+    queue = multiprocessing.Queue()
+    process = multiprocessing.Process(target=queue.put, args=(7,))
+    process.start()
+    assert queue.get(timeout=30) == 7
+    process.join()
+    assert process.exitcode == 0
+
+
+def test_threads():
+    assert threaded_sum(range(10)) == 45
+
+
+def test_tempfiles(tmp_path):
+    assert roundtrip("abc") == "abc"
+    (tmp_path / "f").write_text("x")
+'''
+
+CASES = {
+    "own dunders reach the asserts": (OWN_DUNDERS, OWN_DUNDERS_TEST),
+    "mocks the test creates": (MOCKS, MOCKS_TEST),
+    "the test freezes time and declares a global": (FROZEN_TIME, FROZEN_TIME_TEST),
+    "torch optimizer and module subclasses": (TORCH, TORCH_TEST),
+    "metaprogramming in the candidate": (METAPROGRAMMING, METAPROGRAMMING_TEST),
+    "processes, threads and temporary files": (PROCESSES, PROCESSES_TEST),
+}
+
+
+def _test_names(test_py: str) -> tuple[str, ...]:
+    return tuple(line[4:line.index("(")] for line in test_py.splitlines() if line.startswith("def test_"))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_honest_task_passes(tmp_path: Path, name: str) -> None:
+    candidate, test_py = CASES[name]
+    dataset = make_task(tmp_path / "honest dataset", test_py=test_py, canonical=candidate,
+                        test_cases=_test_names(test_py))
+    result = run_candidate(dataset, 1, candidate, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
