@@ -59,7 +59,7 @@ class CorpusError(Exception):
 @dataclass(frozen=True)
 class CorpusTask:
     module: str  # the candidate, relative to the package's source tree
-    test: str  # the package's test file for it, a name inside ``tests_dir``
+    test: str  # the package's test file for it, relative to ``tests_dir``
 
 
 @dataclass(frozen=True)
@@ -146,8 +146,11 @@ def source_tree(package: CorpusPackage, cache: Path) -> Path:
 
 
 def test_sh(package: CorpusPackage, test: str) -> str:
-    return _TEST_SH.format(env=package.env_name, repo=package.repo_dir_name, test=test, timeout=PER_TEST_TIMEOUT,
-                           tests_dir=f"/{package.tests_dir}" if package.tests_dir else "",
+    """test.sh runs pytest from the test file's own folder (``tests_dir``, or a folder under it), as test.sh
+    files of the release do: the runner copies the test file there under its own name."""
+    folder = (Path(package.tests_dir) / test).parent.as_posix()
+    return _TEST_SH.format(env=package.env_name, repo=package.repo_dir_name, test=Path(test).name,
+                           timeout=PER_TEST_TIMEOUT, tests_dir="" if folder == "." else f"/{folder}",
                            source_root=f"/{package.source_root}" if package.source_root else "")
 
 
