@@ -1,7 +1,7 @@
 """Grade the honest corpus (docs/honest_corpus.md): bare pytest against the real runner, guard on, sandbox required.
 
     python scripts/grade_honest_corpus.py [--cache-dir DIR] [--halves dev heldout] [--tasks dev:3,heldout:1]
-                                          [--no-cost] [--json FILE]
+                                          [--no-cost] [--json FILE] [--markdown FILE]
 
 Each task's reference (the package's real module) is graded three ways in
 its own environment: bare ``python -m pytest`` as test.sh runs it; the
@@ -128,6 +128,14 @@ def summary_lines(grades: list[Grade]) -> list[str]:
     return lines
 
 
+def markdown(grades: list[Grade]) -> str:
+    """The table and the totals as Markdown (for notes and closing reports)."""
+    cells = [[cell.replace("|", "\\|") for cell in row(g)] for g in grades]
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(line) + " |" for line in cells]
+    return "\n".join(lines + [""] + [f"- {line}" for line in summary_lines(grades)]) + "\n"
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE,
@@ -138,6 +146,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout-sec", type=float, default=1800, help="per run (default %(default)g)")
     parser.add_argument("--no-cost", action="store_true", help="skip the guard-off run (no cost column)")
     parser.add_argument("--json", type=Path, help="also write every task's grading to this JSON file")
+    parser.add_argument("--markdown", type=Path, help="also write the table and totals to this Markdown file")
     return parser.parse_args(argv)
 
 
@@ -165,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(summary_lines(grades)))
     if args.json:
         args.json.write_text(json.dumps([asdict(g) for g in grades], indent=1), encoding="utf-8")
+    if args.markdown:
+        args.markdown.write_text(markdown(grades), encoding="utf-8")
     honest = [g for g in grades if g.bare == "passed"]
     return 0 if honest and all(g.verdict == "passed" for g in honest) else 1
 
