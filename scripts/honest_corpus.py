@@ -102,7 +102,7 @@ def load_manifest(path: Path = MANIFEST) -> list[CorpusPackage]:
 
 
 def _archive(sdists: Path, package: CorpusPackage) -> Path | None:
-    stem = re.sub(r"[-_.]+", "[-_.]", re.escape(package.name.lower()).replace("\\", ""))
+    stem = "[-_.]".join(re.escape(part) for part in re.split(r"[-_.]+", package.name.lower()))  # PEP 503 spellings
     pattern = re.compile(rf"^{stem}-{re.escape(package.version)}\.(tar\.gz|zip)$", re.IGNORECASE)
     return next((p for p in sorted(sdists.glob("*")) if pattern.match(p.name)), None)
 
@@ -220,10 +220,11 @@ def bare_pytest(dataset: DatasetManager, index: int, python: str, extra: list[st
                                   timeout=timeout_sec)
             code, output = done.returncode, done.stdout + done.stderr
         except subprocess.TimeoutExpired as exc:
-            code, output = None, f"timed out after {timeout_sec:g} s\n{exc.stdout or ''}"
+            partial = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+            code, output = None, f"timed out after {timeout_sec:g} s\n{partial}"
         duration = time.monotonic() - start
         junit = Path(layout.junit).read_bytes() if os.path.isfile(layout.junit) else None
-        return BareRun(code, output if isinstance(output, str) else output.decode(errors="replace"), duration, junit)
+        return BareRun(code, output, duration, junit)
     finally:
         remove_tree(run_dir)
 
