@@ -119,11 +119,11 @@ def summary_lines(grades: list[Grade]) -> list[str]:
     unclean = [g for g in grades if g.bare != "passed"]
     if unclean:
         lines.append("not counted (tests do not pass bare): " + ", ".join(f"{g.half}:{g.index}" for g in unclean))
-    costed = [g for g in grades if g.ratio]
+    costed = [g for g in grades if g.ratio and g.verdict == "passed"]  # a conviction may end a run early
     if costed:
         worst = max(costed, key=lambda g: g.ratio or 0.0)
-        lines.append(f"guard cost (runner guard on / guard off): worst {worst.ratio:.2f}x on {worst.half}:"
-                     f"{worst.index} {worst.package} {worst.test_file} ({worst.guard_sec:.1f} s / "
+        lines.append(f"guard cost (runner guard on / guard off, tasks graded passed): worst {worst.ratio:.2f}x on "
+                     f"{worst.half}:{worst.index} {worst.package} {worst.test_file} ({worst.guard_sec:.1f} s / "
                      f"{worst.off_sec:.1f} s)")
     return lines
 
@@ -155,7 +155,8 @@ def selected(cache: Path, halves: list[str], tasks: str | None) -> list[tuple[Da
     chosen = []
     for half in halves:
         dataset = DatasetManager(cache / half)
-        chosen += [(dataset, meta) for meta in dataset.runnable() if wanted is None or (half, str(meta.index)) in wanted]
+        chosen += [(dataset, meta) for meta in dataset.runnable()
+                   if wanted is None or (half, str(meta.index)) in wanted]
     return chosen
 
 
