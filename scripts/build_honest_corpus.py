@@ -1,0 +1,95 @@
+"""Rebuild the honest corpus (docs/honest_corpus.md) from the pinned manifest, one dataset per half.
+
+    python scripts/build_honest_corpus.py [--cache-dir DIR] [--halves dev heldout] [--packages a,b]
+
+Downloads each pinned sdist once into ``<cache>/sdists`` (pip; reruns are
+offline), writes ``<cache>/<half>/`` in the release's dataset shape, builds
+each package's environment through the harness's environment cache (its
+test requirements, not the package), and records each task's test names
+from pytest's own collection in that environment.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+_CHECKOUT = Path(__file__).resolve().parents[1]
+if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
+    sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
+
+from agent.setup_hint import name_missing_modules  # noqa: E402
+
+name_missing_modules()
+
+import argparse  # noqa: E402
+import shutil  # noqa: E402
+
+from agent.dataset import DatasetManager  # noqa: E402
+from agent.envs.cache import resolve_python  # noqa: E402
+from agent.envs.spec import EnvError  # noqa: E402
+from agent.runner.core import REPO_ROOT  # noqa: E402
+from metrics.cli_flags import Parser  # noqa: E402
+from scripts.honest_corpus import (  # noqa: E402
+    HALVES, MANIFEST, CorpusError, CorpusPackage, bare_pytest, collected_names, load_manifest, source_tree,
+    write_meta, write_requirements, write_task,
+)
+
+DEFAULT_CACHE = REPO_ROOT / "work_dir" / "corpus_cache"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--manifest", type=Path, default=MANIFEST, help="pinned manifest (default %(default)s)")
+    parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE,
+                        help="downloads and built halves (default %(default)s)")
+    parser.add_argument("--halves", nargs="+", choices=HALVES, default=list(HALVES))
+    parser.add_argument("--packages", help="comma-separated package names: build only these (for a quick look)")
+    parser.add_argument("--env-backend", help="environment backend (default: the harness's; 'current' = this "
+                                              "interpreter, which then must hold the test requirements)")
+    return parser.parse_args(argv)
+
+
+def build_half(packages: list[CorpusPackage], cache: Path, half: str, backend: str | None) -> Path:
+    """``<cache>/<half>``: every task of the half's packages, with the test names its environment collects."""
+    root = cache / half
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    rows = []
+    for package in (p for p in packages if p.half == half):
+        tree = source_tree(package, cache)
+        write_requirements(root, package)
+        for task in package.tasks:
+            rows.append(write_task(root, len(rows) + 1, package, task, tree))
+    write_meta(root, rows)
+    dataset = DatasetManager(root)
+    for row in rows:
+        python = resolve_python(dataset, row["index"], backend)
+        run = bare_pytest(dataset, row["index"], python, ["--collect-only", "-q"], timeout_sec=600)
+        row["test_cases"] = collected_names(run.output)
+        print(f"{half} task {row['index']}: {row['package']} {row['target_file_path']} / {row['test_file']}: "
+              f"{len(row['test_cases'])} tests collected" + ("" if run.exit_code == 0 else
+                                                             f" (collection exit code {run.exit_code})"))
+    write_meta(root, rows)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        packages = load_manifest(args.manifest)
+        if args.packages:
+            wanted = {name.strip() for name in args.packages.split(",")}
+            packages = [p for p in packages if p.name in wanted]
+        for half in args.halves:
+            root = build_half(packages, args.cache_dir.resolve(), half, args.env_backend)
+            print(f"{half}: {root}")
+    except (CorpusError, EnvError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

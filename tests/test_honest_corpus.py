@@ -1,0 +1,110 @@
+"""The honest corpus (docs/honest_corpus.md): built from pinned real packages, graded through the real runner.
+
+The default suite builds and grades a two-package slice whose real sdists are
+committed (tests/fixtures/honest_corpus), in this interpreter; the slow test
+builds the whole pinned corpus with its own environments and is the
+acceptance criterion of issue 29: every task whose tests pass bare is graded
+``passed`` with the guard on and the sandbox required, on both halves.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agent.runner.sandbox import bwrap_problem
+from agent.runner.verdict import parse_junit
+from scripts import build_honest_corpus, grade_honest_corpus
+from scripts.honest_corpus import MANIFEST, BareRun, CorpusError, collected_names, load_manifest
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "honest_corpus"
+needs_sandbox = pytest.mark.skipif(bool(bwrap_problem()), reason=f"bubblewrap unusable: {bwrap_problem()}")
+_TOTAL = re.compile(r"^(dev|heldout|all): (\d+)/(\d+) passed \((\d+) tests\)$", re.M)
+
+
+def totals(out: str) -> dict[str, tuple[int, int, int]]:
+    return {m[1]: (int(m[2]), int(m[3]), int(m[4])) for m in _TOTAL.finditer(out)}
+
+
+def test_the_pinned_manifest_splits_by_package_and_meets_the_issues_sizes() -> None:
+    packages = load_manifest(MANIFEST)
+    halves = {half: [p for p in packages if p.half == half] for half in ("dev", "heldout")}
+    assert all(len(members) >= 6 for members in halves.values())
+    assert not {p.name for p in halves["dev"]} & {p.name for p in halves["heldout"]}
+    assert len(packages) >= 12 and sum(len(p.tasks) for p in packages) >= 40
+    assert all(re.fullmatch(r"[0-9][0-9a-z.]*", p.version) for p in packages)  # exact pins only
+
+
+@pytest.mark.parametrize("change, problem", [
+    (lambda data: data["packages"].append(dict(data["packages"][0], half="heldout")), "listed twice"),
+    (lambda data: data["packages"][0].update(half="tuning"), "has half 'tuning'"),
+    (lambda data: data["packages"][0].pop("version"), "cannot read it"),
+])
+def test_a_broken_manifest_is_one_line_naming_the_problem(tmp_path: Path, change, problem: str) -> None:
+    data = json.loads((FIXTURE / "manifest.json").read_text())
+    change(data)
+    broken = tmp_path / "my manifest.json"
+    broken.write_text(json.dumps(data))
+    with pytest.raises(CorpusError, match=problem):
+        load_manifest(broken)
+
+
+def test_collected_names_are_the_junit_names() -> None:
+    output = "tests/test_a.py::TestX::test_one[1-2]\ntests/test_a.py::test_two\n\n3 tests collected in 0.1s\n"
+    assert collected_names(output) == ["test_one[1-2]", "test_two"]
+
+
+def test_a_skip_under_bare_pytest_keeps_the_task_out_of_the_count() -> None:
+    junit = (b'<testsuites><testsuite name="pytest"><testcase classname="t" name="a"/>'
+             b'<testcase classname="t" name="b"><skipped message="no"/></testcase></testsuite></testsuites>')
+    assert len(parse_junit(junit)) == 2
+    assert grade_honest_corpus.bare_outcome(BareRun(0, "", 1.0, junit)) == ("not passed (exit 0, 1 skipped)", 2)
+    assert grade_honest_corpus.bare_outcome(BareRun(1, "", 1.0, None)) == ("not passed (exit 1)", 0)
+
+
+@needs_sandbox
+def test_the_slice_builds_offline_and_grades_passed_under_the_runner(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cache = tmp_path / "corpus cache"
+    shutil.copytree(FIXTURE / "sdists", cache / "sdists")
+    assert build_honest_corpus.main(["--manifest", str(FIXTURE / "manifest.json"), "--cache-dir", str(cache),
+                                     "--env-backend", "current"]) == 0
+    meta = [json.loads(line) for line in (cache / "dev" / "annotation_meta.jsonl").read_text().splitlines()]
+    assert [row["target_file_path"] for row in meta] == ["src/cachetools/keys.py"]
+    assert all(row["test_cases"] and row["init_content"] == "" for row in meta)
+    assert (cache / "dev" / "annotations" / "annotation_1" / "cachetools" / "src" / "cachetools" / "keys.py") \
+        .read_text() == ""
+    capsys.readouterr()
+    report = tmp_path / "grades.json"
+    code = grade_honest_corpus.main(["--cache-dir", str(cache), "--env-backend", "current", "--json", str(report)])
+    out = capsys.readouterr().out
+    found = totals(out)
+    assert code == 0, out
+    assert found["dev"][:2] == (1, 1) and found["heldout"][:2] == (1, 1), out
+    assert found["all"][2] == found["dev"][2] + found["heldout"][2] >= 50
+    assert "guard cost (runner guard on / guard off, tasks graded passed): worst" in out
+    grades = json.loads(report.read_text())
+    assert {(g["half"], g["verdict"], g["bare"]) for g in grades} == {("dev", "passed", "passed"),
+                                                                      ("heldout", "passed", "passed")}
+
+
+@pytest.mark.slow
+@needs_sandbox
+def test_every_honest_task_of_both_halves_is_graded_passed(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 29's acceptance check: downloads (once) and builds the pinned corpus with its environments
+    (RECODE_CORPUS_CACHE, default work_dir/corpus_cache), then grades every task."""
+    cache = os.environ.get("RECODE_CORPUS_CACHE", str(build_honest_corpus.DEFAULT_CACHE))
+    assert build_honest_corpus.main(["--cache-dir", cache]) == 0
+    capsys.readouterr()
+    grade_honest_corpus.main(["--cache-dir", cache, "--json", str(Path(cache) / "grades.json")])
+    out = capsys.readouterr().out
+    print(out)
+    found = totals(out)
+    assert found["all"][1] >= 40 and found["all"][2] >= 2000, out
+    for half in ("dev", "heldout"):
+        passed, tasks, _ = found[half]
+        assert passed == tasks, f"{half}: {passed}/{tasks} passed\n{out}"
