@@ -93,6 +93,7 @@ def test_the_slice_builds_offline_and_grades_passed_under_the_runner(
 
 
 @pytest.mark.slow
+@pytest.mark.corpus
 @needs_sandbox
 def test_every_honest_task_of_both_halves_is_graded_passed(capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 29's acceptance check: downloads (once) and builds the pinned corpus with its environments

@@ -237,7 +237,8 @@ def test_access_then_hang_is_still_reference_access(tmp_path: Path) -> None:
     candidate = HOSTILE["sys_modules_wrap"].replace("    return _ref().add(a, b)",
                                                     "    _ref().add(a, b)\n    while True:\n        pass")
     dataset = make_task(tmp_path / "dataset", test_py=ATTRIBUTE_TEST)
-    result = run_candidate(dataset, 1, candidate, RunnerOptions(sandbox="off", timeout_sec=6))
+    # the limit leaves a loaded two-core machine time to start pytest and import the candidate before it hangs
+    result = run_candidate(dataset, 1, candidate, RunnerOptions(sandbox="off", timeout_sec=20))
     _assert_caught(result)
 
 
