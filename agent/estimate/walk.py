@@ -18,6 +18,7 @@ from agent.agents import CodeAgent
 from agent.feedback.llm import LLMFeedback
 from agent.feedback.records import FIELDS, FeedbackReply, FeedbackRequest
 from agent.guidance import FeedbackPolicy, raise_level
+from agent.models.prompt_cache import common_prefix
 from agent.models.types import Completion, Usage
 from agent.protocols.base import FeedbackShown, RunProtocol, Setting, TaskBrief, TurnInput
 from agent.rcb.snippet import SnippetTask
@@ -126,18 +127,6 @@ class _Tape:
             previous.written = max(0, shared - previous.read)
         self._last[chain] = (prompt, call)
         self.calls.append(call)
-
-
-def common_prefix(a: str, b: str) -> int:
-    """Length of the longest common prefix (binary search on slices: C speed on paper-long prompts)."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
 
 
 class _Draft:
