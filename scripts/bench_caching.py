@@ -25,7 +25,7 @@ from agent.estimate.walk import filler  # noqa: E402
 from agent.models.pricing import cost_usd, load_prices  # noqa: E402
 from agent.models.types import Tokens  # noqa: E402
 from agent.text_table import fixed_width  # noqa: E402
-from metrics.cli_flags import add_task_ids  # noqa: E402
+from metrics.cli_flags import add_levels, add_task_ids  # noqa: E402
 from tests.caching_servers import PromptCache, Sweep, run_sweep, usage_of  # noqa: E402
 from tests.fake_providers import DEFAULT_MODELS  # noqa: E402
 from tests.run_support import DATASET  # noqa: E402
@@ -76,7 +76,7 @@ def output_tokens(sweep: Sweep) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_task_ids(parser, "1 2 3")
-    parser.add_argument("--level", type=int, default=2)
+    add_levels(parser, "2")
     parser.add_argument("--max-turn", type=int, default=3)
     parser.add_argument("--providers", nargs="+", default=["anthropic", "openai", "gemini"])
     parser.add_argument("--paper-chars", type=int, nargs="*", default=None,
@@ -85,10 +85,11 @@ def main() -> None:
     sizes = args.paper_chars or sorted(len(p.read_text(encoding="utf-8")) for p in RCB_PAPERS.glob("*/*.tex"))
     published = round(statistics.mean(sizes))
     dataset = DatasetManager(DATASET)
+    tasks = args.task_ids or [1, 2, 3]
     papers = {dataset.latex(task): dataset.latex(task) + filler(published - len(dataset.latex(task)))
               for task in tasks}  # each task's own paper, lengthened: papers still differ between tasks
-    tasks = args.task_ids or [1, 2, 3]
-    keys = {"task-ids": tasks, "guidance-level": [args.level], "max-turn": args.max_turn}
+    levels = args.guidance_level or [2]
+    keys = {"task-ids": tasks, "guidance-level": levels, "max-turn": args.max_turn}
     root = Path(tempfile.mkdtemp(prefix="bench caching "))
     rows = []
     for protocol in args.providers:
@@ -101,7 +102,7 @@ def main() -> None:
             with_cache = priced(protocol, [replaced(r.body, change) for r in on.requests], out)
             without = priced(protocol, [replaced(r.body, change) for r in off.requests], out)
             rows.append(row(f"{protocol}, {label}", with_cache, without["dollars"], len(on.requests), same))
-    print(f"sweep: release protocol, tasks {tasks}, L{args.level}, max-turn {args.max_turn}; models "
+    print(f"sweep: release protocol, tasks {tasks}, L{levels}, max-turn {args.max_turn}; models "
           f"{', '.join(DEFAULT_MODELS[p] for p in args.providers)}; list prices of config/prices.yaml")
     print("\n".join(fixed_width(["provider, papers", "calls", "input tokens", "cached", "written", "$ caching on",
                                  "$ caching off", "saved", "same text"], rows)))

@@ -1,6 +1,6 @@
 """Grade the honest corpus (docs/honest_corpus.md): bare pytest against the real runner, guard on, sandbox required.
 
-    python scripts/grade_honest_corpus.py [--cache-dir DIR] [--halves dev heldout] [--tasks dev:3,heldout:1]
+    python scripts/grade_honest_corpus.py [--cache-dir DIR] [--halves dev heldout] [--only dev:3,heldout:1]
                                           [--no-cost] [--json FILE] [--markdown FILE]
 
 Each task's reference (the package's real module) is graded three ways in
@@ -141,7 +141,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE,
                         help="where scripts/build_honest_corpus.py built the halves (default %(default)s)")
     parser.add_argument("--halves", nargs="+", choices=HALVES, default=list(HALVES))
-    parser.add_argument("--tasks", help="only these tasks, as half:index, comma-separated (e.g. dev:3,dev:7)")
+    parser.add_argument("--only", dest="tasks", metavar="HALF:INDEX,...",
+                        help="only these tasks of the halves, e.g. dev:3,dev:7")
     parser.add_argument("--env-backend", help="environment backend (default: the harness's)")
     parser.add_argument("--timeout-sec", type=float, default=1800, help="per run (default %(default)g)")
     parser.add_argument("--no-cost", action="store_true", help="skip the guard-off run (no cost column)")
