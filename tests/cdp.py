@@ -211,11 +211,12 @@ class Page:
         """A real left click at the centre of the first element matching ``selector`` (its tab brought to the
         front, the element scrolled into view first)."""
         self.send("Page.bringToFront")
-        box = self.evaluate(
-            f"(() => {{ const e = document.querySelector({json.dumps(selector)}); if (!e) return null;"
+        box = self.wait_for(  # until the point is the element's: layout may still move as the page settles
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)}); if (!e) return 'missing';"
             " e.scrollIntoView({block: 'center'}); const r = e.getBoundingClientRect();"
-            " return [r.left + r.width / 2, r.top + r.height / 2]; })()")
-        if box is None:
+            " const x = r.left + r.width / 2, y = r.top + r.height / 2, hit = document.elementFromPoint(x, y);"
+            " return hit && (hit === e || e.contains(hit)) ? [x, y] : null; })()", timeout=10.0)
+        if box == "missing":
             raise BrowserError(f"no element matches {selector}")
         for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
             self.send("Input.dispatchMouseEvent", {"type": kind, "x": box[0], "y": box[1], "button": "left",

@@ -154,6 +154,7 @@ def test_repeated_text_unfolds_to_exactly_what_the_model_saw(tmp_path: Path, bro
     assert browser.evaluate("document.querySelectorAll('#c6-m1 a.same').length") >= 1
     browser.screenshot(screens(tmp_path) / "trajectory_folded.png")
     browser.click("button.expand-all[data-target='c6-m1']")
+    browser.wait_for("document.querySelectorAll('#c6-m1 a.same').length === 0")  # every fold opened
     shown = browser.evaluate("Array.from(document.querySelectorAll('#c6-m1 > pre')).map(p => p.textContent)"
                              ".join('\\n')")
     assert shown == prompt
