@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.dataset import DatasetManager
+from agent.rcb.tasks import render_test_sh
 from agent.runner.core import prepare
 from agent.tempdirs import make_dir, remove_tree
 
@@ -38,18 +39,6 @@ PER_TEST_TIMEOUT = 300
 RUNNER_REQUIREMENTS = ("pytest", "pytest-timeout")
 # Left out of each task's repository copy: documentation and build leftovers no test reads.
 NOT_COPIED = ("docs", "doc", "*.egg-info", ".git", "__pycache__", "*.pyc", ".github", "changelog.d")
-_TEST_SH = '''\
-#!/bin/bash
-source "$(conda info --base)/etc/profile.d/conda.sh"
-conda activate {env}
-SCRIPT_DIR="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
-TARGET_DIR="${{SCRIPT_DIR}}/{repo}"
-cd "${{TARGET_DIR}}{tests_dir}"
-cp "${{SCRIPT_DIR}}/canonical.py" ./canonical.py
-cp "${{SCRIPT_DIR}}/test.py" ./{test}
-PYTHONPATH="${{TARGET_DIR}}{source_root}" pytest {test} -v --timeout={timeout}
-rm -f ./canonical.py ./{test}
-'''
 
 
 class CorpusError(Exception):
@@ -149,9 +138,8 @@ def test_sh(package: CorpusPackage, test: str) -> str:
     """test.sh runs pytest from the test file's own folder (``tests_dir``, or a folder under it), as test.sh
     files of the release do: the runner copies the test file there under its own name."""
     folder = (Path(package.tests_dir) / test).parent.as_posix()
-    return _TEST_SH.format(env=package.env_name, repo=package.repo_dir_name, test=Path(test).name,
-                           timeout=PER_TEST_TIMEOUT, tests_dir="" if folder == "." else f"/{folder}",
-                           source_root=f"/{package.source_root}" if package.source_root else "")
+    return render_test_sh(package.repo_dir_name, package.env_name, PER_TEST_TIMEOUT, Path(test).name,
+                          tests_dir="" if folder == "." else folder, source_root=package.source_root or "")
 
 
 def instruction(package: CorpusPackage, task: CorpusTask) -> str:

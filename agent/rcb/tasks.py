@@ -136,10 +136,10 @@ source "$(conda info --base)/etc/profile.d/conda.sh"
 conda activate {env_name}
 SCRIPT_DIR="$(cd "$(dirname "${{BASH_SOURCE[0]}}")" && pwd)"
 TARGET_DIR="${{SCRIPT_DIR}}/{repo}"
-cd "${{TARGET_DIR}}"
+cd "${{TARGET_DIR}}{tests_dir}"
 cp "${{SCRIPT_DIR}}/canonical.py" ./canonical.py
 cp "${{SCRIPT_DIR}}/test.py" ./{test}
-PYTHONPATH="${{TARGET_DIR}}" pytest {test} -v --timeout={timeout}
+PYTHONPATH="${{TARGET_DIR}}{source_root}" pytest {test} -v --timeout={timeout}
 rm -f ./canonical.py ./{test}
 '''
 
@@ -234,9 +234,13 @@ def adapt_test(test_source: str, from_canonical: list[str], references: dict[str
     return "".join(lines[:at]) + preamble + "\n" + "".join(lines[at:])
 
 
-def render_test_sh(repo_dir_name: str, env_name: str = DEFAULT_ENV_NAME, timeout: int = DEFAULT_TIMEOUT) -> str:
-    """A release-shaped test.sh that runs the paper's test from the paper root, as ResearchCodeBench does."""
-    return _TEST_SH.format(env_name=env_name, repo=repo_dir_name, test=PAPER_TEST_NAME, timeout=timeout)
+def render_test_sh(repo_dir_name: str, env_name: str = DEFAULT_ENV_NAME, timeout: int = DEFAULT_TIMEOUT,
+                   test: str = PAPER_TEST_NAME, tests_dir: str = "", source_root: str = "") -> str:
+    """A release-shaped test.sh that runs ``test`` from the repository root, as ResearchCodeBench does (or from
+    its sub-folder ``tests_dir``, with ``source_root`` on the path, as a package's own suite runs)."""
+    return _TEST_SH.format(env_name=env_name, repo=repo_dir_name, test=test, timeout=timeout,
+                           tests_dir=f"/{tests_dir}" if tests_dir else "",
+                           source_root=f"/{source_root}" if source_root else "")
 
 
 def enclosing_scope(source: str, line: int) -> str | None:
