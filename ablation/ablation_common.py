@@ -34,21 +34,21 @@ from typing import Callable, Iterable, TypeVar
 
 from tqdm import tqdm
 
-from agent.atomic_file import atomic_write_bytes
+from agent.common.atomic_file import atomic_write_bytes
 from agent.config import GUIDANCE_TYPES, SETTINGS, ConfigError, RunConfig, load_config
 from agent.envs.cache import EnvError
 from agent.feedback import LLMFeedback
 from agent.layout import result_folder
 from agent.models.build import ChatModel, InferenceError, ModelSpec, build_model
 from agent.parts import RunParts
-from agent.progress import drain
+from agent.common.progress import drain
 from agent.protocols.base import ResearcherProtocol
 from agent.record import pass_rate, turn_solved, usage_totals
 from agent.replay import replay_turn
 from agent.results import ResultError, ResultStore
 from agent.session import InfraError, evaluate_submission, request_feedback
-from agent.tempdirs import private_dir
-from agent.text_table import fixed_width
+from agent.common.tempdirs import private_dir
+from agent.common.text_table import fixed_width
 from agent.dataset import DatasetError, DatasetManager
 from metrics.result_format import folder_model_name
 from metrics.cli_flags import Parser, add_flag

@@ -35,7 +35,7 @@ from ablation.ablation_common import (  # noqa: E402
 from agent.action import (  # noqa: E402
     CODE_ACTIONS, Action, ActionFormatError, execute, extract_code_block, parse_answer,
 )
-from agent.tempdirs import private_dir  # noqa: E402
+from agent.common.tempdirs import private_dir  # noqa: E402
 from agent.workspace import RepoWorkspace, make_workspace  # noqa: E402
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from filelock import FileLock
 
-from agent.atomic_file import atomic_write_bytes
+from agent.common.atomic_file import atomic_write_bytes
 from agent.models.pricing import find_price
 from agent.models.providers import PROVIDERS as PRICED_PROVIDERS
 

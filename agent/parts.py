@@ -27,7 +27,7 @@ from agent.record import Upgrade
 from agent.results import ResultStore
 from agent.session import Session
 from agent.slots import run_tests
-from agent.version import harness_version
+from agent.common.version import harness_version
 from agent.web import WebFeedback
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ from agent.protocols.base import FeedbackShown, TurnInput
 from agent.record import turn_record
 from agent.results import ResultStore
 from agent.session import Session
-from agent.tempdirs import private_dir
+from agent.common.tempdirs import private_dir
 from agent.workflow import JobRun, Stopped
 from metrics.run_status import BUDGET, FEEDBACK_MISSING
 

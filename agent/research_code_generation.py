@@ -32,7 +32,7 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
     sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
-from agent.setup_hint import name_missing_modules  # noqa: E402
+from agent.common.setup_hint import name_missing_modules  # noqa: E402
 
 name_missing_modules()
 
@@ -43,7 +43,7 @@ from agent.estimate import estimate_run  # noqa: E402
 from agent.estimate.report import format_estimate, format_estimate_vs_spent  # noqa: E402
 from agent.executor import PARALLEL_MODES, Executor, ExecutorError, make_executor  # noqa: E402
 from agent.models.build import InferenceError, build_model  # noqa: E402
-from agent.progress import Progress  # noqa: E402
+from agent.common.progress import Progress  # noqa: E402
 from agent.results import ResultError  # noqa: E402
 from agent.run_metadata import build_metadata, metadata_path, write_metadata  # noqa: E402
 from agent.run_summary import (  # noqa: E402

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.atomic_file import atomic_write_bytes
+from agent.common.atomic_file import atomic_write_bytes
 from agent.record import check_builtins, turn_solved
 from metrics.result_format import (
     REPORTS_DIR, STATE_FORMAT, STOP_KEY, result_file_name, safe_load_pickle, state_file_name,

@@ -17,11 +17,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from agent.atomic_file import atomic_write_text
+from agent.common.atomic_file import atomic_write_text
 from agent.config import RunConfig
 from agent.dataset import DatasetManager
 from agent.protocols.release_texts import load_release_texts
-from agent.version import harness_version
+from agent.common.version import harness_version
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("openai", "anthropic", "google-genai", "junitparser", "pyyaml", "tenacity", "filelock", "tqdm",

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from metrics.result_format import STOP_KEY
 from metrics.run_status import BUDGET, FEEDBACK_MISSING, TAMPERED_STOP
-from agent.text_table import fixed_width
+from agent.common.text_table import fixed_width
 
 MAX_LISTED = 5  # stopped jobs named per reason under the table
 # The documented command after a run (docs/cli.md): every metric's table, the figures and the HTML report.

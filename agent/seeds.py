@@ -33,11 +33,11 @@ from agent.fingerprint import diff_fingerprints, refusal
 from agent.feedback.records import NO_FEEDBACK
 from agent.layout import Job, job_store
 from agent.models.types import ModelSpec
-from agent.atomic_file import atomic_write_bytes
+from agent.common.atomic_file import atomic_write_bytes
 from agent.record import PENDING, Upgrade, check_builtins, turn_record, turn_solved, with_feedback
 from agent.results import ResultError, ResultStore, load_pickle
 from agent.session import request_feedback
-from agent.tempdirs import private_dir
+from agent.common.tempdirs import private_dir
 from metrics.result_format import STOP_KEY, seed_file_name
 from metrics.run_status import FEEDBACK_MISSING
 

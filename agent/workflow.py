@@ -31,7 +31,7 @@ from agent.record import PENDING, pass_rate, turn_record, turn_solved, usage_tot
 from agent.results import ResultError
 from agent.run_summary import cache_totals
 from agent.seeds import Seeds, seed_key
-from agent.tempdirs import private_dir
+from agent.common.tempdirs import private_dir
 from metrics.result_format import STOP_KEY
 from metrics.run_status import BUDGET, FEEDBACK_MISSING, TAMPERED, TAMPERED_STOP
 

@@ -10,7 +10,7 @@ import shutil
 from functools import cached_property
 from pathlib import Path
 
-from agent.atomic_file import atomic_write_text
+from agent.common.atomic_file import atomic_write_text
 from agent.retrieval import SKIPPED_DIRS, FunctionIndex, collect_functions
 from agent.dataset import DatasetManager
 

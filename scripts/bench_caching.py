@@ -24,7 +24,7 @@ from agent.dataset import DatasetManager  # noqa: E402
 from agent.estimate.walk import filler  # noqa: E402
 from agent.models.pricing import cost_usd, load_prices  # noqa: E402
 from agent.models.types import Tokens  # noqa: E402
-from agent.text_table import fixed_width  # noqa: E402
+from agent.common.text_table import fixed_width  # noqa: E402
 from metrics.cli_flags import add_levels, add_task_ids  # noqa: E402
 from tests.caching_servers import PromptCache, Sweep, run_sweep, usage_of  # noqa: E402
 from tests.fake_providers import DEFAULT_MODELS  # noqa: E402

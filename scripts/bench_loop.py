@@ -41,7 +41,7 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
     sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
-from agent.setup_hint import name_missing_modules  # noqa: E402
+from agent.common.setup_hint import name_missing_modules  # noqa: E402
 
 name_missing_modules()
 
@@ -52,7 +52,7 @@ from agent.config import RunConfig, load_config  # noqa: E402
 from agent.executor import make_executor  # noqa: E402
 from agent.scheduler import plan_run, run_plan  # noqa: E402
 from agent.slots import Span, cpu_count  # noqa: E402
-from agent.text_table import fixed_width  # noqa: E402
+from agent.common.text_table import fixed_width  # noqa: E402
 from agent.dataset import DatasetManager  # noqa: E402
 from agent.layout import result_folder  # noqa: E402
 from metrics.cli_flags import add_flag, add_renamed  # noqa: E402

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.models.build import build_model  # noqa: E402
 from agent.models.pacing import MINUTE_ENV, TokenBucket  # noqa: E402
-from agent.text_table import fixed_width  # noqa: E402
+from agent.common.text_table import fixed_width  # noqa: E402
 from tests.fake_providers import (  # noqa: E402
     FakeProvider, FakeUsage, ReceivedRequest, Reply, error_body, model_spec, openai_completion,
 )

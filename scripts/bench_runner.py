@@ -46,7 +46,7 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
     sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
-from agent.setup_hint import name_missing_modules  # noqa: E402
+from agent.common.setup_hint import name_missing_modules  # noqa: E402
 
 name_missing_modules()
 
@@ -71,7 +71,7 @@ from agent.envs.cache import resolve_python
 from agent.slots import run_tests
 from agent.runner.phases import recording
 from agent.runner.sandbox import SANDBOX_MODES
-from agent.text_table import fixed_width
+from agent.common.text_table import fixed_width
 from agent.dataset import DatasetError, DatasetManager, TaskMeta
 from metrics.cli_flags import Parser, add_dataset_dirs, add_flag, dataset_dir
 

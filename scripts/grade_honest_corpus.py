@@ -22,7 +22,7 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
     sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
-from agent.setup_hint import name_missing_modules  # noqa: E402
+from agent.common.setup_hint import name_missing_modules  # noqa: E402
 
 name_missing_modules()
 
@@ -37,7 +37,7 @@ from agent.envs.cache import resolve_python  # noqa: E402
 from agent.envs.spec import EnvError  # noqa: E402
 from agent.runner.core import RunnerOptions, run_candidate  # noqa: E402
 from agent.runner.verdict import parse_junit  # noqa: E402
-from agent.text_table import fixed_width  # noqa: E402
+from agent.common.text_table import fixed_width  # noqa: E402
 from metrics.cli_flags import Parser  # noqa: E402
 from scripts.build_honest_corpus import DEFAULT_CACHE  # noqa: E402
 from scripts.honest_corpus import HALVES, BareRun, bare_pytest  # noqa: E402

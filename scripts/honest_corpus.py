@@ -31,7 +31,7 @@ from pathlib import Path
 from agent.dataset import DatasetManager
 from agent.rcb.tasks import render_test_sh
 from agent.runner.core import prepare
-from agent.tempdirs import make_dir, remove_tree
+from agent.common.tempdirs import make_dir, remove_tree
 
 MANIFEST = Path(__file__).resolve().with_name("honest_corpus.json")
 HALVES = ("dev", "heldout")

@@ -33,7 +33,7 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
     sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
-from agent.setup_hint import name_missing_modules  # noqa: E402
+from agent.common.setup_hint import name_missing_modules  # noqa: E402
 
 name_missing_modules()
 

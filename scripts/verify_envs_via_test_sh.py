@@ -26,7 +26,7 @@ _CHECKOUT = Path(__file__).resolve().parents[1]
 if (_found := importlib.util.find_spec("agent")) is None or Path(_found.origin or "").parents[1] != _CHECKOUT:
     sys.path.insert(0, str(_CHECKOUT))  # this checkout's code, also when another copy is installed
 
-from agent.setup_hint import name_missing_modules  # noqa: E402
+from agent.common.setup_hint import name_missing_modules  # noqa: E402
 
 name_missing_modules()
 
@@ -37,12 +37,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from tqdm import tqdm
 
-from agent.progress import drain
+from agent.common.progress import drain
 from agent.runner.core import RunnerOptions, prepare
 from agent.envs.cli import add_backend_argument
 from agent.rcb.gold import BROKEN, EXPECTED, KINDS, UNRUNNABLE, WEAK, TaskCheck, check_task
 from agent.runner.sandbox import SANDBOX_MODES
-from agent.text_table import fixed_width
+from agent.common.text_table import fixed_width
 from agent.dataset import DatasetError, DatasetManager
 from metrics.cli_flags import Parser, add_dataset_dirs, add_task_ids, dataset_dir
 

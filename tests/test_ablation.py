@@ -462,7 +462,7 @@ def test_samples_run_at_once_with_max_workers_and_come_back_in_order() -> None:
 
 def test_off_a_terminal_a_line_per_sample_and_one_while_a_sample_is_long(monkeypatch, capsys) -> None:
     """Output to a file or pipe (a cluster log): no bar, but never silent for HEARTBEAT_SEC (30 s; here 0.2)."""
-    monkeypatch.setattr("agent.progress.HEARTBEAT_SEC", 0.2)
+    monkeypatch.setattr("agent.common.progress.HEARTBEAT_SEC", 0.2)
 
     def work(item: int) -> int:
         time.sleep(1.0 if item == 1 else 0.0)

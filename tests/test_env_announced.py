@@ -54,7 +54,7 @@ def test_the_torch_build_follows_the_machine_unless_told(monkeypatch, capsys, tm
 
 
 def test_a_build_says_what_and_how_big_before_it_starts_and_while_it_runs(monkeypatch, tmp_path) -> None:
-    monkeypatch.setattr("agent.progress.HEARTBEAT_SEC", 0.1)
+    monkeypatch.setattr("agent.common.progress.HEARTBEAT_SEC", 0.1)
     monkeypatch.setattr(env_cache, "gpu_present", lambda: False)
     monkeypatch.delenv("RECODE_ENV_CPU", raising=False)
     settings = env_settings("venv", tmp_path / "envs")

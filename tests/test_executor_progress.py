@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 import time
 
-from agent.progress import Progress
+from agent.common.progress import Progress
 
 
 def outcome(task: int, state: str = "finished", solved: bool = False, cost: float | None = 0.25,
@@ -57,7 +57,7 @@ def test_tests_running_left_out_when_unknown() -> None:
 
 def test_not_a_terminal_a_line_while_a_long_job_runs(monkeypatch) -> None:
     """A job of many turns finishes after minutes: a log still gets a line at least every HEARTBEAT_SEC."""
-    monkeypatch.setattr("agent.progress.HEARTBEAT_SEC", 0.05)
+    monkeypatch.setattr("agent.common.progress.HEARTBEAT_SEC", 0.05)
     stream = io.StringIO()
     progress = Progress(2, tests_running=lambda: 1, stream=stream)
     progress.tick()

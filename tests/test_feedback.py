@@ -14,7 +14,7 @@ from agent.feedback import (
 )
 from agent.protocols.improved import FEEDBACK_SCHEMA, ImprovedProtocol, feedback_brief, format_feedback
 from agent.models.build import Completion, Usage
-from agent.text import one_line
+from agent.common.text import one_line
 
 RECORD = {
     "interface": "dpo_loss", "category": "T2", "description": "DESC-the loss ignores beta",

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-import agent.tempdirs as tempdirs
+import agent.common.tempdirs as tempdirs
 from agent.runner.core import RunnerOptions, run_candidate
 from tests.runner_testlib import CANONICAL, make_task
 
 MAKE_AND_HANG = (
     "import sys, time\n"
     "sys.path.insert(0, {repo!r})\n"
-    "from agent.tempdirs import make_dir\n"
+    "from agent.common.tempdirs import make_dir\n"
     "print(make_dir('run'), flush=True)\n"
     "time.sleep(60)\n"
 )

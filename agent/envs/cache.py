@@ -33,8 +33,8 @@ from typing import Callable, Iterator
 
 from filelock import FileLock, Timeout
 
-import agent.progress as progress_module
-from agent.atomic_file import atomic_write_text
+import agent.common.progress as progress_module
+from agent.common.atomic_file import atomic_write_text
 from agent.envs.backends import (
     SITE_PACKAGES_QUERY,
     TORCH_VERSION_QUERY,

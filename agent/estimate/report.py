@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.estimate.walk import SOLVED, UNSOLVED
-from agent.text_table import fixed_width
+from agent.common.text_table import fixed_width
 
 
 ROLES = {"code": "code (CodeAgent)", "feedback": "feedback (HumanAgent)"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import tempfile
 
-from agent.text import cap, name_list, one_line
+from agent.common.text import cap, name_list, one_line
 from metrics.junit_outcome import outcome_counts, summary_passed
 
 MAX_MESSAGE_CHARS = 4_000

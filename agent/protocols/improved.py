@@ -31,7 +31,7 @@ from agent.prompts import (
 from agent.protocols.base import Acted, Ask, Exchange, Opening, Setting, StepView, TaskBrief, TurnInput
 from agent.protocols.digest import digest_brief, format_test_digest
 from agent.protocols.notes import SUMMARY_WORDS, answer_note, bounded_summary, invalid_note, observation_note, settle
-from agent.text import one_line
+from agent.common.text import one_line
 from agent.workspace import RepoWorkspace
 
 FEEDBACK_KEY = "feedback"

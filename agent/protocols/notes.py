@@ -18,7 +18,7 @@ import difflib
 import re
 
 from agent.action import Action
-from agent.text import name_list, one_line
+from agent.common.text import name_list, one_line
 
 MAX_NAMES = 12  # definition names listed per kind in a code-change note
 SUMMARY_WORDS = 300  # the length a summary is asked for

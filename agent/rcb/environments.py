@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.atomic_file import atomic_write_text
+from agent.common.atomic_file import atomic_write_text
 from agent.rcb.pset import PaperSpec
 from agent.rcb.requirements import (
     CONSTRAINTS_FILE, EnvGroup, PaperNeeds, constraints_text, derive_needs, group_papers, requirements_text,

@@ -17,7 +17,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.atomic_file import atomic_write_text
+from agent.common.atomic_file import atomic_write_text
 from agent.rcb.annotations import strip_tag_lines
 from agent.rcb.importer import TaskPlan
 from agent.rcb.pset import LEGACY_FILE, PAPER_FILES, TEST_FILE

@@ -114,10 +114,10 @@ from agent.runner.sandbox import (
     user_base,
     user_process_count,
 )
-from agent.atomic_file import atomic_write_bytes
+from agent.common.atomic_file import atomic_write_bytes
 from agent.dataset import DatasetManager
 from agent.runner.native import build as build_native
-from agent.tempdirs import make_dir, remove_tree
+from agent.common.tempdirs import make_dir, remove_tree
 from agent.workspace import make_workspace
 from metrics.run_status import INFRA_ERROR, REFERENCE_ACCESS, TAMPERED
 

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from agent.atomic_file import atomic_write_text
+from agent.common.atomic_file import atomic_write_text
 from agent.web.records import check_records
 
 OK, CONFLICT, GONE, INVALID = 200, 409, 404, 422

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from types import TracebackType
 
-CHECKOUT = Path(__file__).resolve().parents[1]
+CHECKOUT = Path(__file__).resolve().parents[2]
 OWN_PACKAGES = {"agent", "metrics", "scripts", "ablation", "tests"}  # a module of ours missing is a bug
 EXIT_USER_ERROR = 2
 

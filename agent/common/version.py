@@ -6,7 +6,7 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 DISTRIBUTION = "recode-h-harness"
 
 
