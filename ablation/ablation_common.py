@@ -49,7 +49,7 @@ from agent.results import ResultError, ResultStore
 from agent.session import InfraError, evaluate_submission, request_feedback
 from agent.common.tempdirs import private_dir
 from agent.common.text_table import fixed_width
-from agent.dataset import DatasetError, DatasetManager
+from agent.task.dataset import DatasetError, DatasetManager
 from metrics.result_format import folder_model_name
 from metrics.cli_flags import Parser, add_flag
 from metrics.run_status import UNTRUSTED_STATUSES

@@ -32,11 +32,11 @@ from ablation.ablation_common import (  # noqa: E402
     AblationError, Continuation, Tally, UnitStore, ablation_folder, add_continuation_args, base_parser, mean,
     for_each, prepare_continuation, run_main, run_tests, sample, score, unit_name, write_summary,
 )
-from agent.action import (  # noqa: E402
+from agent.task.action import (  # noqa: E402
     CODE_ACTIONS, Action, ActionFormatError, execute, extract_code_block, parse_answer,
 )
 from agent.common.tempdirs import private_dir  # noqa: E402
-from agent.workspace import RepoWorkspace, make_workspace  # noqa: E402
+from agent.task.workspace import RepoWorkspace, make_workspace  # noqa: E402
 
 
 def parse_args() -> argparse.ArgumentParser:

@@ -29,7 +29,7 @@ from agent.prompts import SECTION_SNIPPET_PREVIOUS
 from agent.protocols.base import Exchange, RunProtocol, Setting, StepView, TaskBrief, TurnInput
 from agent.stops import WITHHELD, stop_entry, withheld_problem
 from agent.rcb.snippet import SnippetTask, build_prompt, complete_file, extract_last_python_block
-from agent.workspace import RepoWorkspace
+from agent.task.workspace import RepoWorkspace
 
 __all__ = ["CodeAgent", "HumanAgent", "TaskBrief", "TurnResult"]
 

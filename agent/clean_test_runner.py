@@ -24,7 +24,7 @@ name_missing_modules()
 import argparse  # noqa: E402
 import json  # noqa: E402
 
-from agent.dataset import DatasetError, DatasetManager, dataset_in  # noqa: E402
+from agent.task.dataset import DatasetError, DatasetManager, dataset_in  # noqa: E402
 from agent.runner.core import (  # noqa: E402,F401  (re-exported: the release's module name for the runner)
     REPO_ROOT, Layout, RunnerOptions, prepare, resolve_interpreter, run_candidate, sandbox_prefix,
 )

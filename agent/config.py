@@ -42,7 +42,7 @@ from agent.protocols.release_texts import ReleaseTextsError, release_prompts_pat
 from metrics.result_format import folder_model_name
 from agent.runner.options import SANDBOX_MODES, RunnerOptions
 from agent.slots import SlotConfig, cpu_count
-from agent.dataset import DOWNLOAD_HINT, dataset_in
+from agent.task.dataset import DOWNLOAD_HINT, dataset_in
 
 PROVIDERS = (*REMOTE_PROVIDERS, *OFFLINE_PROVIDERS)
 PROVIDER_ALIASES = {"google": "gemini"}  # the release's name for Gemini

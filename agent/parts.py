@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from agent.agents import HumanAgent
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from agent.feedback import (
     FeedbackReply, FeedbackRequest, FeedbackSource, FileFeedback, InteractiveFeedback, LLMFeedback, ReplayFeedback,
 )

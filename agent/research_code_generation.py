@@ -52,7 +52,7 @@ from agent.run_summary import (  # noqa: E402
 from agent.scheduler import RunStats, check_plan, plan_run, run_plan  # noqa: E402
 from agent.workflow import REFUSED, start_ledger  # noqa: E402
 from agent.web import WebFeedbackError, shared_server  # noqa: E402
-from agent.dataset import DatasetError, DatasetManager  # noqa: E402
+from agent.task.dataset import DatasetError, DatasetManager  # noqa: E402
 from metrics.result_format import STOP_KEY  # noqa: E402
 from metrics.run_status import TAMPERED_STOP  # noqa: E402
 from metrics.cli_flags import (  # noqa: E402

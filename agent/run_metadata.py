@@ -19,7 +19,7 @@ from typing import Any
 
 from agent.common.atomic_file import atomic_write_text
 from agent.config import RunConfig
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from agent.protocols.release_texts import load_release_texts
 from agent.common.version import harness_version
 

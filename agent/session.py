@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.action import ACTIONS, RELEASE_ACTIONS
+from agent.task.action import ACTIONS, RELEASE_ACTIONS
 from agent.agents import CodeAgent, HumanAgent
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from agent.feedback.records import FeedbackReply, FeedbackSource
 from agent.lookahead import Lookahead
 from agent.models.types import ChatModel, InferenceError, RequestFatal, RunFatal
@@ -25,7 +25,7 @@ from agent.protocols.base import RunProtocol, TaskBrief, TurnInput
 from agent.rcb.snippet import load_snippet_task
 from agent.record import Attempt, release_execution
 from agent.slots import nudge_early_runs, run_early_tests, run_tests
-from agent.workspace import RepoWorkspace, make_workspace
+from agent.task.workspace import RepoWorkspace, make_workspace
 from metrics.run_status import INFRA_ERROR
 
 if TYPE_CHECKING:

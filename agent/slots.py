@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 if TYPE_CHECKING:
-    from agent.dataset import DatasetManager
+    from agent.task.dataset import DatasetManager
     from agent.runner.options import RunnerOptions
 
 GPU_META_KEY = "needs_gpu"  # annotation_meta.jsonl: false for a task whose tests need no GPU

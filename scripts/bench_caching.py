@@ -20,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.dataset import DatasetManager  # noqa: E402
+from agent.task.dataset import DatasetManager  # noqa: E402
 from agent.estimate.walk import filler  # noqa: E402
 from agent.models.pricing import cost_usd, load_prices  # noqa: E402
 from agent.models.types import Tokens  # noqa: E402

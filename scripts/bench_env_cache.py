@@ -25,7 +25,7 @@ name_missing_modules()
 
 import agent.envs.cache as env_cache  # noqa: E402
 from agent.envs.cache import EnvError, resolve_python  # noqa: E402
-from agent.dataset import DatasetError, DatasetManager  # noqa: E402
+from agent.task.dataset import DatasetError, DatasetManager  # noqa: E402
 from agent.envs.cli import add_backend_argument  # noqa: E402
 from metrics.cli_flags import Parser, add_dataset_dirs, add_renamed, dataset_dir  # noqa: E402
 

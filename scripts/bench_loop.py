@@ -53,7 +53,7 @@ from agent.executor import make_executor  # noqa: E402
 from agent.scheduler import plan_run, run_plan  # noqa: E402
 from agent.slots import Span, cpu_count  # noqa: E402
 from agent.common.text_table import fixed_width  # noqa: E402
-from agent.dataset import DatasetManager  # noqa: E402
+from agent.task.dataset import DatasetManager  # noqa: E402
 from agent.layout import result_folder  # noqa: E402
 from metrics.cli_flags import add_flag, add_renamed  # noqa: E402
 

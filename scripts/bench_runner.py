@@ -72,7 +72,7 @@ from agent.slots import run_tests
 from agent.runner.phases import recording
 from agent.runner.sandbox import SANDBOX_MODES
 from agent.common.text_table import fixed_width
-from agent.dataset import DatasetError, DatasetManager, TaskMeta
+from agent.task.dataset import DatasetError, DatasetManager, TaskMeta
 from metrics.cli_flags import Parser, add_dataset_dirs, add_flag, dataset_dir
 
 DEFAULT_DATASET = REPO_ROOT / "work_dir" / "dataset"

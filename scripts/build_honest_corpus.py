@@ -25,7 +25,7 @@ name_missing_modules()
 import argparse  # noqa: E402
 import shutil  # noqa: E402
 
-from agent.dataset import DatasetManager  # noqa: E402
+from agent.task.dataset import DatasetManager  # noqa: E402
 from agent.envs.cache import resolve_python  # noqa: E402
 from agent.envs.spec import EnvError  # noqa: E402
 from agent.runner.core import REPO_ROOT  # noqa: E402

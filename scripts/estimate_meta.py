@@ -26,7 +26,7 @@ from agent.common.setup_hint import name_missing_modules  # noqa: E402
 name_missing_modules()
 
 from agent.config import ConfigError, load_config  # noqa: E402
-from agent.dataset import DatasetError, load_meta  # noqa: E402
+from agent.task.dataset import DatasetError, load_meta  # noqa: E402
 from agent.estimate import Assumptions, TaskText, estimate_tasks, job_shape  # noqa: E402
 from agent.estimate.report import format_estimate  # noqa: E402
 from agent.estimate.walk import filler  # noqa: E402

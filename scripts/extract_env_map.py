@@ -42,7 +42,7 @@ from agent.envs.spec import (  # noqa: E402
     requirements_source,
     task_env_names,
 )
-from agent.dataset import DatasetError, DatasetManager  # noqa: E402
+from agent.task.dataset import DatasetError, DatasetManager  # noqa: E402
 from metrics.cli_flags import Parser, add_dataset_dirs, add_flag, dataset_dir  # noqa: E402
 
 def shown(path: Path | None, relative_to: Path, dataset_root: Path) -> str | None:

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass  # noqa: E402
 from unittest import mock  # noqa: E402
 
 import agent.runner.core as runner_core  # noqa: E402
-from agent.dataset import DatasetError, DatasetManager, TaskMeta  # noqa: E402
+from agent.task.dataset import DatasetError, DatasetManager, TaskMeta  # noqa: E402
 from agent.envs.cache import resolve_python  # noqa: E402
 from agent.envs.spec import EnvError  # noqa: E402
 from agent.runner.core import RunnerOptions, run_candidate  # noqa: E402

@@ -28,7 +28,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from agent.rcb.tasks import render_test_sh
 from agent.runner.core import prepare
 from agent.common.tempdirs import make_dir, remove_tree

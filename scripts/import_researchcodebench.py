@@ -52,7 +52,7 @@ from agent.rcb.requirements import TORCH_PAIR
 from agent.rcb.resolve import ResolveError, Resolver
 from agent.rcb.tasks import DEFAULT_ENV_NAME, DEFAULT_TIMEOUT
 from agent.rcb.writer import MAP_FILE, import_plans
-from agent.dataset import META_FILE, DatasetError, DatasetManager
+from agent.task.dataset import META_FILE, DatasetError, DatasetManager
 from metrics.cli_flags import Parser, add_flag
 
 

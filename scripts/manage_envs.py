@@ -55,7 +55,7 @@ from agent.envs.cache import (  # noqa: E402
     env_status,
     plan_envs,
 )
-from agent.dataset import DatasetError, DatasetManager  # noqa: E402
+from agent.task.dataset import DatasetError, DatasetManager  # noqa: E402
 from metrics.cli_flags import Parser, add_dataset_dirs, add_flag, add_task_ids, dataset_dir  # noqa: E402
 
 

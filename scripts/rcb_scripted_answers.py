@@ -31,7 +31,7 @@ import yaml
 from agent.common.atomic_file import atomic_write_text
 from agent.rcb.answers import ANSWERS, PROTOCOLS, answer_rules
 from agent.rcb.snippet import SnippetError, load_snippet_task
-from agent.dataset import DatasetError, DatasetManager
+from agent.task.dataset import DatasetError, DatasetManager
 from metrics.cli_flags import Parser, add_dataset_dirs, add_flag, dataset_dir
 
 

@@ -43,7 +43,7 @@ from agent.envs.cli import add_backend_argument
 from agent.rcb.gold import BROKEN, EXPECTED, KINDS, UNRUNNABLE, WEAK, TaskCheck, check_task
 from agent.runner.sandbox import SANDBOX_MODES
 from agent.common.text_table import fixed_width
-from agent.dataset import DatasetError, DatasetManager
+from agent.task.dataset import DatasetError, DatasetManager
 from metrics.cli_flags import Parser, add_dataset_dirs, add_task_ids, dataset_dir
 
 ROW_COLUMNS = ("task", "paper", "canonical", "init_content", "seconds", "stubs", "verdict")

@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Callable
 
 from agent.models.build import Completion, InferenceError, Usage
-from agent.workspace import RepoWorkspace
+from agent.task.workspace import RepoWorkspace
 
 
 class ListModel:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 
 REPO = "repo"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from unittest import mock
 
 import agent.runner.core as runner
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from agent.runner.core import RunnerOptions, prepare, run_candidate
 from agent.runner.sandbox import bwrap_problem
 

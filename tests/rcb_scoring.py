@@ -18,7 +18,7 @@ from agent.runner.core import RunnerOptions
 from agent.rcb.answers import answer_rules
 from agent.rcb.gold import UNRUNNABLE, WEAK, check_task
 from agent.rcb.snippet import load_snippet_task
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 
 REPO = Path(__file__).resolve().parents[1]
 

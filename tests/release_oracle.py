@@ -74,7 +74,7 @@ Shims, and why
   Like a task env, its pytest loads only the pytest-timeout plugin.
 - ``retrieval``: the release's builds an embedding index from a hard-coded
   model path when ``ActionHandler`` is created. The stub ranks the repository's
-  functions with the project's BM25 (``agent/retrieval.py``, loaded by path),
+  functions with the project's BM25 (``agent/task/retrieval.py``, loaded by path),
   indexed when ``ActionHandler`` is created (the target file then holds its
   ``init_content``), top 5, handed over worst-to-best as the release's dense
   search does (``argsort(...)[-5:]``), so its ``reversed()`` shows the best
@@ -325,9 +325,9 @@ class ReleaseTree:
 
 def _bm25_path() -> str:
     """The project's retrieval module, which the stub loads by path (the release's sys.path has its own ``agent``)."""
-    spec = importlib.util.find_spec("agent.retrieval")
+    spec = importlib.util.find_spec("agent.task.retrieval")
     if spec is None or spec.origin is None:
-        raise RuntimeError("the project's agent/retrieval.py (BM25) is needed by the release oracle's retrieval stub")
+        raise RuntimeError("the project's agent/task/retrieval.py (BM25) is needed by the release oracle's retrieval stub")
     return spec.origin
 
 

@@ -15,7 +15,7 @@ import yaml
 
 from agent.models.build import PROVIDER_ENV_VARS, ModelSpec
 from agent.models.scripted import ScriptedModel
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from tests.fake_providers import FakeUsage, Reply, ReceivedRequest, openai_completion
 
 REPO = Path(__file__).resolve().parents[1]

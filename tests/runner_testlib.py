@@ -5,7 +5,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 
 CANONICAL = '''\
 def add(a, b):

@@ -28,7 +28,7 @@ from ablation.ablation_common import (
     run_model_name, sample, text_table, unsolved_turns,
 )
 import agent.runner.core as runner
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from agent.config import load_config
 from agent.models.build import Completion, Usage
 from agent.models.scripted import ScriptedModel

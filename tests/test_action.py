@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.action import ActionFormatError, execute, extract_code_block, numbered, parse_answer, python_blocks
-from agent.workspace import RepoWorkspace
-from agent.retrieval import FunctionIndex, collect_functions, tokenize
+from agent.task.action import ActionFormatError, execute, extract_code_block, numbered, parse_answer, python_blocks
+from agent.task.workspace import RepoWorkspace
+from agent.task.retrieval import FunctionIndex, collect_functions, tokenize
 
 
 @pytest.fixture()
@@ -161,8 +161,8 @@ def test_numbered_shows_one_based_lines() -> None:
 
 
 def test_a_real_task_workspace_hides_the_reference_and_the_tests(tmp_path: Path) -> None:
-    from agent.dataset import DatasetManager
-    from agent.workspace import make_workspace
+    from agent.task.dataset import DatasetManager
+    from agent.task.workspace import make_workspace
 
     dataset = DatasetManager(Path(__file__).resolve().parents[1] / "work_dir" / "dataset")
     repo = make_workspace(dataset, 1, tmp_path / "copy")

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.action import ACTIONS, RELEASE_ACTIONS
+from agent.task.action import ACTIONS, RELEASE_ACTIONS
 from agent.agents import CodeAgent, TaskBrief
 from agent.protocols.base import FeedbackShown, TurnInput
 from agent.protocols.digest import format_test_digest
 from agent.protocols.improved import ImprovedProtocol, format_feedback, merge_roles
 from agent.protocols.notes import MAX_SUMMARY_CHARS
 from agent.rcb.snippet import SnippetTask, build_prompt
-from agent.workspace import RepoWorkspace
+from agent.task.workspace import RepoWorkspace
 from tests.chat_doubles import ListModel, small_repo
 
 SUBMIT = "reflect: done\naction: SUBMIT"

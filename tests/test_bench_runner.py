@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from agent.runner.phases import phase, recording
 from scripts import bench_runner
 from scripts.import_researchcodebench import main as import_main

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.dataset import DatasetError, DatasetManager, load_meta, parse_test_sh
+from agent.task.dataset import DatasetError, DatasetManager, load_meta, parse_test_sh
 
 REPO = Path(__file__).resolve().parents[1]
 PUBLISHED_META = REPO.parent / "shared" / "recode_h" / "annotation_meta.jsonl"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import agent.envs.cache as env_cache
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from agent.envs.backends import BuildPlan
 from agent.envs.cache import ensure_env, env_settings, spec_for_task
 from agent.envs.release import torch_index_url

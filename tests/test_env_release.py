@@ -105,7 +105,7 @@ def test_plain_requirements_keep_their_environment_names() -> None:
     dataset = REPO / "work_dir" / "dataset"
     if not (dataset / "annotation_meta.jsonl").is_file():
         pytest.skip("the sample dataset is not in this checkout")
-    from agent.dataset import DatasetManager
+    from agent.task.dataset import DatasetManager
 
     settings = env_settings("uv", "/nonexistent", python_version="3.11", cpu=False)  # the CUDA builds, as before
     names = {spec_for_task(DatasetManager(dataset), index, settings).name for index in (1, 4)}

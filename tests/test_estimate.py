@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from agent import research_code_generation as main_command
-from agent.action import RELEASE_ACTIONS
+from agent.task.action import RELEASE_ACTIONS
 from agent.config import load_config
 from agent.estimate import estimate_run, job_shape
 from agent.estimate.report import format_estimate_vs_spent

@@ -18,7 +18,7 @@ from agent.executor import InlineExecutor, ProcessExecutor, ThreadExecutor, make
 from agent.runner.options import RunnerOptions
 from agent.scheduler import plan_run, run_plan
 from agent.slots import SlotConfig, TestSlots, serving
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from tests.executor_jobs import FakeDataset, job_with_test, slow_test_run, timed_test_run
 from tests.loop_config import REPO, comparable, make_config
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import agent.prompts
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from agent.config import KNOWN_KEYS
 from agent.fingerprint import diff_fingerprints, job_fingerprint, prompt_texts, refusal, text_hash, user_key
 from tests.loop_config import make_config

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from agent.runner.core import RunnerOptions, run_candidate
 from tests.guard_testlib import SANDBOX, evidence
 from tests.runner_testlib import CANONICAL, make_task

@@ -21,7 +21,7 @@ def test_the_release_module_names_re_export_their_new_homes() -> None:
     import agent.env_cache
     import agent.inference
     import agent.utils
-    from agent.dataset import DatasetManager
+    from agent.task.dataset import DatasetManager
     from agent.envs.cache import resolve_python
     from agent.models.build import build_model
     from agent.prompts import AGENT_SYSTEM

@@ -1,7 +1,7 @@
 """Memory notes: code changes in brief, answers and observations in one line, bounded summaries."""
 from __future__ import annotations
 
-from agent.action import parse_answer
+from agent.task.action import parse_answer
 from agent.protocols.notes import (
     MAX_SUMMARY_CHARS, answer_note, bounded_summary, code_change, invalid_note, observation_note, settle,
 )

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.action import RELEASE_ACTIONS
+from agent.task.action import RELEASE_ACTIONS
 from agent.agents import CodeAgent, TaskBrief
 from agent.models.build import InferenceError
 from agent.prompts import RELEASE_SLOTS
 from agent.protocols.base import FeedbackShown, TurnInput
 from agent.protocols.release import FEEDBACKS_SCHEMA, ReleaseProtocol, numbered_lines
 from agent.protocols.release_texts import SLOTS, load_release_texts
-from agent.workspace import RepoWorkspace
+from agent.task.workspace import RepoWorkspace
 from tests import chat_doubles as doubles
 from tests.chat_doubles import small_repo
 

@@ -16,7 +16,7 @@ from agent.runner.core import RunnerOptions, run_candidate
 from agent.rcb.importer import plan_paper
 from agent.rcb.pset import load_pset
 from agent.rcb.snippet import complete_file, load_snippet_task
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from scripts.import_researchcodebench import main as import_main, report_weak
 
 PSET = Path(__file__).resolve().parent / "fixtures" / "rcb" / "pset"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import scripts.verify_envs_via_test_sh as verify
-from agent.action import parse_answer
+from agent.task.action import parse_answer
 from agent.runner.core import RunnerOptions, run_candidate
 from agent.rcb.answers import answer_rules, reference_block
 from agent.rcb.gold import BROKEN, EXPECTED, UNRUNNABLE, WEAK, classify
@@ -20,7 +20,7 @@ from agent.rcb.requirements import (
     PaperNeeds, derive_needs, distribution_of, group_papers, stubs_for, without,
 )
 from agent.rcb.snippet import complete_file, load_snippet_task
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from scripts.import_researchcodebench import main as import_main
 from tests.runner_testlib import make_task
 

@@ -12,7 +12,7 @@ import pytest
 from agent.rcb.annotations import is_tag_like, split_lines
 from agent.rcb.tasks import DEFAULT_TIMEOUT, adapt_test, collect_test_cases, reference_module_names
 from agent.rcb.snippet import load_snippet_task
-from agent.dataset import DatasetError, DatasetManager
+from agent.task.dataset import DatasetError, DatasetManager
 from scripts.import_researchcodebench import main as import_main
 
 REPO = Path(__file__).resolve().parents[1]

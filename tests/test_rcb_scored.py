@@ -14,7 +14,7 @@ import pytest
 
 from agent.runner.core import RunnerOptions
 from agent.envs.cache import env_settings, env_status, plan_envs
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from scripts.import_researchcodebench import main as import_main
 from tests.rcb_scoring import REPO, expected_scores, map_rows, scored_run
 from tests.test_rcb_envs import SAMPLE

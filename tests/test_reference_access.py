@@ -283,7 +283,7 @@ def test_researchcodebench_references_are_watched(tmp_path: Path) -> None:
     """Papers whose tests import ``<stem>_ref`` copies (served from canonical.py or embedded in the test):
     gold stays green, a candidate forwarding to the copy is caught."""
     from scripts.import_researchcodebench import main as import_main
-    from agent.dataset import DatasetManager
+    from agent.task.dataset import DatasetManager
 
     assert import_main(["--pset", str(RCB_PSET), "--out", str(tmp_path / "rcb")]) == 0
     dataset = DatasetManager(tmp_path / "rcb")

@@ -6,7 +6,7 @@ dataset, with stubs (written here) for the imports its parsing never reaches. Ev
 value must agree: accepted or not, submitted or not, the text REPLACE leaves in the file, the path
 READ opens, the query RETRIEVE searches, EDIT's numbers; where the release crashes, our parse is
 invalid and names the defect. ``python -m tests.test_release_answers`` prints how the corpus splits
-and where the project's own parser (agent/action.py) reads answers differently.
+and where the project's own parser (agent/task/action.py) reads answers differently.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from agent.action import RELEASE_ACTIONS, ActionFormatError, parse_answer
+from agent.task.action import RELEASE_ACTIONS, ActionFormatError, parse_answer
 from agent.protocols.release_answers import (
     EDIT_DISABLED, EDIT_WITHOUT_LINES, REFLECT_UNHANDLED, REPLACE_NOT_UTF8, ReleaseCommand, clean_answer,
     parse_release_answer,
@@ -267,7 +267,7 @@ def test_replace_keeps_the_release_quirks() -> None:
 
 
 def _robust(answer: str) -> tuple[str, str | None]:
-    """agent/action.py's reading of an answer: (command, its argument or code), ("invalid", None) on refusal."""
+    """agent/task/action.py's reading of an answer: (command, its argument or code), ("invalid", None) on refusal."""
     try:
         action = parse_answer(answer, RELEASE_ACTIONS)
     except ActionFormatError:

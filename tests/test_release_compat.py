@@ -21,17 +21,17 @@ from pathlib import Path
 
 import pytest
 
-from agent.action import ACTIONS, RELEASE_ACTIONS, ActionFormatError, parse_answer
+from agent.task.action import ACTIONS, RELEASE_ACTIONS, ActionFormatError, parse_answer
 from agent.agents import CodeAgent, TaskBrief
 from agent.config import ConfigError, load_config
 from agent.prompts import FEEDBACK_REQUEST, FEEDBACK_SYSTEM
 from agent.models.build import PROVIDER_ENV_VARS, Completion, Usage
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from agent.protocols.base import TurnInput
 from agent.protocols.improved import ImprovedProtocol
 from agent.protocols.release import ReleaseProtocol
 from agent.protocols.release_texts import load_release_texts
-from agent.workspace import RepoWorkspace
+from agent.task.workspace import RepoWorkspace
 from tests.fake_providers import FakeProvider, FakeUsage, ReceivedRequest, Reply, openai_completion, openai_response
 from tests.loop_config import asks_summary, turn_of, wrote_file
 

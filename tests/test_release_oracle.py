@@ -28,7 +28,7 @@ from pathlib import Path
 import anthropic
 import pytest
 
-from agent.retrieval import FunctionIndex, collect_functions
+from agent.task.retrieval import FunctionIndex, collect_functions
 from tests.fake_providers import FakeProvider, ReceivedRequest
 from tests.release_oracle import (
     CODE_USAGE,

@@ -15,7 +15,7 @@ from typing import Callable
 import pytest
 
 import agent.parts
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from agent.models.types import Completion, ModelSpec, RequestFatal, RunFatal, Stop
 from agent.research_code_generation import EXIT_RUN_FATAL, main
 from tests.run_support import (

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from agent.models.scripted import ScriptedModel
 from agent.models.types import ModelSpec
 from tests.fake_providers import (

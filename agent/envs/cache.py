@@ -56,7 +56,7 @@ from agent.envs.spec import (
     load_requirements_map,
     spec_for_env_name,
 )
-from agent.dataset import DatasetError, DatasetManager
+from agent.task.dataset import DatasetError, DatasetManager
 
 __all__ = [
     "BuildResult",

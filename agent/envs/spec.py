@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from agent.envs.release import RELEASE_ENVS, PostStep, ReleaseEnv, canonical_name, plan_install
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 
 MAP_FILE_NAME = "env_map.yaml"
 DEFAULT_GROUP_FILE = "default.txt"

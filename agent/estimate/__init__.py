@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from agent.estimate.tally import Estimate, model_totals, price_lines, walk_jobs
 from agent.estimate.walk import Assumptions, JobShape, TaskText
 from agent.layout import Job, is_finished

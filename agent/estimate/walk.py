@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
-from agent.action import ACTIONS, RELEASE_ACTIONS
+from agent.task.action import ACTIONS, RELEASE_ACTIONS
 from agent.agents import CodeAgent
 from agent.feedback.llm import LLMFeedback
 from agent.feedback.records import FIELDS, FeedbackReply, FeedbackRequest

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Protocol
 
 from agent.feedback.llm import FeedbackStyle
-from agent.workspace import RepoWorkspace
+from agent.task.workspace import RepoWorkspace
 
 if TYPE_CHECKING:
-    from agent.dataset import DatasetManager
+    from agent.task.dataset import DatasetManager
 
 Ask = Callable[[list[dict], str], str]  # (messages, purpose) -> the model's answer; purpose: step/summary
 

@@ -14,7 +14,7 @@ every turn with an empty memory; every setting is shown its last test digest.
 """
 from __future__ import annotations
 
-from agent.action import (
+from agent.task.action import (
     CODE_ACTIONS, ActionFormatError, execute, numbered, parse_answer, python_blocks,
 )
 import agent.prompts
@@ -32,7 +32,7 @@ from agent.protocols.base import Acted, Ask, Exchange, Opening, Setting, StepVie
 from agent.protocols.digest import digest_brief, format_test_digest
 from agent.protocols.notes import SUMMARY_WORDS, answer_note, bounded_summary, invalid_note, observation_note, settle
 from agent.common.text import one_line
-from agent.workspace import RepoWorkspace
+from agent.task.workspace import RepoWorkspace
 
 FEEDBACK_KEY = "feedback"
 FEEDBACK_ATTEMPTS = 3

@@ -17,7 +17,7 @@ import ast
 import difflib
 import re
 
-from agent.action import Action
+from agent.task.action import Action
 from agent.common.text import name_list, one_line
 
 MAX_NAMES = 12  # definition names listed per kind in a code-change note

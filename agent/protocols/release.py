@@ -39,10 +39,10 @@ from agent.protocols.base import Acted, Ask, Exchange, Opening, Setting, StepVie
 from agent.protocols.release_paths import as_release, release_test_path
 from agent.protocols.release_answers import ReleaseCommand, clean_answer, parse_release_answer
 from agent.protocols.release_texts import TOOL_ORDER, ReleaseTexts
-from agent.workspace import PathEscapeError, RepoWorkspace, resolve_inside
+from agent.task.workspace import PathEscapeError, RepoWorkspace, resolve_inside
 
 if TYPE_CHECKING:
-    from agent.dataset import DatasetManager
+    from agent.task.dataset import DatasetManager
 
 KEEP = 5  # what the release keeps after a summary, whatever memory-to-keep says
 STEP_ATTEMPTS = 3

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from agent.runner.core import RunnerOptions, run_candidate
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 
 EXPECTED, WEAK, UNRUNNABLE, BROKEN = "as expected", "weak test", "unrunnable", "BROKEN"
 KINDS = (EXPECTED, WEAK, UNRUNNABLE, BROKEN)

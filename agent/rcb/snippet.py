@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from agent.prompts import SNIPPET_CONTEXT_FILE, SNIPPET_PROMPT
 from agent.rcb.annotations import SIZE_PATTERN, TODO_LINE, split_lines
-from agent.dataset import DatasetError, DatasetManager
-from agent.workspace import PathEscapeError, resolve_inside
+from agent.task.dataset import DatasetError, DatasetManager
+from agent.task.workspace import PathEscapeError, resolve_inside
 
 _FENCE_OPEN = re.compile(r"^[ \t]*```python[ \t]*$")
 _FENCE_CLOSE = re.compile(r"^[ \t]*```[ \t]*$")

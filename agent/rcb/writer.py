@@ -21,7 +21,7 @@ from agent.common.atomic_file import atomic_write_text
 from agent.rcb.annotations import strip_tag_lines
 from agent.rcb.importer import TaskPlan
 from agent.rcb.pset import LEGACY_FILE, PAPER_FILES, TEST_FILE
-from agent.dataset import META_FILE, DatasetError, read_jsonl_lines
+from agent.task.dataset import META_FILE, DatasetError, read_jsonl_lines
 
 MAP_FILE = "researchcodebench_map.jsonl"
 BENCHMARK = "researchcodebench"

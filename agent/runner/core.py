@@ -115,10 +115,10 @@ from agent.runner.sandbox import (
     user_process_count,
 )
 from agent.common.atomic_file import atomic_write_bytes
-from agent.dataset import DatasetManager
+from agent.task.dataset import DatasetManager
 from agent.runner.native import build as build_native
 from agent.common.tempdirs import make_dir, remove_tree
-from agent.workspace import make_workspace
+from agent.task.workspace import make_workspace
 from metrics.run_status import INFRA_ERROR, REFERENCE_ACCESS, TAMPERED
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from agent.retrieval import SKIPPED_DIRS, render_hits
-from agent.workspace import PathEscapeError, RepoWorkspace, resolve_inside
+from agent.task.retrieval import SKIPPED_DIRS, render_hits
+from agent.task.workspace import PathEscapeError, RepoWorkspace, resolve_inside
 
 ACTIONS = ("READ", "BROWSE", "RETRIEVE", "REPLACE", "EDIT", "SUBMIT")
 RELEASE_ACTIONS = tuple(name for name in ACTIONS if name != "EDIT")  # the release ships EDIT disabled
