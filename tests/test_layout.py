@@ -17,10 +17,12 @@ _NAMED = re.compile(r"(?<![\w/.])((?:agent|metrics|ablation|scripts|docs|config|
 
 
 def test_the_release_module_names_re_export_their_new_homes() -> None:
+    import agent.action
     import agent.constants
     import agent.env_cache
     import agent.inference
     import agent.utils
+    from agent.task.action import parse_answer
     from agent.task.dataset import DatasetManager
     from agent.envs.cache import resolve_python
     from agent.models.build import build_model
@@ -28,7 +30,8 @@ def test_the_release_module_names_re_export_their_new_homes() -> None:
 
     assert agent.utils.DatasetManager is DatasetManager and agent.inference.build_model is build_model
     assert agent.env_cache.resolve_python is resolve_python and agent.constants.AGENT_SYSTEM is AGENT_SYSTEM
-    for module in (agent.constants, agent.env_cache, agent.inference, agent.utils):
+    assert agent.action.parse_answer is parse_answer
+    for module in (agent.action, agent.constants, agent.env_cache, agent.inference, agent.utils):
         assert len(Path(module.__file__).read_text().splitlines()) == 2  # a docstring and one import
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.task.action import ACTIONS, RELEASE_ACTIONS, ActionFormatError, parse_answer
+from agent.action import ACTIONS, RELEASE_ACTIONS, ActionFormatError, parse_answer
 from agent.agents import CodeAgent, TaskBrief
 from agent.config import ConfigError, load_config
 from agent.prompts import FEEDBACK_REQUEST, FEEDBACK_SYSTEM
