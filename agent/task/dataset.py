@@ -145,6 +145,41 @@ def _relative_to_script(path: str, variables: dict[str, str]) -> str | None:
     return "/".join(parts)
 
 
+def _repo_relative(rel: str | None, repo_prefix: str) -> str | None:
+    """A path relative to test.sh's folder as one relative to the repository (None: outside it)."""
+    if rel is None:
+        return None
+    if rel == repo_prefix:
+        return ""
+    if rel.startswith(repo_prefix + "/"):
+        return rel[len(repo_prefix) + 1:]
+    return None
+
+
+def _pytest_index(words: list[str]) -> int | None:
+    """Where pytest is named on a command line: a word that is (or ends in) ``pytest``, or ``-m pytest``."""
+    at = next((i for i, w in enumerate(words) if Path(w).name == "pytest" or w == "pytest"), None)
+    if at is None and "-m" in words:
+        m_at = words.index("-m")
+        if m_at + 1 < len(words) and words[m_at + 1] == "pytest":
+            at = m_at + 1
+    return at
+
+
+def _pytest_args(args: list[str], variables: dict[str, str]) -> tuple[int | None, str | None]:
+    """The ``--timeout`` and the test file that pytest's arguments name (None for what they do not name)."""
+    timeout: int | None = None
+    test_file: str | None = None
+    for i, arg in enumerate(args):
+        if arg.startswith("--timeout="):
+            timeout = int(arg.split("=", 1)[1])
+        elif arg == "--timeout" and i + 1 < len(args):
+            timeout = int(args[i + 1])
+        elif arg.endswith(".py") and not arg.startswith("-"):
+            test_file = Path(_expand(arg, variables)).name
+    return timeout, test_file
+
+
 def parse_test_sh(text: str, repo_dir_name: str) -> TestShInfo:
     """Read env name, working dir, PYTHONPATH root and pytest timeout from a release test.sh.
 
@@ -158,15 +193,6 @@ def parse_test_sh(text: str, repo_dir_name: str) -> TestShInfo:
     timeout: int | None = None
     test_file = "test.py"
     repo_prefix = repo_dir_name.strip("/")
-
-    def to_repo_relative(rel: str | None) -> str | None:
-        if rel is None:
-            return None
-        if rel == repo_prefix:
-            return ""
-        if rel.startswith(repo_prefix + "/"):
-            return rel[len(repo_prefix) + 1:]
-        return None
 
     for raw in text.splitlines():
         line = raw.strip()
@@ -193,28 +219,19 @@ def parse_test_sh(text: str, repo_dir_name: str) -> TestShInfo:
                 cwd = target.rstrip("/")
             elif not target.startswith("/") and not target.startswith("$"):
                 cwd = f"{cwd}/{target}".rstrip("/")
-            rel = to_repo_relative(_relative_to_script(cwd, variables))
+            rel = _repo_relative(_relative_to_script(cwd, variables), repo_prefix)
             if rel is not None:
                 workdir = rel
             continue
-        pytest_at = next((i for i, w in enumerate(words) if Path(w).name == "pytest" or w == "pytest"), None)
-        if pytest_at is None and "-m" in words:
-            m_at = words.index("-m")
-            if m_at + 1 < len(words) and words[m_at + 1] == "pytest":
-                pytest_at = m_at + 1
+        pytest_at = _pytest_index(words)
         if pytest_at is not None:
             for word in words[:pytest_at]:
                 if word.startswith("PYTHONPATH="):
                     first = word.split("=", 1)[1].split(":")[0]
-                    pythonpath = to_repo_relative(_relative_to_script(first, variables))
-            args = words[pytest_at + 1:]
-            for i, arg in enumerate(args):
-                if arg.startswith("--timeout="):
-                    timeout = int(arg.split("=", 1)[1])
-                elif arg == "--timeout" and i + 1 < len(args):
-                    timeout = int(args[i + 1])
-                elif arg.endswith(".py") and not arg.startswith("-"):
-                    test_file = Path(_expand(arg, variables)).name
+                    pythonpath = _repo_relative(_relative_to_script(first, variables), repo_prefix)
+            found_timeout, found_file = _pytest_args(words[pytest_at + 1:], variables)
+            timeout = timeout if found_timeout is None else found_timeout
+            test_file = found_file or test_file
     return TestShInfo(env_name=env_name, workdir=workdir, pythonpath_root=pythonpath, timeout=timeout, test_file=test_file)
 
 
