@@ -35,7 +35,7 @@ from ablation.ablation_common import (  # noqa: E402
     human_model, incomplete_notes, prepare_continuation, run_main, sample, spec_params, unit_name, unsolved_turns,
     write_summary,
 )
-from agent.guidance import LEVELS  # noqa: E402
+from agent.feedback.guidance import LEVELS  # noqa: E402
 from metrics.cli_flags import add_levels  # noqa: E402
 
 

@@ -27,7 +27,7 @@ from agent.feedback.records import FeedbackReply, FeedbackRequest, FeedbackSourc
 from agent.models.types import ChatModel, InferenceError, RequestFatal, RunFatal, Stop
 from agent.prompts import SECTION_SNIPPET_PREVIOUS
 from agent.protocols.base import Exchange, RunProtocol, Setting, StepView, TaskBrief, TurnInput
-from agent.stops import WITHHELD, stop_entry, withheld_problem
+from agent.models.stops import WITHHELD, stop_entry, withheld_problem
 from agent.rcb.snippet import SnippetTask, build_prompt, complete_file, extract_last_python_block
 from agent.task.workspace import RepoWorkspace
 
@@ -155,7 +155,7 @@ class CodeAgent:
             try:
                 return view, self._ask(self.protocol.messages(view), "step", view.step, result)
             except RunFatal:
-                raise  # the whole run stops (agent/halt.py)
+                raise  # the whole run stops (agent/models/halt.py)
             except InferenceError as error:
                 failures += 1
                 if failures >= self.protocol.step_attempts:

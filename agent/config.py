@@ -31,11 +31,11 @@ import yaml
 
 from agent.envs.backends import BACKENDS
 from agent.executor import PARALLEL_MODES
-from agent.guidance import LEVELS, MAX_LEVEL, FeedbackPolicy
+from agent.feedback import SOURCES
+from agent.feedback.guidance import LEVELS, MAX_LEVEL, FeedbackPolicy
 from agent.models.build import DEFAULT_PRICES_PATH, InferenceError, ModelSpec, load_prices
 from agent.models.providers import OFFLINE_PROVIDERS, resolve_key
 from agent.models.providers import PROVIDERS as REMOTE_PROVIDERS
-from agent.parts import SOURCES
 from agent.protocols import DEFAULT_PROTOCOL, PROTOCOLS, make_protocol
 from agent.protocols.base import RunProtocol
 from agent.protocols.release_texts import ReleaseTextsError, release_prompts_path

@@ -17,8 +17,8 @@ from agent.feedback import (
     FeedbackReply, FeedbackRequest, FeedbackSource, FileFeedback, InteractiveFeedback, LLMFeedback, ReplayFeedback,
 )
 from agent.fingerprint import job_fingerprint
-from agent.guidance import FeedbackPolicy
-from agent.halt import gated
+from agent.feedback.guidance import FeedbackPolicy
+from agent.models.halt import gated
 from agent.layout import Job, result_folder
 from agent.models.build import build_model
 from agent.models.types import ChatModel, ModelSpec
@@ -89,7 +89,7 @@ class RunParts:
         return self._task_fingerprints[task_index]
 
     def model(self, spec: ModelSpec) -> ChatModel:
-        """The model behind the run's gate (agent/halt.py): no call leaves once a provider refused the run."""
+        """The model behind the run's gate (agent/models/halt.py): no call leaves once a provider refused the run."""
         return gated(build_model(spec, prices=self.cfg.prices, cache_path=self.cfg.cache_path), self.cfg.output_dir)
 
     def session(self, model: ModelSpec, task_index: int, tmp: Path, source: FeedbackSource | None) -> Session:
@@ -124,7 +124,7 @@ class RunParts:
     def source(self, job: Job) -> FeedbackSource | None:
         """The job's feedback source: ``feedback-source`` (llm, file, interactive, web), or with
         ``replay-run-feedback-level: K`` the records level K's run received, turn by turn."""
-        source = SOURCES[self.cfg.feedback_source](self, job)
+        source = MAKERS[self.cfg.feedback_source](self, job)
         level = self.cfg.replay_run_feedback_level
         if level is None:
             return source
@@ -159,7 +159,8 @@ def _missing_feedback_model(request: FeedbackRequest) -> FeedbackReply:
                                            "and human-agent-model")
 
 
-SOURCES: dict[str, Callable[[RunParts, Job], FeedbackSource | None]] = {
+# One maker per value of ``feedback-source`` (agent/feedback/__init__.py, SOURCES: what the configuration accepts).
+MAKERS: dict[str, Callable[[RunParts, Job], FeedbackSource | None]] = {
     "llm": lambda parts, job: parts.llm_source(),
     "file": lambda parts, job: FileFeedback(parts.cfg.feedback_file),
     "interactive": lambda parts, job: InteractiveFeedback(),

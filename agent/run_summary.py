@@ -32,7 +32,7 @@ def report_command(output_dir: Path, dataset_dir: Path) -> str:
     if dataset_dir.resolve() != (Path.cwd() / "work_dir" / "dataset").resolve():
         command += f" --dataset-dir {shlex.quote(str(dataset_dir))}"
     return command
-STOP_COUNTS = ("length", "refusal", "content_filter")  # answer stops counted per row (agent/stops.py)
+STOP_COUNTS = ("length", "refusal", "content_filter")  # answer stops counted per row (agent/models/stops.py)
 CONTEXT_LENGTH = "context_length"
 
 

@@ -32,7 +32,7 @@ from typing import Any, Callable
 from agent.claims import Claims, Heartbeat, Lease
 from agent.config import ConfigError, RunConfig
 from agent.executor import Executor, unwrap_error
-from agent.halt import RUN_FATAL_KEY, Gate, RunHalted, run_gate
+from agent.models.halt import RUN_FATAL_KEY, Gate, RunHalted, run_gate
 from agent.layout import DONE_ELSEWHERE, TAKEN_OVER, Job, identity_conflict, is_finished, job_key
 from agent.models.types import ModelSpec, RequestFatal, RunFatal
 from agent.parts import RunParts
@@ -63,7 +63,7 @@ class RunStats:
 
     seeds_computed: int = 0
     seed_errors: int = 0
-    halted: str | None = None  # the run-fatal line that stopped the run (agent/halt.py)
+    halted: str | None = None  # the run-fatal line that stopped the run (agent/models/halt.py)
     in_flight: int = 0  # jobs still running when the driver returned (a halted run's grace ran out)
 
 
@@ -146,7 +146,7 @@ def run_plan(
     """Run seeds, then each level job once its seed exists; returns outcomes in completion order.
 
     ``on_poll`` is called every ``poll_sec`` at least (a progress display refreshes its counters). Once a
-    provider refuses the run (agent/halt.py), nothing more starts; the jobs in flight get ``HALT_GRACE_SEC``
+    provider refuses the run (agent/models/halt.py), nothing more starts; the jobs in flight get ``HALT_GRACE_SEC``
     to reach their next (refused) call, and ``stats.halted`` says why the run stopped.
     """
     heartbeat = Heartbeat(Claims(Path(cfg.output_dir) / CLAIMS_FOLDER))

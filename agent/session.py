@@ -7,7 +7,7 @@ A test run that cannot happen (``infra_error``) raises :class:`InfraError`;
 feedback that cannot be produced comes back as a reply with ``error`` set
 (and ``refused`` when the provider refuses the request as sent), never as an
 exception, so the turn it belongs to is kept; only a run-fatal error
-(agent/halt.py) is raised.
+(agent/models/halt.py) is raised.
 """
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def request_feedback(human: HumanAgent, *, turn: int, level: int, code: str, pre
     try:
         return human.feedback(turn=turn, level=level, code=code, previous_code=previous_code, execution=execution)
     except RunFatal:
-        raise  # the whole run stops (agent/halt.py)
+        raise  # the whole run stops (agent/models/halt.py)
     except InferenceError as exc:
         usage = [exc.usage.to_dict()] if exc.usage is not None else []
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Callable
 
 from agent.budget import Ledger, job_spend, over_budget, seed_spend
 from agent.feedback.records import NO_FEEDBACK, FeedbackReply
-from agent.guidance import raise_level
-from agent.halt import RUN_FATAL_KEY, RunHalted
+from agent.feedback.guidance import raise_level
+from agent.models.halt import RUN_FATAL_KEY, RunHalted
 from agent.layout import Job, identity_conflict, job_key, job_store, resend_keys, skip_reason
 from agent.models.types import InferenceError, RequestFatal, RunFatal
 from agent.parts import RunParts
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["HALTED", "REFUSED", "Job", "JobRun", "run_task", "start_ledger"]
 
-HALTED = "halted"  # outcome state of a job the run stopped under (agent/halt.py): resumable, not failed
+HALTED = "halted"  # outcome state of a job the run stopped under (agent/models/halt.py): resumable, not failed
 REFUSED = "refused"  # outcome state of a job whose request the provider refuses as sent (RequestFatal)
 
 

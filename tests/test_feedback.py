@@ -167,3 +167,10 @@ def test_replay_uses_recorded_turns_and_falls_back_with_a_note() -> None:
     fallback = replay(request(turn=1))
     assert fallback.records == generated.records
     assert fallback.source == "llm (replay level 4 has no feedback at turn 1)"
+
+
+def test_every_feedback_source_the_configuration_accepts_has_a_maker() -> None:
+    from agent.feedback import SOURCES
+    from agent.parts import MAKERS
+
+    assert tuple(MAKERS) == SOURCES

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.guidance import FeedbackPolicy
+from agent.feedback.guidance import FeedbackPolicy
 from agent.layout import Job, result_folder
 from agent.results import ResultStore
 from agent.workflow import run_task

@@ -17,7 +17,7 @@ from agent.task.action import ACTIONS, RELEASE_ACTIONS
 from agent.agents import CodeAgent
 from agent.feedback.llm import LLMFeedback
 from agent.feedback.records import FIELDS, FeedbackReply, FeedbackRequest
-from agent.guidance import FeedbackPolicy, raise_level
+from agent.feedback.guidance import FeedbackPolicy, raise_level
 from agent.models.prompt_cache import common_prefix
 from agent.models.types import Completion, Usage
 from agent.protocols.base import FeedbackShown, RunProtocol, Setting, TaskBrief, TurnInput

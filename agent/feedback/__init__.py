@@ -2,7 +2,7 @@
 
 A source turns one FeedbackRequest (what the researcher sees after a
 submission) into a FeedbackReply holding RAW records; the job's level decides
-later how much of each record the CodeAgent is shown (agent/guidance.py) and
+later how much of each record the CodeAgent is shown (agent/feedback/guidance.py) and
 its protocol how that is worded (agent/protocols/). Sources: ``llm`` (a model,
 agent/feedback/llm.py), ``file`` (human-written records), ``interactive`` (a
 person at the terminal) and the records of another level's run (replay).
@@ -16,8 +16,12 @@ from agent.feedback.records import (
 )
 from agent.feedback.replay import ReplayFeedback
 
+# The values of ``feedback-source``: what the configuration accepts. Each is made per job where a job's parts
+# are at hand (agent/parts.py, MAKERS); the browser form's source lives in agent/web/.
+SOURCES = ("llm", "file", "interactive", "web")
+
 __all__ = [
     "CATEGORIES", "FIELDS", "NO_FEEDBACK", "FeedbackFormatError", "FeedbackReply", "FeedbackRequest",
-    "FeedbackSource", "FeedbackStyle", "FileFeedback", "InteractiveFeedback", "LLMFeedback", "ReplayFeedback",
+    "FeedbackSource", "FeedbackStyle", "FileFeedback", "InteractiveFeedback", "LLMFeedback", "ReplayFeedback", "SOURCES",
     "load_feedback_file", "parse_feedback", "unified_diff", "validate_records",
 ]

@@ -18,7 +18,7 @@ from typing import Callable
 
 from agent.feedback.records import FeedbackFormatError, FeedbackReply, FeedbackRequest, validate_records
 from agent.models.types import ChatModel
-from agent.stops import WITHHELD, describe, stop_entry
+from agent.models.stops import WITHHELD, describe, stop_entry
 
 
 @dataclass(frozen=True)

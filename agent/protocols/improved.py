@@ -21,7 +21,7 @@ import agent.prompts
 from agent.feedback.llm import FeedbackStyle
 from agent.feedback.records import CATEGORIES, FIELDS, FeedbackRequest
 from agent.fingerprint import prompt_texts
-from agent.guidance import shown_fields
+from agent.feedback.guidance import shown_fields
 from agent.prompts import (
     ACTION_HELP, AGENT_SYSTEM, BASELINE_SYSTEM, FEEDBACK_REQUEST, FEEDBACK_RETRY, FEEDBACK_SYSTEM, FORMAT_ERROR,
     MEMORY_DIGEST, MEMORY_FEEDBACK, MEMORY_RESULT, MEMORY_STEP, SECTION_BASELINE_ASK, SECTION_DIGEST,

@@ -5,14 +5,14 @@ field is probed through it alone (the other fields set to valid values), so an
 error message is the one the feedback model would get, attached to its field.
 A person also gets two checks a model needs no form for: at least one record,
 and no empty field among those the CodeAgent will be shown at the request's
-level (``agent.guidance.shown_fields``).
+level (``agent.feedback.guidance.shown_fields``).
 """
 from __future__ import annotations
 
 import re
 
 from agent.feedback import CATEGORIES, FIELDS, FeedbackFormatError, validate_records
-from agent.guidance import shown_fields
+from agent.feedback.guidance import shown_fields
 
 _VALID = {name: "" for name in FIELDS} | {"category": CATEGORIES[0]}
 _RECORD_PREFIX = re.compile(r"^record 0:? ")
