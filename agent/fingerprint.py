@@ -13,7 +13,6 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 SHOWN_TEXT_CHARS = 64  # longer texts are kept as a hash
@@ -75,12 +74,6 @@ def job_fingerprint(*, models: Mapping[str, Mapping[str, Any]], prompts: Mapping
     found.update({f"memory.{key}": _value(value) for key, value in memory.items()})
     found.update({f"prompt.{name}": _value(text) for name, text in prompts.items()})
     return dict(sorted(found.items()))
-
-
-def prompt_texts(module: ModuleType) -> dict[str, Any]:
-    """A prompts module's texts: its upper-case constants that are strings or mappings of them."""
-    return {name: value for name, value in sorted(vars(module).items())
-            if name.isupper() and isinstance(value, (str, Mapping))}
 
 
 def diff_fingerprints(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-import agent.prompts
+import agent.protocols.prompts as prompts_module
 from agent.task.dataset import DatasetManager
 from agent.config import KNOWN_KEYS
-from agent.fingerprint import diff_fingerprints, job_fingerprint, prompt_texts, refusal, text_hash, user_key
+from agent.fingerprint import diff_fingerprints, job_fingerprint, refusal, text_hash, user_key
+from agent.protocols.base import prompt_texts
 from tests.loop_config import make_config
 
 
@@ -22,7 +23,7 @@ def fingerprint_of(cfg, level: int = 0, prompts: dict | None = None) -> dict:
 
     return job_fingerprint(
         models={"code": spec(cfg.models[0]), **({"feedback": spec(cfg.feedback_model)} if cfg.feedback_model else {})},
-        protocol="release-8.6", prompts=prompt_texts(agent.prompts) if prompts is None else prompts,
+        protocol="release-8.6", prompts=prompt_texts(prompts_module) if prompts is None else prompts,
         setting=cfg.evaluation_setting, level=level, max_steps=cfg.max_steps,
         memory={"threshold": cfg.memory_threshold, "to_keep": cfg.memory_to_keep}, feedback_source="model",
         dataset=DatasetManager(cfg.work_dir).fingerprint(), harness="0.9.0")
@@ -33,7 +34,7 @@ def test_a_real_config_gives_named_readable_values(tmp_path: Path) -> None:
     found = fingerprint_of(cfg, level=2)
     assert found["code.model"] == "scripted-coder" and found["feedback.model"] == "scripted-researcher"
     assert found["level"] == 2 and found["setting"] == "memory_agent" and found["max_steps"] == cfg.max_steps
-    assert found["prompt.AGENT_SYSTEM"] == text_hash(agent.prompts.AGENT_SYSTEM)
+    assert found["prompt.AGENT_SYSTEM"] == text_hash(prompts_module.AGENT_SYSTEM)
     assert found["prompt.ACTION_HELP"].startswith("sha256:")
     assert len(found["dataset"]) == 64 and not any("api_key" in key for key in found)
     assert fingerprint_of(make_config(tmp_path, guidance_level=2), level=2) == found  # same config, same identity
@@ -46,7 +47,7 @@ def test_each_change_is_named_and_max_turn_is_not_one(tmp_path: Path) -> None:
         == ["feedback.model"]
     assert diff_fingerprints(base, fingerprint_of(make_config(tmp_path, guidance_level=1, max_steps=7, memory_threshold=20))) \
         == ["max_steps", "memory.threshold"]
-    edited = {**prompt_texts(agent.prompts), "AGENT_SYSTEM": agent.prompts.AGENT_SYSTEM + " "}
+    edited = {**prompt_texts(prompts_module), "AGENT_SYSTEM": prompts_module.AGENT_SYSTEM + " "}
     assert diff_fingerprints(base, fingerprint_of(make_config(tmp_path, guidance_level=1), prompts=edited)) == ["prompt.AGENT_SYSTEM"]
     assert diff_fingerprints({"a": 1}, {"b": 1}) == ["a", "b"]
 
@@ -76,9 +77,9 @@ def test_keys_are_named_as_the_user_wrote_them(tmp_path: Path) -> None:
 
 def test_many_changes_name_five_and_point_to_a_file_with_all(tmp_path: Path) -> None:
     old = fingerprint_of(make_config(tmp_path, guidance_level=1))
-    edited = {name: f"{text} " for name, text in prompt_texts(agent.prompts).items() if isinstance(text, str)}
+    edited = {name: f"{text} " for name, text in prompt_texts(prompts_module).items() if isinstance(text, str)}
     new = fingerprint_of(make_config(tmp_path, guidance_level=1, human_agent_model="other", max_steps=5),
-                         prompts={**prompt_texts(agent.prompts), **edited})
+                         prompts={**prompt_texts(prompts_module), **edited})
     changed = diff_fingerprints(old, new)
     assert len(changed) > 12
     line = refusal("out/task_1_result.pkl", old, new)

@@ -26,7 +26,7 @@ def test_the_release_module_names_re_export_their_new_homes() -> None:
     from agent.task.dataset import DatasetManager
     from agent.envs.cache import resolve_python
     from agent.models.build import build_model
-    from agent.prompts import AGENT_SYSTEM
+    from agent.protocols.prompts import AGENT_SYSTEM
 
     assert agent.utils.DatasetManager is DatasetManager and agent.inference.build_model is build_model
     assert agent.env_cache.resolve_python is resolve_python and agent.constants.AGENT_SYSTEM is AGENT_SYSTEM

@@ -10,7 +10,7 @@ import pytest
 from agent.task.action import RELEASE_ACTIONS
 from agent.agents import CodeAgent, TaskBrief
 from agent.models.build import InferenceError
-from agent.prompts import RELEASE_SLOTS
+from agent.protocols.prompts import RELEASE_SLOTS
 from agent.protocols.base import FeedbackShown, TurnInput
 from agent.protocols.release import FEEDBACKS_SCHEMA, ReleaseProtocol, numbered_lines
 from agent.protocols.release_texts import SLOTS, load_release_texts

@@ -24,7 +24,7 @@ import pytest
 from agent.action import ACTIONS, RELEASE_ACTIONS, ActionFormatError, parse_answer
 from agent.agents import CodeAgent, TaskBrief
 from agent.config import ConfigError, load_config
-from agent.prompts import FEEDBACK_REQUEST, FEEDBACK_SYSTEM
+from agent.protocols.prompts import FEEDBACK_REQUEST, FEEDBACK_SYSTEM
 from agent.models.build import PROVIDER_ENV_VARS, Completion, Usage
 from agent.task.dataset import DatasetManager
 from agent.protocols.base import TurnInput

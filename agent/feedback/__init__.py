@@ -22,6 +22,6 @@ SOURCES = ("llm", "file", "interactive", "web")
 
 __all__ = [
     "CATEGORIES", "FIELDS", "NO_FEEDBACK", "FeedbackFormatError", "FeedbackReply", "FeedbackRequest",
-    "FeedbackSource", "FeedbackStyle", "FileFeedback", "InteractiveFeedback", "LLMFeedback", "ReplayFeedback", "SOURCES",
-    "load_feedback_file", "parse_feedback", "unified_diff", "validate_records",
+    "FeedbackSource", "FeedbackStyle", "FileFeedback", "InteractiveFeedback", "LLMFeedback", "ReplayFeedback",
+    "SOURCES", "load_feedback_file", "parse_feedback", "unified_diff", "validate_records",
 ]

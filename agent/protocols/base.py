@@ -9,8 +9,10 @@ the last test result, whether turn 0 is shared by the levels.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Protocol
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from agent.feedback.llm import FeedbackStyle
 from agent.task.workspace import RepoWorkspace
@@ -180,3 +182,10 @@ class ResearcherProtocol(Protocol):
 
 class RunProtocol(CodeProtocol, ResearcherProtocol, Protocol):
     """A whole protocol: both sides."""
+
+
+def prompt_texts(module: ModuleType) -> dict[str, Any]:
+    """A prompts module's texts: its upper-case constants that are strings or mappings of them (what
+    :meth:`CodeProtocol.prompts` returns for a protocol whose texts are a module's)."""
+    return {name: value for name, value in sorted(vars(module).items())
+            if name.isupper() and isinstance(value, (str, Mapping))}

@@ -4,7 +4,7 @@ The project contains none of the release's sentences: with ``release-prompts:
 PATH`` (or ``RECODE_RELEASE_PROMPTS``) each slot of the release protocol takes
 its text from that checkout, found by PARSING its Python files with :mod:`ast`
 (never importing or executing them); without it our own texts fill the same
-slots (agent/prompts.py, ``RELEASE_SLOTS``). Every text a slot needs must be
+slots (agent/protocols/prompts.py, ``RELEASE_SLOTS``). Every text a slot needs must be
 found, else one line names the missing one. The checkout's file hashes go into
 the run metadata, so a result says which texts it was produced with.
 
@@ -25,7 +25,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.prompts import RELEASE_SLOTS
+from agent.protocols.prompts import RELEASE_SLOTS
 
 ENV_VAR = "RECODE_RELEASE_PROMPTS"
 FILES = ("agent/constants.py", "agent/agents.py", "agent/action.py", "agent/utils.py")

@@ -13,7 +13,7 @@ import re
 import textwrap
 from dataclasses import dataclass
 
-from agent.prompts import SNIPPET_CONTEXT_FILE, SNIPPET_PROMPT
+from agent.protocols.prompts import SNIPPET_CONTEXT_FILE, SNIPPET_PROMPT
 from agent.rcb.annotations import SIZE_PATTERN, TODO_LINE, split_lines
 from agent.task.dataset import DatasetError, DatasetManager
 from agent.task.workspace import PathEscapeError, resolve_inside
