@@ -30,7 +30,7 @@ from urllib.parse import urlsplit, urlunsplit
 import yaml
 
 from agent.envs.backends import BACKENDS
-from agent.executor import PARALLEL_MODES
+from agent.parallel.executor import PARALLEL_MODES
 from agent.feedback import SOURCES
 from agent.feedback.guidance import LEVELS, MAX_LEVEL, FeedbackPolicy
 from agent.models.build import DEFAULT_PRICES_PATH, InferenceError, ModelSpec, load_prices
@@ -41,7 +41,7 @@ from agent.protocols.base import RunProtocol
 from agent.protocols.release_texts import ReleaseTextsError, release_prompts_path
 from metrics.result_format import folder_model_name
 from agent.runner.options import SANDBOX_MODES, RunnerOptions
-from agent.slots import SlotConfig, cpu_count
+from agent.parallel.slots import SlotConfig, cpu_count
 from agent.task.dataset import DOWNLOAD_HINT, dataset_in
 
 PROVIDERS = (*REMOTE_PROVIDERS, *OFFLINE_PROVIDERS)

@@ -41,7 +41,7 @@ DONE_ELSEWHERE = "done elsewhere"  # another process ran it while this run was g
 
 @dataclass(frozen=True)
 class Job:
-    """One (code model, guidance level, task); ``handoff`` says how its claim was won (agent/claims.py)."""
+    """One (code model, guidance level, task); ``handoff`` says how its claim was won (agent/parallel/claims.py)."""
 
     model: ModelSpec
     level: int

@@ -26,7 +26,7 @@ from agent.protocols import make_protocol
 from agent.record import Upgrade
 from agent.results import ResultStore
 from agent.session import Session
-from agent.slots import run_tests
+from agent.parallel.slots import run_tests
 from agent.common.version import harness_version
 from agent.web import WebFeedback
 

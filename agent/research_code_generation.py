@@ -41,7 +41,7 @@ from agent.config import ConfigError, RunConfig, load_config  # noqa: E402
 from agent.envs.cache import EnvError  # noqa: E402
 from agent.estimate import estimate_run  # noqa: E402
 from agent.estimate.report import format_estimate, format_estimate_vs_spent  # noqa: E402
-from agent.executor import PARALLEL_MODES, Executor, ExecutorError, make_executor  # noqa: E402
+from agent.parallel.executor import PARALLEL_MODES, Executor, ExecutorError, make_executor  # noqa: E402
 from agent.models.build import InferenceError, build_model  # noqa: E402
 from agent.common.progress import Progress  # noqa: E402
 from agent.results import ResultError  # noqa: E402

@@ -7,13 +7,13 @@ show the seed's feedback (level 0), turn 0 and its raw feedback for the
 others, so a level-0 job never waits for a feedback call it does not use.
 Everything else runs in parallel,
 at most ``max_workers`` at a time; their test runs wait for the executor's
-test slots (``agent/slots.py``), which this process serves while the plan
+test slots (``agent/parallel/slots.py``), which this process serves while the plan
 runs. A failing job never stops the others: its exception becomes an outcome
 with state "error".
 
 Several runs may share an output folder (a second terminal, a re-submitted
 batch job, machines on a shared file system): each level job is claimed
-(agent/claims.py) before it is started and released when it ends, so exactly
+(agent/parallel/claims.py) before it is started and released when it ends, so exactly
 one process does it. A job another process holds waits; one whose holder
 died is taken over and continued; one another process finished meanwhile is
 left as it is. Seeds are computed once under their own lock (agent/seeds.py).
@@ -29,16 +29,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from agent.claims import Claims, Heartbeat, Lease
+from agent.parallel.claims import Claims, Heartbeat, Lease
 from agent.config import ConfigError, RunConfig
-from agent.executor import Executor, unwrap_error
+from agent.parallel.executor import Executor, unwrap_error
 from agent.models.halt import RUN_FATAL_KEY, Gate, RunHalted, run_gate
 from agent.layout import DONE_ELSEWHERE, TAKEN_OVER, Job, identity_conflict, is_finished, job_key
 from agent.models.types import ModelSpec, RequestFatal, RunFatal
 from agent.parts import RunParts
 from agent.replay import replay_task
 from agent.seeds import Seeds
-from agent.slots import serving
+from agent.parallel.slots import serving
 from agent.workflow import HALTED, refuse_job, run_task
 
 CLAIMS_FOLDER = ".claims"

@@ -19,12 +19,12 @@ from agent.task.action import ACTIONS, RELEASE_ACTIONS
 from agent.agents import CodeAgent, HumanAgent
 from agent.task.dataset import DatasetManager
 from agent.feedback.records import FeedbackReply, FeedbackSource
-from agent.lookahead import Lookahead
+from agent.parallel.lookahead import Lookahead
 from agent.models.types import ChatModel, InferenceError, RequestFatal, RunFatal
 from agent.protocols.base import RunProtocol, TaskBrief, TurnInput
 from agent.rcb.snippet import load_snippet_task
 from agent.record import Attempt, release_execution
-from agent.slots import nudge_early_runs, run_early_tests, run_tests
+from agent.parallel.slots import nudge_early_runs, run_early_tests, run_tests
 from agent.task.workspace import RepoWorkspace, make_workspace
 from metrics.run_status import INFRA_ERROR
 
@@ -62,7 +62,7 @@ class Session:
             self.agent.on_write = self.lookahead.offer
 
     def _lookahead(self, scratch: Path) -> Lookahead:
-        """Early test runs of the files the agent writes (agent/lookahead.py), on spare test slots."""
+        """Early test runs of the files the agent writes (agent/parallel/lookahead.py), on spare test slots."""
         scratch.mkdir(parents=True, exist_ok=True)
         return Lookahead(lambda code, report, withdrawn: run_early_tests(
             self.dataset, self.index, code, self.cfg.runner, report, withdrawn), nudge_early_runs, scratch)

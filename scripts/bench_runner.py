@@ -14,7 +14,7 @@ machine hits all of them alike), seven commands in the same environment:
   a0  the same without that cache (our runs never write bytecode);
   p   bare ``python -m pytest`` on the same test file, no bytecode cache;
   g   our runner with the sandbox off: guard plugin, JUnit report, limits;
-  b   the in-loop evaluation path (``agent.slots.run_tests``), sandbox on;
+  b   the in-loop evaluation path (``agent.parallel.slots.run_tests``), sandbox on;
   w   b with the guard's watch off (``agent.runner.core.GUARD_WATCH``: the
       plugin only witnesses and seals; no capability rules, integrity or
       result checks, reference watch);
@@ -68,7 +68,7 @@ from unittest import mock
 import agent.runner.core as runner_core
 from agent.runner.core import REPO_ROOT, Layout, RunnerOptions, prepare, resolve_interpreter, run_candidate
 from agent.envs.cache import resolve_python
-from agent.slots import run_tests
+from agent.parallel.slots import run_tests
 from agent.runner.phases import recording
 from agent.runner.sandbox import SANDBOX_MODES
 from agent.common.text_table import fixed_width

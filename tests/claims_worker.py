@@ -1,4 +1,4 @@
-"""A process using agent/claims.py, for tests/test_claims.py (run as ``python tests/claims_worker.py MODE ...``).
+"""A process using agent/parallel/claims.py, for tests/test_claims.py (run as ``python tests/claims_worker.py MODE ...``).
 
 race FOLDER KEYS...: do every key not yet done, each under its lease: the work appends this pid to
     ``work/<key>`` and marks ``done/<key>``; prints nothing.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.claims import Claims, Holder  # noqa: E402
+from agent.parallel.claims import Claims, Holder  # noqa: E402
 
 
 def race(folder: Path, keys: list[str]) -> None:

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Callable
 
 from agent.runner.options import RunnerOptions
-from agent.slots import run_tests
+from agent.parallel.slots import run_tests
 
 
 def square_or_fail(value: int, report: Callable[[dict], None]) -> int:

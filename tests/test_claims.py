@@ -1,4 +1,4 @@
-"""Leases on a shared folder (agent/claims.py) with real processes: racing processes do each key exactly
+"""Leases on a shared folder (agent/parallel/claims.py) with real processes: racing processes do each key exactly
 once, a SIGKILLed holder's key is taken over (at once on this machine, after expiry from another), and a live
 holder that renews never loses its lease."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from agent.claims import Claims, Holder, key_folder
+from agent.parallel.claims import Claims, Holder, key_folder
 
 WORKER = Path(__file__).with_name("claims_worker.py")
 

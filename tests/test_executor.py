@@ -7,7 +7,7 @@ from concurrent.futures import wait
 
 import pytest
 
-from agent.executor import ExecutorError, make_executor, unwrap_error
+from agent.parallel.executor import ExecutorError, make_executor, unwrap_error
 from tests.executor_jobs import die_once, square_or_fail
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
@@ -23,7 +23,7 @@ def local_ray():
         return
     import ray
 
-    from agent.executor import REPO_ROOT
+    from agent.parallel.executor import REPO_ROOT
 
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": str(REPO_ROOT)}})

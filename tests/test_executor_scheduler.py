@@ -10,7 +10,7 @@ import pytest
 import agent.scheduler as scheduler
 from filelock import FileLock
 
-from agent.executor import make_executor
+from agent.parallel.executor import make_executor
 from agent.models.build import ModelSpec
 from agent.layout import Job, result_folder
 from agent.results import ResultStore

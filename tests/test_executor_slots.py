@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-import agent.executor as executor_module
-import agent.slots as slots_module
+import agent.parallel.executor as executor_module
+import agent.parallel.slots as slots_module
 from agent.runner.core import prepare, run_candidate, sandbox_prefix
-from agent.executor import InlineExecutor, ProcessExecutor, ThreadExecutor, make_executor
+from agent.parallel.executor import InlineExecutor, ProcessExecutor, ThreadExecutor, make_executor
 from agent.runner.options import RunnerOptions
 from agent.scheduler import plan_run, run_plan
-from agent.slots import SlotConfig, TestSlots, serving
+from agent.parallel.slots import SlotConfig, TestSlots, serving
 from agent.task.dataset import DatasetManager
 from tests.executor_jobs import FakeDataset, job_with_test, slow_test_run, timed_test_run
 from tests.loop_config import REPO, comparable, make_config
@@ -286,7 +286,7 @@ def test_an_early_run_gets_a_slot_only_while_no_submission_waits() -> None:
 
 
 def test_a_withdrawn_early_run_leaves_its_line_without_a_slot() -> None:
-    from agent.slots import Withdrawn
+    from agent.parallel.slots import Withdrawn
 
     slots = TestSlots(SlotConfig(test_slots=1), timed_test_run)
     withdrawn = threading.Event()

@@ -1,4 +1,4 @@
-"""Early test runs (agent/lookahead.py): only a run of exactly the submitted text is used, its report lands
+"""Early test runs (agent/parallel/lookahead.py): only a run of exactly the submitted text is used, its report lands
 where the submission's would, and a run whose file changed never takes a slot once withdrawn."""
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import threading
 import time
 from pathlib import Path
 
-from agent.lookahead import Lookahead
+from agent.parallel.lookahead import Lookahead
 
 
 class FakeSlot:
-    """An early run that waits for ``gate`` (its slot) unless withdrawn first, as agent/slots.py does
+    """An early run that waits for ``gate`` (its slot) unless withdrawn first, as agent/parallel/slots.py does
     (a withdrawal wins a tie); once it holds the slot it runs until ``done``. Records what ran."""
 
     def __init__(self) -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.executor import ExecutorError, gpu_problem, make_executor, visible_gpus
+from agent.parallel.executor import ExecutorError, gpu_problem, make_executor, visible_gpus
 from agent.common.setup_hint import setup_line
-from agent.slots import SlotConfig
+from agent.parallel.slots import SlotConfig
 from tests.run_support import (
     CLI, REPO, SOLVE_AT, STANDARD_RUN, cli_env, run_cli, write_config, write_scripts,
 )

@@ -3,7 +3,7 @@
 An agent turn is several model calls (write the file, maybe look around,
 then SUBMIT), each 10-60 s with a real API, and only the submitted file is
 tested. When a step leaves a new file, its tests may start at once on a test
-slot nobody else asks for (agent/slots.py), so that by the time the agent
+slot nobody else asks for (agent/parallel/slots.py), so that by the time the agent
 submits that very file its verdict is often ready. Nothing an agent or a
 record sees changes: only the submitted file's run is ever used, it is the
 runner's ordinary result for that exact text, and its JUnit report lands

@@ -9,7 +9,7 @@ records it and carries on.
 
 Jobs spend their time waiting on model APIs, so the local modes run them as
 threads of this process (a waiting job costs a thread, not a process) and
-send their test runs through the executor's test slots (``agent/slots.py``):
+send their test runs through the executor's test slots (``agent/parallel/slots.py``):
 
 * ``none``: one job at a time, in the caller's thread (deterministic order, easiest to debug);
 * ``threads``: up to ``max_workers`` job threads; a test run's preparation and verdict run in its job's thread;
@@ -36,10 +36,10 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from agent.claims import process_start
-from agent.slots import SlotConfig, TestSlots, runner_call
+from agent.parallel.claims import process_start
+from agent.parallel.slots import SlotConfig, TestSlots, runner_call
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 TERMINATE_GRACE_SEC = 3.0  # for a worker to kill its test run and clean up after SIGTERM
 DRIVER_CHECK_SEC = 0.2  # how often a test worker checks that its driver is still there
 RAY_AUTH_MODE = "RAY_AUTH_MODE"  # Ray's switch: token | disabled

@@ -10,7 +10,7 @@ GPU runs in all). A GPU run takes no CPU slot, so 8 GPUs x 2 jobs means 16
 GPU runs at once on any number of cores.
 
 A slot nobody asks for may serve an early run (``early-tests``,
-agent/lookahead.py): the tests of a file the agent wrote but has not
+agent/parallel/lookahead.py): the tests of a file the agent wrote but has not
 submitted yet. Early requests wait in a line of their own, are served only
 while no submission waits for that kind of slot, and are withdrawn (never
 started) once their file changes or is submitted.
@@ -188,7 +188,7 @@ def runner_call() -> Callable[..., dict]:
 
 def run_tests(dataset: DatasetManager, index: int, candidate: str, options: RunnerOptions,
               report_to: Path | None = None) -> dict:
-    """One test run, through this process's test slots when it serves some (``agent/slots.py``).
+    """One test run, through this process's test slots when it serves some (``agent/parallel/slots.py``).
 
     With a GPU list the run sees exactly its device (``CUDA_VISIBLE_DEVICES``),
     or none at all when its task needs no GPU.
@@ -201,7 +201,7 @@ def run_tests(dataset: DatasetManager, index: int, candidate: str, options: Runn
 
 def run_early_tests(dataset: DatasetManager, index: int, candidate: str, options: RunnerOptions,
                     report_to: Path, withdrawn: Callable[[], bool]) -> dict | None:
-    """The test run of a file not yet submitted, on a slot nobody else asks for (agent/lookahead.py);
+    """The test run of a file not yet submitted, on a slot nobody else asks for (agent/parallel/lookahead.py);
     None when it was withdrawn first or this process serves no slots (then early runs are off).
     ``early-tests: false`` is honoured where the job is built: its Session makes no Lookahead."""
     slots = active_slots()
