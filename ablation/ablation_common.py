@@ -11,7 +11,7 @@ every parameter that changes the outcome, so a changed factor gets a new
 folder instead of mixing with, or being skipped because of, older results.
 
 The ablations that continue a stored turn take that turn through the main
-job's own replay (``replay_turn`` of agent/replay.py, the one
+job's own replay (``replay_turn`` of agent/job/replay.py, the one
 ``replay-feedback-level`` uses), so each unit holds the very record the main
 job would write for it. A condition whose feedback cannot be delivered, or
 whose source turn the run does not have, is reported as incomplete and never
@@ -38,15 +38,15 @@ from agent.common.atomic_file import atomic_write_bytes
 from agent.config import GUIDANCE_TYPES, SETTINGS, ConfigError, RunConfig, load_config
 from agent.envs.cache import EnvError
 from agent.feedback import LLMFeedback
-from agent.layout import result_folder
+from agent.job.layout import result_folder
 from agent.models.build import ChatModel, InferenceError, ModelSpec, build_model
-from agent.parts import RunParts
+from agent.job.parts import RunParts
 from agent.common.progress import drain
 from agent.protocols.base import ResearcherProtocol
-from agent.record import pass_rate, turn_solved, usage_totals
-from agent.replay import replay_turn
-from agent.results import ResultError, ResultStore
-from agent.session import InfraError, evaluate_submission, request_feedback
+from agent.job.record import pass_rate, turn_solved, usage_totals
+from agent.job.replay import replay_turn
+from agent.job.results import ResultError, ResultStore
+from agent.job.session import InfraError, evaluate_submission, request_feedback
 from agent.common.tempdirs import private_dir
 from agent.common.text_table import fixed_width
 from agent.task.dataset import DatasetError, DatasetManager
@@ -58,7 +58,7 @@ EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130
 DEFAULT_SAMPLES = 20
 _RESULT_FILE = re.compile(r"task_(\d+)_result\.pkl")
-# <setting>_<model>_feedback_<type>_guidance_<level>[_suffix]: the run folder layout of agent/workflow.py.
+# <setting>_<model>_feedback_<type>_guidance_<level>[_suffix]: the run folder layout of agent/job/workflow.py.
 _RUN_FOLDER = re.compile(f"(?:{'|'.join(SETTINGS)})_(.+)_feedback_(?:{'|'.join(GUIDANCE_TYPES)})"
                          r"_guidance_(\d)(?:_.+)?")
 T = TypeVar("T")
@@ -354,7 +354,7 @@ def write_summary(folder: Path, title: str, headers: list[str], rows: list[list]
 # ---------------------------------------------------------------------- tests and the release's replay
 
 def score(dataset: DatasetManager, index: int, execution: dict) -> dict:
-    """Solved flag and test-case pass rate of one execution result (the run's own rules, agent/results.py)."""
+    """Solved flag and test-case pass rate of one execution result (the run's own rules, agent/job/results.py)."""
     return {"solved": turn_solved(execution), "pass_rate": pass_rate(execution, len(dataset.get(index).test_cases))}
 
 
@@ -447,7 +447,7 @@ class Continuation:
         return {label: unit(label) for label in shown}
 
     def _replay_unit(self, pair: tuple[int, int], shown: Shown, report: Path, tally: Tally) -> dict:
-        """One turn by the main job's replay (``replay_turn`` of agent/replay.py), as a unit."""
+        """One turn by the main job's replay (``replay_turn`` of agent/job/replay.py), as a unit."""
         task = pair[0]
         tally.count_test_runs(1)
         with private_dir("ablation") as tmp:

@@ -37,8 +37,8 @@ from agent.config import RunConfig, load_config  # noqa: E402
 from agent.feedback import CATEGORIES  # noqa: E402
 from agent.models.build import ChatModel  # noqa: E402
 from agent.task.dataset import DatasetManager  # noqa: E402
-from agent.layout import result_folder  # noqa: E402
-from agent.parts import RunParts  # noqa: E402
+from agent.job.layout import result_folder  # noqa: E402
+from agent.job.parts import RunParts  # noqa: E402
 
 VERDICTS = ("YES", "PARTIAL", "NO")
 MAX_JUDGE_ATTEMPTS = 3

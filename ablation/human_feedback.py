@@ -37,7 +37,7 @@ from ablation.ablation_common import (  # noqa: E402
 )
 from agent.feedback import load_feedback_file  # noqa: E402
 from metrics.cli_flags import add_flag  # noqa: E402
-from agent.record import turn_solved  # noqa: E402
+from agent.job.record import turn_solved  # noqa: E402
 
 # Feedback sources where a person wrote the records; every other source (llm, seed, replay) is a model's.
 HUMAN_SOURCES = ("file", "interactive", "web")

@@ -589,7 +589,7 @@ def _unset_empty(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cap(reader: _Reader, key: str) -> float | None:
-    """A spending cap in US dollars (agent/budget.py); unset means no cap."""
+    """A spending cap in US dollars (agent/job/budget.py); unset means no cap."""
     value = reader.typed(key, lambda v: _is_number(v) and v > 0, "a number of US dollars > 0")
     return None if value is None else float(value)
 

@@ -36,7 +36,7 @@ from agent.common.setup_hint import name_missing_modules  # noqa: E402
 
 name_missing_modules()
 
-from agent.budget import BudgetError, check_prices  # noqa: E402
+from agent.job.budget import BudgetError, check_prices  # noqa: E402
 from agent.config import ConfigError, RunConfig, load_config  # noqa: E402
 from agent.envs.cache import EnvError  # noqa: E402
 from agent.estimate import estimate_run  # noqa: E402
@@ -44,13 +44,13 @@ from agent.estimate.report import format_estimate, format_estimate_vs_spent  # n
 from agent.parallel.executor import PARALLEL_MODES, Executor, ExecutorError, make_executor  # noqa: E402
 from agent.models.build import InferenceError, build_model  # noqa: E402
 from agent.common.progress import Progress  # noqa: E402
-from agent.results import ResultError  # noqa: E402
+from agent.job.results import ResultError  # noqa: E402
 from agent.run_metadata import build_metadata, metadata_path, write_metadata  # noqa: E402
 from agent.run_summary import (  # noqa: E402
     cache_note, cache_record, format_table, report_command, stop_notes, summarize,
 )
 from agent.scheduler import RunStats, check_plan, plan_run, run_plan  # noqa: E402
-from agent.workflow import REFUSED, start_ledger  # noqa: E402
+from agent.job.workflow import REFUSED, start_ledger  # noqa: E402
 from agent.web import WebFeedbackError, shared_server  # noqa: E402
 from agent.task.dataset import DatasetError, DatasetManager  # noqa: E402
 from metrics.result_format import STOP_KEY  # noqa: E402

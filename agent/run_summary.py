@@ -19,6 +19,7 @@ from pathlib import Path
 from metrics.result_format import STOP_KEY
 from metrics.run_status import BUDGET, FEEDBACK_MISSING, TAMPERED_STOP
 from agent.common.text_table import fixed_width
+from agent.job.record import CACHE_KEYS
 
 MAX_LISTED = 5  # stopped jobs named per reason under the table
 # The documented command after a run (docs/cli.md): every metric's table, the figures and the HTML report.
@@ -156,16 +157,6 @@ def _listed(title: str, group: list[dict]) -> list[str]:
     if len(group) > MAX_LISTED:
         lines.append(f"  ... and {len(group) - MAX_LISTED} more (the run record lists them all)")
     return lines
-
-
-CACHE_KEYS = ("cached_tokens", "cache_write_tokens", "cache_saved_usd")
-
-
-def cache_totals(usage: list[dict]) -> dict[str, float]:
-    """Prompt-cache figures of a job's calls: input tokens read from and written to the provider's cache, and the
-    dollars that saved at list prices (calls answered from the response cache count nothing)."""
-    live = [u for u in usage if not u.get("from_cache")]
-    return {key: sum(u.get(key) or 0 for u in live) for key in CACHE_KEYS}
 
 
 def cache_record(outcomes: list[dict], enabled: bool) -> dict:

@@ -16,7 +16,7 @@ batch job, machines on a shared file system): each level job is claimed
 (agent/parallel/claims.py) before it is started and released when it ends, so exactly
 one process does it. A job another process holds waits; one whose holder
 died is taken over and continued; one another process finished meanwhile is
-left as it is. Seeds are computed once under their own lock (agent/seeds.py).
+left as it is. Seeds are computed once under their own lock (agent/job/seeds.py).
 """
 from __future__ import annotations
 
@@ -33,13 +33,13 @@ from agent.parallel.claims import Claims, Heartbeat, Lease
 from agent.config import ConfigError, RunConfig
 from agent.parallel.executor import Executor, unwrap_error
 from agent.models.halt import RUN_FATAL_KEY, Gate, RunHalted, run_gate
-from agent.layout import DONE_ELSEWHERE, TAKEN_OVER, Job, identity_conflict, is_finished, job_key
+from agent.job.layout import DONE_ELSEWHERE, TAKEN_OVER, Job, identity_conflict, is_finished, job_key
 from agent.models.types import ModelSpec, RequestFatal, RunFatal
-from agent.parts import RunParts
-from agent.replay import replay_task
-from agent.seeds import Seeds
+from agent.job.parts import RunParts
+from agent.job.replay import replay_task
+from agent.job.seeds import Seeds
 from agent.parallel.slots import serving
-from agent.workflow import HALTED, refuse_job, run_task
+from agent.job.workflow import HALTED, refuse_job, run_task
 
 CLAIMS_FOLDER = ".claims"
 HALT_GRACE_SEC = 10.0  # for jobs in flight to reach their next call once the run is halted
@@ -81,7 +81,7 @@ def plan_run(cfg: RunConfig, task_indices: list[int]) -> Plan:
 
 def check_plan(cfg: RunConfig, plan: Plan) -> None:
     """Refuse, before any model call, a run whose stored jobs or seeds were made under another configuration
-    (agent/fingerprint.py): one line naming the first such file and its changed keys, and how many others."""
+    (agent/job/fingerprint.py): one line naming the first such file and its changed keys, and how many others."""
     parts = RunParts(cfg)
     seeds = Seeds(cfg, parts)
     found = [line for job in plan.jobs if (line := identity_conflict(cfg, job, parts.fingerprint(job)))]
@@ -124,7 +124,7 @@ def run_job(cfg: RunConfig, job: Job, report: Callable[[dict], None] | None = No
 
 
 def ensure_seed(cfg: RunConfig, model: ModelSpec, task: int, *, feedback: bool = True) -> bool:
-    """The turn-0 seed of (model, task), computed once (agent/seeds.py); True when this call computed it."""
+    """The turn-0 seed of (model, task), computed once (agent/job/seeds.py); True when this call computed it."""
     return Seeds(cfg, RunParts(cfg)).ensure(model, task, feedback=feedback)
 
 

@@ -54,7 +54,7 @@ from agent.scheduler import plan_run, run_plan  # noqa: E402
 from agent.parallel.slots import Span, cpu_count  # noqa: E402
 from agent.common.text_table import fixed_width  # noqa: E402
 from agent.task.dataset import DatasetManager  # noqa: E402
-from agent.layout import result_folder  # noqa: E402
+from agent.job.layout import result_folder  # noqa: E402
 from metrics.cli_flags import add_flag, add_renamed  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

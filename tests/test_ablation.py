@@ -32,10 +32,10 @@ from agent.task.dataset import DatasetManager
 from agent.config import load_config
 from agent.models.build import Completion, Usage
 from agent.models.scripted import ScriptedModel
-from agent.layout import Job, result_folder
-from agent.parts import RunParts
-from agent.replay import replay_task, replay_turn
-from agent.workflow import run_task
+from agent.job.layout import Job, result_folder
+from agent.job.parts import RunParts
+from agent.job.replay import replay_task, replay_turn
+from agent.job.workflow import run_task
 from scripts.import_researchcodebench import main as import_main
 
 REPO = Path(__file__).resolve().parents[1]

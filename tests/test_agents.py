@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.task.action import ACTIONS, RELEASE_ACTIONS
-from agent.agents import CodeAgent, TaskBrief
+from agent.job.agents import CodeAgent, TaskBrief
 from agent.protocols.base import FeedbackShown, TurnInput
 from agent.protocols.digest import format_test_digest
 from agent.protocols.improved import ImprovedProtocol, format_feedback, merge_roles

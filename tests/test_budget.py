@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.budget import Spend, job_spend, usage_spend
+from agent.job.budget import Spend, job_spend, usage_spend
 from metrics.result_format import STOP_KEY
 from metrics.run_status import BUDGET
 from tests.fake_providers import FakeProvider, FakeUsage, Reply, no_provider_env, openai_completion  # noqa: F401

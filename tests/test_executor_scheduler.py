@@ -12,11 +12,11 @@ from filelock import FileLock
 
 from agent.parallel.executor import make_executor
 from agent.models.build import ModelSpec
-from agent.layout import Job, result_folder
-from agent.results import ResultStore
+from agent.job.layout import Job, result_folder
+from agent.job.results import ResultStore
 from agent.scheduler import ensure_seed
-from agent.seeds import seed_path
-from agent.workflow import run_task
+from agent.job.seeds import seed_path
+from agent.job.workflow import run_task
 from tests.loop_config import comparable, make_config
 
 MODELS = (ModelSpec("scripted", "m1"), ModelSpec("scripted", "m2"))

@@ -171,6 +171,6 @@ def test_replay_uses_recorded_turns_and_falls_back_with_a_note() -> None:
 
 def test_every_feedback_source_the_configuration_accepts_has_a_maker() -> None:
     from agent.feedback import SOURCES
-    from agent.parts import MAKERS
+    from agent.job.parts import MAKERS
 
     assert tuple(MAKERS) == SOURCES

@@ -86,7 +86,7 @@ import json, os, sys
 sys.path.insert(0, {repo!r})
 os.environ["RECODE_ENV_BACKEND"] = "current"
 from agent.config import load_config
-from agent.workflow import Job, run_task
+from agent.job.workflow import Job, run_task
 cfg = load_config({config!r})
 outcome = run_task(cfg, Job(cfg.models[0], 1, 1))
 print("RESULT " + json.dumps(outcome))

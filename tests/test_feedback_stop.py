@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from agent.feedback.guidance import FeedbackPolicy
-from agent.layout import Job, result_folder
-from agent.results import ResultStore
-from agent.workflow import run_task
+from agent.job.layout import Job, result_folder
+from agent.job.results import ResultStore
+from agent.job.workflow import run_task
 from metrics.result_format import STOP_KEY
 from metrics.run_status import FEEDBACK_MISSING
 from tests.fake_providers import Reply, no_provider_env, openai_completion  # noqa: F401

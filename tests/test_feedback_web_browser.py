@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent.results import ResultStore
+from agent.job.results import ResultStore
 from tests.cdp import CHROMIUM, Browser, Page
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")

@@ -1,4 +1,4 @@
-"""A job's fingerprint (agent/fingerprint.py): fed from a real RunConfig, each change named by key, the refusal
+"""A job's fingerprint (agent/job/fingerprint.py): fed from a real RunConfig, each change named by key, the refusal
 line naming the changes and both ways out, no secret inside."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import agent.protocols.prompts as prompts_module
 from agent.task.dataset import DatasetManager
 from agent.config import KNOWN_KEYS
-from agent.fingerprint import diff_fingerprints, job_fingerprint, refusal, text_hash, user_key
+from agent.job.fingerprint import diff_fingerprints, job_fingerprint, refusal, text_hash, user_key
 from agent.protocols.base import prompt_texts
 from tests.loop_config import make_config
 

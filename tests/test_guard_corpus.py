@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.results import turn_solved
+from agent.job.results import turn_solved
 from agent.runner.capability_lint import denied_capabilities
 from tests.guard_honest_corpus import ADDITIONS, COMBINATIONS, corpus
 from tests.guard_hostile_corpus import HACKS

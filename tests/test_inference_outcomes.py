@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from agent.config import ConfigError, load_config
-from agent.fingerprint import diff_fingerprints, job_fingerprint
+from agent.job.fingerprint import diff_fingerprints, job_fingerprint
 from agent.models.build import build_model
 from agent.models.cache import ResponseCache
 from agent.models.types import ChatRequest, RequestFatal, RunFatal, Stop

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.task.action import RELEASE_ACTIONS
-from agent.agents import CodeAgent, TaskBrief
+from agent.job.agents import CodeAgent, TaskBrief
 from agent.models.build import InferenceError
 from agent.protocols.prompts import RELEASE_SLOTS
 from agent.protocols.base import FeedbackShown, TurnInput

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.runner.core import RunnerOptions, run_candidate
-from agent.record import turn_solved
+from agent.job.record import turn_solved
 from agent.runner.sandbox import bwrap_problem
 from agent.runner.verdict import judge, read_channel
 from tests.runner_testlib import CANONICAL, TEST_CASES, WRONG, make_task

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from agent import record as records
-from agent import results
+from agent.job import record as records
+from agent.job import results
 from agent.protocols.improved import ImprovedProtocol
-from agent.record import Upgrade, check_builtins, make_record, pass_rate, turn_solved, usage_totals
-from agent.results import ResultError, ResultStore
-from agent.seeds import load_seed, save_seed, seed_path
+from agent.job.record import Upgrade, check_builtins, make_record, pass_rate, turn_solved, usage_totals
+from agent.job.results import ResultError, ResultStore
+from agent.job.seeds import load_seed, save_seed, seed_path
 from metrics.result_format import RECORD_KEYS, RELEASE_KEYS
 
 IMPROVED = ImprovedProtocol(15, 10)

@@ -14,7 +14,7 @@ from typing import Callable
 
 import pytest
 
-import agent.parts
+import agent.job.parts
 from agent.task.dataset import DatasetManager
 from agent.models.types import Completion, ModelSpec, RequestFatal, RunFatal, Stop
 from agent.research_code_generation import EXIT_RUN_FATAL, main
@@ -66,7 +66,7 @@ class FaultyModel:
 def faults(monkeypatch: pytest.MonkeyPatch) -> Faults:
     monkeypatch.setenv("RECODE_ENV_BACKEND", "current")
     found = Faults()
-    monkeypatch.setattr(agent.parts, "build_model", found.wrap(agent.parts.build_model))
+    monkeypatch.setattr(agent.job.parts, "build_model", found.wrap(agent.job.parts.build_model))
     return found
 
 

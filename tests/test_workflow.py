@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent.layout import Job, is_finished, job_store, result_folder
-from agent.parts import RunParts
-from agent.record import check_builtins
-from agent.replay import replay_task
-from agent.results import ResultStore
-from agent.seeds import Seeds, seed_path
-from agent.workflow import run_task
+from agent.job.layout import Job, is_finished, job_store, result_folder
+from agent.job.parts import RunParts
+from agent.job.record import check_builtins
+from agent.job.replay import replay_task
+from agent.job.results import ResultStore
+from agent.job.seeds import Seeds, seed_path
+from agent.job.workflow import run_task
 from tests.loop_config import REPO, comparable
 from tests.loop_config import make_config as any_config
 

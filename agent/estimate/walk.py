@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from agent.task.action import ACTIONS, RELEASE_ACTIONS
-from agent.agents import CodeAgent
+from agent.job.agents import CodeAgent
 from agent.feedback.llm import LLMFeedback
 from agent.feedback.records import FIELDS, FeedbackReply, FeedbackRequest
 from agent.feedback.guidance import FeedbackPolicy, raise_level

@@ -17,7 +17,7 @@ from agent.feedback.records import (
 from agent.feedback.replay import ReplayFeedback
 
 # The values of ``feedback-source``: what the configuration accepts. Each is made per job where a job's parts
-# are at hand (agent/parts.py, MAKERS); the browser form's source lives in agent/web/.
+# are at hand (agent/job/parts.py, MAKERS); the browser form's source lives in agent/web/.
 SOURCES = ("llm", "file", "interactive", "web")
 
 __all__ = [

@@ -318,7 +318,7 @@ class DatasetManager:
         return digest.hexdigest()
 
     def task_fingerprint(self, index: int) -> str:
-        """sha256 identifying one task as its jobs see it (part of their identity, agent/fingerprint.py).
+        """sha256 identifying one task as its jobs see it (part of their identity, agent/job/fingerprint.py).
 
         Covers its meta row, its own files and its repository's python sources
         byte for byte; other repository files (data, checkpoints: gigabytes in

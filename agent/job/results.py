@@ -2,7 +2,7 @@
 safely.
 
 A result file is a pickle holding a LIST of turn records of Python builtins
-only (agent/record.py), so a notebook loads it without importing this
+only (agent/job/record.py), so a notebook loads it without importing this
 package. It is rewritten whole after every turn through a temporary file and
 ``os.replace``, so a crash leaves either the previous or the new version,
 never a torn one. A sibling ``task_<id>_state.json`` says whether the task
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.common.atomic_file import atomic_write_bytes
-from agent.record import check_builtins, turn_solved
+from agent.job.record import check_builtins, turn_solved
 from metrics.result_format import (
     REPORTS_DIR, STATE_FORMAT, STOP_KEY, result_file_name, safe_load_pickle, state_file_name,
 )
@@ -57,7 +57,7 @@ class ResultStore:
                  fingerprint: dict | None = None) -> None:
         """``replay_level`` K: the release's replay file ``task_<id>_result_replay_level<K>.pkl``,
         whose n-th record is the new turn continuing stored turn n (so it is turn n + 1). ``fingerprint``:
-        the identity of the job writing here (agent/fingerprint.py), kept in the state file."""
+        the identity of the job writing here (agent/job/fingerprint.py), kept in the state file."""
         self.folder = Path(folder)
         self.fingerprint = fingerprint
         self.task_index = task_index
@@ -98,7 +98,7 @@ class ResultStore:
     def mark(self, *, finished: bool, error: str | None, turns: list[dict],
              stop_reason: str | None = None, refused: dict | None = None) -> None:
         """The state of the job whose stored turns are ``turns``; ``refused``: the settings a request the
-        provider refuses as sent was made under (agent/layout.py ``resend_keys``)."""
+        provider refuses as sent was made under (agent/job/layout.py ``resend_keys``)."""
         solved = bool(turns) and turn_solved(turns[-1].get("execution_result") or {})
         state = {"format": STATE_FORMAT, "finished": finished, "error": error, "turns": len(turns),
                  "solved": solved, STOP_KEY: stop_reason, "updated": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -28,22 +28,22 @@ from typing import TYPE_CHECKING
 
 from filelock import FileLock
 
-from agent.budget import Ledger, run_over_budget, seed_spend
-from agent.fingerprint import diff_fingerprints, refusal
+from agent.job.budget import Ledger, run_over_budget, seed_spend
+from agent.job.fingerprint import diff_fingerprints, refusal
 from agent.feedback.records import NO_FEEDBACK
-from agent.layout import Job, job_store
+from agent.job.layout import Job, job_store
 from agent.models.types import ModelSpec
 from agent.common.atomic_file import atomic_write_bytes
-from agent.record import PENDING, Upgrade, check_builtins, turn_record, turn_solved, with_feedback
-from agent.results import ResultError, ResultStore, load_pickle
-from agent.session import request_feedback
+from agent.job.record import PENDING, Upgrade, check_builtins, turn_record, turn_solved, with_feedback
+from agent.job.results import ResultError, ResultStore, load_pickle
+from agent.job.session import request_feedback
 from agent.common.tempdirs import private_dir
 from metrics.result_format import STOP_KEY, seed_file_name
 from metrics.run_status import FEEDBACK_MISSING
 
 if TYPE_CHECKING:
     from agent.config import RunConfig
-    from agent.parts import RunParts
+    from agent.job.parts import RunParts
 
 SEED_FORMAT = 3
 RECOMPUTE = "move it away (or set overwrite: true) to recompute the seed"
@@ -167,7 +167,7 @@ class Seeds:
         return seed_path(self.cfg.init_seed_dir, model.model, task_index, self.cfg.evaluation_setting)
 
     def conflict(self, model: ModelSpec, task_index: int) -> str | None:
-        """Why the stored seed of (model, task) may not be reused by this run (agent/fingerprint.py), or None."""
+        """Why the stored seed of (model, task) may not be reused by this run (agent/job/fingerprint.py), or None."""
         feedback_model = self.cfg.feedback_model.model if self.cfg.feedback_model else None
         return seed_conflict(self.path(model, task_index), self.parts.seed_fingerprint(model, task_index),
                              feedback_model)

@@ -85,6 +85,16 @@ def usage_totals(usage: list[dict]) -> tuple[int, int, float | None]:
             sum(int(u.get("output_tokens") or 0) for u in usage), cost)
 
 
+CACHE_KEYS = ("cached_tokens", "cache_write_tokens", "cache_saved_usd")
+
+
+def cache_totals(usage: list[dict]) -> dict[str, float]:
+    """Prompt-cache figures of a job's calls: input tokens read from and written to the provider's cache, and the
+    dollars that saved at list prices (calls answered from the response cache count nothing)."""
+    live = [u for u in usage if not u.get("from_cache")]
+    return {key: sum(u.get(key) or 0 for u in live) for key in CACHE_KEYS}
+
+
 def token_lists(usage: list[dict]) -> tuple[list[int], list[int]]:
     """The release's token fields: one input and one output count per API call."""
     return ([int(u.get("input_tokens") or 0) for u in usage], [int(u.get("output_tokens") or 0) for u in usage])

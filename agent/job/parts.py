@@ -11,21 +11,21 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from agent.agents import HumanAgent
+from agent.job.agents import HumanAgent
 from agent.task.dataset import DatasetManager
 from agent.feedback import (
     FeedbackReply, FeedbackRequest, FeedbackSource, FileFeedback, InteractiveFeedback, LLMFeedback, ReplayFeedback,
 )
-from agent.fingerprint import job_fingerprint
+from agent.job.fingerprint import job_fingerprint
 from agent.feedback.guidance import FeedbackPolicy
 from agent.models.halt import gated
-from agent.layout import Job, result_folder
+from agent.job.layout import Job, result_folder
 from agent.models.build import build_model
 from agent.models.types import ChatModel, ModelSpec
 from agent.protocols import make_protocol
-from agent.record import Upgrade
-from agent.results import ResultStore
-from agent.session import Session
+from agent.job.record import Upgrade
+from agent.job.results import ResultStore
+from agent.job.session import Session
 from agent.parallel.slots import run_tests
 from agent.common.version import harness_version
 from agent.web import WebFeedback
@@ -55,7 +55,7 @@ class RunParts:
         return DatasetManager(self.cfg.work_dir)
 
     def fingerprint(self, job: Job) -> dict[str, Any]:
-        """Everything that shapes the job's trajectory, named (agent/fingerprint.py). ``max-turn`` is left out:
+        """Everything that shapes the job's trajectory, named (agent/job/fingerprint.py). ``max-turn`` is left out:
         raising it extends a trajectory whose prefix stays valid."""
         cfg, setting = self.cfg, self.setting
         models = {"code": _settings(job.model)}

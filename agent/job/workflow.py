@@ -3,15 +3,15 @@
 ``JobRun.run`` is the whole story: resume, then while the job is not done:
 check the budget, attempt a turn, pick its level, get its feedback, record
 it, save. Turn 0 comes from the shared seed where the setting shares it
-(agent/seeds.py). A turn is written atomically before the next begins, so a
+(agent/job/seeds.py). A turn is written atomically before the next begins, so a
 killed run resumes from its last complete turn. The dataset is only read.
 
 A job stops early at a turn boundary, keeping its turns, when the feedback a
 turn needs cannot be produced (``feedback_missing``) or a spending cap is
-reached (``budget``, agent/budget.py); metrics/run_status.py names how that is
+reached (``budget``, agent/job/budget.py); metrics/run_status.py names how that is
 recorded, and the next run continues it. Stops are exceptions caught in one
-place. Which stored jobs a run leaves alone is agent/layout.py; the release's
-replay (``replay-feedback-level``) is agent/replay.py.
+place. Which stored jobs a run leaves alone is agent/job/layout.py; the release's
+replay (``replay-feedback-level``) is agent/job/replay.py.
 """
 from __future__ import annotations
 
@@ -19,18 +19,17 @@ import contextlib
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
-from agent.budget import Ledger, job_spend, over_budget, seed_spend
+from agent.job.budget import Ledger, job_spend, over_budget, seed_spend
 from agent.feedback.records import NO_FEEDBACK, FeedbackReply
 from agent.feedback.guidance import raise_level
 from agent.models.halt import RUN_FATAL_KEY, RunHalted
-from agent.layout import Job, identity_conflict, job_key, job_store, resend_keys, skip_reason
+from agent.job.layout import Job, identity_conflict, job_key, job_store, resend_keys, skip_reason
 from agent.models.types import InferenceError, RequestFatal, RunFatal
-from agent.parts import RunParts
+from agent.job.parts import RunParts
 from agent.protocols.base import FeedbackShown, TurnInput
-from agent.record import PENDING, pass_rate, turn_record, turn_solved, usage_totals, with_feedback
-from agent.results import ResultError
-from agent.run_summary import cache_totals
-from agent.seeds import Seeds, seed_key
+from agent.job.record import PENDING, cache_totals, pass_rate, turn_record, turn_solved, usage_totals, with_feedback
+from agent.job.results import ResultError
+from agent.job.seeds import Seeds, seed_key
 from agent.common.tempdirs import private_dir
 from metrics.result_format import STOP_KEY
 from metrics.run_status import BUDGET, FEEDBACK_MISSING, TAMPERED, TAMPERED_STOP

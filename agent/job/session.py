@@ -1,7 +1,7 @@
 """One (code model, task) at work: a private repository copy, its CodeAgent and its HumanAgent.
 
-The job (agent/workflow.py) drives a Session turn by turn; the release's
-replay (agent/replay.py) and the ablations use the same Session to take one
+The job (agent/job/workflow.py) drives a Session turn by turn; the release's
+replay (agent/job/replay.py) and the ablations use the same Session to take one
 more turn from a stored state, so every setting behaves alike in all three.
 A test run that cannot happen (``infra_error``) raises :class:`InfraError`;
 feedback that cannot be produced comes back as a reply with ``error`` set
@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.task.action import ACTIONS, RELEASE_ACTIONS
-from agent.agents import CodeAgent, HumanAgent
+from agent.job.agents import CodeAgent, HumanAgent
 from agent.task.dataset import DatasetManager
 from agent.feedback.records import FeedbackReply, FeedbackSource
 from agent.parallel.lookahead import Lookahead
 from agent.models.types import ChatModel, InferenceError, RequestFatal, RunFatal
 from agent.protocols.base import RunProtocol, TaskBrief, TurnInput
 from agent.rcb.snippet import load_snippet_task
-from agent.record import Attempt, release_execution
+from agent.job.record import Attempt, release_execution
 from agent.parallel.slots import nudge_early_runs, run_early_tests, run_tests
 from agent.task.workspace import RepoWorkspace, make_workspace
 from metrics.run_status import INFRA_ERROR
