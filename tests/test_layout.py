@@ -18,10 +18,12 @@ _NAMED = re.compile(r"(?<![\w/.])((?:agent|metrics|ablation|scripts|docs|config|
 
 def test_the_release_module_names_re_export_their_new_homes() -> None:
     import agent.action
+    import agent.agents
     import agent.constants
     import agent.env_cache
     import agent.inference
     import agent.utils
+    from agent.job.agents import CodeAgent
     from agent.task.action import parse_answer
     from agent.task.dataset import DatasetManager
     from agent.envs.cache import resolve_python
@@ -30,8 +32,8 @@ def test_the_release_module_names_re_export_their_new_homes() -> None:
 
     assert agent.utils.DatasetManager is DatasetManager and agent.inference.build_model is build_model
     assert agent.env_cache.resolve_python is resolve_python and agent.constants.AGENT_SYSTEM is AGENT_SYSTEM
-    assert agent.action.parse_answer is parse_answer
-    for module in (agent.action, agent.constants, agent.env_cache, agent.inference, agent.utils):
+    assert agent.action.parse_answer is parse_answer and agent.agents.CodeAgent is CodeAgent
+    for module in (agent.action, agent.agents, agent.constants, agent.env_cache, agent.inference, agent.utils):
         assert len(Path(module.__file__).read_text().splitlines()) == 2  # a docstring and one import
 
 

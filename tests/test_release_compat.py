@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from agent.action import ACTIONS, RELEASE_ACTIONS, ActionFormatError, parse_answer
-from agent.job.agents import CodeAgent, TaskBrief
+from agent.agents import CodeAgent, TaskBrief
 from agent.config import ConfigError, load_config
 from agent.protocols.prompts import FEEDBACK_REQUEST, FEEDBACK_SYSTEM
 from agent.models.build import PROVIDER_ENV_VARS, Completion, Usage
