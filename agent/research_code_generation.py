@@ -45,11 +45,11 @@ from agent.parallel.executor import PARALLEL_MODES, Executor, ExecutorError, mak
 from agent.models.build import InferenceError, build_model  # noqa: E402
 from agent.common.progress import Progress  # noqa: E402
 from agent.job.results import ResultError  # noqa: E402
-from agent.run_metadata import build_metadata, metadata_path, write_metadata  # noqa: E402
-from agent.run_summary import (  # noqa: E402
+from agent.run.metadata import build_metadata, metadata_path, write_metadata  # noqa: E402
+from agent.run.summary import (  # noqa: E402
     cache_note, cache_record, format_table, report_command, stop_notes, summarize,
 )
-from agent.scheduler import RunStats, check_plan, plan_run, run_plan  # noqa: E402
+from agent.run.scheduler import RunStats, check_plan, plan_run, run_plan  # noqa: E402
 from agent.job.workflow import REFUSED, start_ledger  # noqa: E402
 from agent.web import WebFeedbackError, shared_server  # noqa: E402
 from agent.task.dataset import DatasetError, DatasetManager  # noqa: E402

@@ -1,6 +1,6 @@
 """What the runs of a results folder were asked to do, read from their run records.
 
-The harness writes ``<output-dir>/run_metadata/<timestamp>_<pid>.json`` per run (agent/run_metadata.py),
+The harness writes ``<output-dir>/run_metadata/<timestamp>_<pid>.json`` per run (agent/run/metadata.py),
 whose ``config`` holds ``max_turn``, ``task_ids`` (None: every runnable task), ``guidance_levels``,
 ``evaluation_setting``, ``guidance_type`` and ``models``. The analysis takes its defaults from them, so a
 2-task ``max-turn: 2`` run is reported as Recall@2 over 2 tasks, and the report says what it covers.

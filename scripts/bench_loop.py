@@ -50,7 +50,7 @@ import yaml  # noqa: E402
 from agent.runner.core import run_candidate  # noqa: E402
 from agent.config import RunConfig, load_config  # noqa: E402
 from agent.parallel.executor import make_executor  # noqa: E402
-from agent.scheduler import plan_run, run_plan  # noqa: E402
+from agent.run.scheduler import plan_run, run_plan  # noqa: E402
 from agent.parallel.slots import Span, cpu_count  # noqa: E402
 from agent.common.text_table import fixed_width  # noqa: E402
 from agent.task.dataset import DatasetManager  # noqa: E402

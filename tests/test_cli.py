@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from agent.models.build import PROVIDER_ENV_VARS
-from agent.run_summary import REPORT_SCRIPT
+from agent.run.summary import REPORT_SCRIPT
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = REPO / "agent" / "research_code_generation.py"

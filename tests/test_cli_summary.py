@@ -2,7 +2,7 @@
 jobs that stopped early are counted as incomplete and explained under the table, never scored."""
 from __future__ import annotations
 
-from agent.run_summary import format_table, stop_notes, summarize
+from agent.run.summary import format_table, stop_notes, summarize
 from metrics.result_format import STOP_KEY
 from metrics.run_status import BUDGET, FEEDBACK_MISSING
 

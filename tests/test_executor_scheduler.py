@@ -7,14 +7,14 @@ from types import SimpleNamespace
 
 import pytest
 
-import agent.scheduler as scheduler
+import agent.run.scheduler as scheduler
 from filelock import FileLock
 
 from agent.parallel.executor import make_executor
 from agent.models.build import ModelSpec
 from agent.job.layout import Job, result_folder
 from agent.job.results import ResultStore
-from agent.scheduler import ensure_seed
+from agent.run.scheduler import ensure_seed
 from agent.job.seeds import seed_path
 from agent.job.workflow import run_task
 from tests.loop_config import comparable, make_config

@@ -16,7 +16,7 @@ import agent.parallel.slots as slots_module
 from agent.runner.core import prepare, run_candidate, sandbox_prefix
 from agent.parallel.executor import InlineExecutor, ProcessExecutor, ThreadExecutor, make_executor
 from agent.runner.options import RunnerOptions
-from agent.scheduler import plan_run, run_plan
+from agent.run.scheduler import plan_run, run_plan
 from agent.parallel.slots import SlotConfig, TestSlots, serving
 from agent.task.dataset import DatasetManager
 from tests.executor_jobs import FakeDataset, job_with_test, slow_test_run, timed_test_run

@@ -15,7 +15,7 @@ from agent.models.pricing import cost_usd, load_prices
 from agent.models.prompt_cache import PrefixTracker, anthropic_blocks, common_prefix, openai_cache_key
 from agent.models.types import Tokens
 from agent.job.record import cache_totals
-from agent.run_summary import cache_note, cache_record
+from agent.run.summary import cache_note, cache_record
 from tests import metrics_helpers  # noqa: F401 (puts metrics/ on the path, as the notebooks do)
 from metric_cost import turn_cost  # noqa: E402
 from tests.caching_servers import PromptCache, caching_responder, run_sweep

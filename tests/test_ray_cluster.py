@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from agent.runner.processes import session_members
-from agent.scheduler import run_job
+from agent.run.scheduler import run_job
 from tests.run_support import (
     SOLVE_AT, STANDARD_RUN, cli_env, reference_results, results, start_cli, write_config, write_scripts,
 )

@@ -23,7 +23,7 @@ from agent.task.dataset import DatasetManager
 from agent.protocols.release_texts import load_release_texts
 from agent.common.version import harness_version
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("openai", "anthropic", "google-genai", "junitparser", "pyyaml", "tenacity", "filelock", "tqdm",
             "pytest", "uv", "ray")
 
