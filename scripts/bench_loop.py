@@ -259,7 +259,7 @@ def bench_slots(scripts: tuple[Path, Path], tasks: list[int], mode: str, jobs: l
 
     The ideal is max(model-bound, test-bound): the job that waits longest
     waits for its model calls, one after the other; all test runs share the
-    slots. A job's test runs are not on its chain: an early run (agent/
+    slots. A job's test runs are not on its chain: an early run (agent/parallel/
     lookahead.py) tests the file while the model is still answering. Test
     seconds are given twice: each task's solo time (solo: median of runs
     alone on the machine just before and just after this job count's run, so
