@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.task.dataset import DatasetManager
 from agent.estimate.tally import Estimate, model_totals, price_lines, walk_jobs
 from agent.estimate.walk import Assumptions, JobShape, TaskText
 from agent.job.layout import Job, is_finished
 from agent.job.parts import RunParts
-from agent.rcb.snippet import load_snippet_task
 from agent.job.seeds import Seeds
+from agent.rcb.snippet import load_snippet_task
+from agent.task.dataset import DatasetManager
 
 if TYPE_CHECKING:
     from agent.config import RunConfig

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.estimate.walk import SOLVED, UNSOLVED
 from agent.common.text_table import fixed_width
+from agent.estimate.walk import SOLVED, UNSOLVED
 
 
 ROLES = {"code": "code (CodeAgent)", "feedback": "feedback (HumanAgent)"}

@@ -13,15 +13,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Callable
 
-from agent.task.action import ACTIONS, RELEASE_ACTIONS
-from agent.job.agents import CodeAgent
+from agent.feedback.guidance import FeedbackPolicy, raise_level
 from agent.feedback.llm import LLMFeedback
 from agent.feedback.records import FIELDS, FeedbackReply, FeedbackRequest
-from agent.feedback.guidance import FeedbackPolicy, raise_level
+from agent.job.agents import CodeAgent
 from agent.models.prompt_cache import common_prefix
 from agent.models.types import Completion, Usage
 from agent.protocols.base import FeedbackShown, RunProtocol, Setting, TaskBrief, TurnInput
 from agent.rcb.snippet import SnippetTask
+from agent.task.action import ACTIONS, RELEASE_ACTIONS
 
 SOLVED, UNSOLVED = "solved", "unsolved"
 COURSES = (SOLVED, UNSOLVED)

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from agent.feedback.records import FeedbackFormatError, FeedbackReply, FeedbackRequest, validate_records
-from agent.models.types import ChatModel
 from agent.models.stops import WITHHELD, describe, stop_entry
+from agent.models.types import ChatModel
 
 
 @dataclass(frozen=True)

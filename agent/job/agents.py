@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Callable
 
 from agent.feedback.records import FeedbackReply, FeedbackRequest, FeedbackSource
-from agent.models.types import ChatModel, InferenceError, RequestFatal, RunFatal, Stop
-from agent.protocols.prompts import SECTION_SNIPPET_PREVIOUS
-from agent.protocols.base import Exchange, RunProtocol, Setting, StepView, TaskBrief, TurnInput
 from agent.models.stops import WITHHELD, stop_entry, withheld_problem
+from agent.models.types import ChatModel, InferenceError, RequestFatal, RunFatal, Stop
+from agent.protocols.base import Exchange, RunProtocol, Setting, StepView, TaskBrief, TurnInput
+from agent.protocols.prompts import SECTION_SNIPPET_PREVIOUS
 from agent.rcb.snippet import SnippetTask, build_prompt, complete_file, extract_last_python_block
 from agent.task.workspace import RepoWorkspace
 

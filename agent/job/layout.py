@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.job.fingerprint import diff_fingerprints, refusal
-from agent.models.types import ModelSpec
 from agent.job.record import PENDING, turn_solved
 from agent.job.results import ResultError, ResultStore
+from agent.models.types import ModelSpec
 from metrics.result_format import STOP_KEY, run_folder_name
 from metrics.run_status import TAMPERED_STOP
 

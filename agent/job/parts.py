@@ -11,23 +11,23 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from agent.job.agents import HumanAgent
-from agent.task.dataset import DatasetManager
+from agent.common.version import harness_version
 from agent.feedback import (
     FeedbackReply, FeedbackRequest, FeedbackSource, FileFeedback, InteractiveFeedback, LLMFeedback, ReplayFeedback,
 )
-from agent.job.fingerprint import job_fingerprint
 from agent.feedback.guidance import FeedbackPolicy
-from agent.models.halt import gated
+from agent.job.agents import HumanAgent
+from agent.job.fingerprint import job_fingerprint
 from agent.job.layout import Job, result_folder
-from agent.models.build import build_model
-from agent.models.types import ChatModel, ModelSpec
-from agent.protocols import make_protocol
 from agent.job.record import Upgrade
 from agent.job.results import ResultStore
 from agent.job.session import Session
+from agent.models.build import build_model
+from agent.models.halt import gated
+from agent.models.types import ChatModel, ModelSpec
 from agent.parallel.slots import run_tests
-from agent.common.version import harness_version
+from agent.protocols import make_protocol
+from agent.task.dataset import DatasetManager
 from agent.web import WebFeedback
 
 if TYPE_CHECKING:

@@ -20,15 +20,15 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from agent.job.budget import over_budget
+from agent.common.tempdirs import private_dir
 from agent.feedback.records import FeedbackReply
+from agent.job.budget import over_budget
 from agent.job.layout import Job, job_key
-from agent.protocols.base import FeedbackShown, TurnInput
 from agent.job.record import turn_record
 from agent.job.results import ResultStore
 from agent.job.session import Session
-from agent.common.tempdirs import private_dir
 from agent.job.workflow import JobRun, Stopped
+from agent.protocols.base import FeedbackShown, TurnInput
 from metrics.run_status import BUDGET, FEEDBACK_MISSING
 
 if TYPE_CHECKING:

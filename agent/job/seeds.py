@@ -28,16 +28,16 @@ from typing import TYPE_CHECKING
 
 from filelock import FileLock
 
+from agent.common.atomic_file import atomic_write_bytes
+from agent.common.tempdirs import private_dir
+from agent.feedback.records import NO_FEEDBACK
 from agent.job.budget import Ledger, run_over_budget, seed_spend
 from agent.job.fingerprint import diff_fingerprints, refusal
-from agent.feedback.records import NO_FEEDBACK
 from agent.job.layout import Job, job_store
-from agent.models.types import ModelSpec
-from agent.common.atomic_file import atomic_write_bytes
 from agent.job.record import PENDING, Upgrade, check_builtins, turn_record, turn_solved, with_feedback
 from agent.job.results import ResultError, ResultStore, load_pickle
 from agent.job.session import request_feedback
-from agent.common.tempdirs import private_dir
+from agent.models.types import ModelSpec
 from metrics.result_format import STOP_KEY, seed_file_name
 from metrics.run_status import FEEDBACK_MISSING
 

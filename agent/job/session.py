@@ -15,16 +15,16 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.task.action import ACTIONS, RELEASE_ACTIONS
-from agent.job.agents import CodeAgent, HumanAgent
-from agent.task.dataset import DatasetManager
 from agent.feedback.records import FeedbackReply, FeedbackSource
-from agent.parallel.lookahead import Lookahead
+from agent.job.agents import CodeAgent, HumanAgent
+from agent.job.record import Attempt, release_execution
 from agent.models.types import ChatModel, InferenceError, RequestFatal, RunFatal
+from agent.parallel.lookahead import Lookahead
+from agent.parallel.slots import nudge_early_runs, run_early_tests, run_tests
 from agent.protocols.base import RunProtocol, TaskBrief, TurnInput
 from agent.rcb.snippet import load_snippet_task
-from agent.job.record import Attempt, release_execution
-from agent.parallel.slots import nudge_early_runs, run_early_tests, run_tests
+from agent.task.action import ACTIONS, RELEASE_ACTIONS
+from agent.task.dataset import DatasetManager
 from agent.task.workspace import RepoWorkspace, make_workspace
 from metrics.run_status import INFRA_ERROR
 

@@ -19,18 +19,18 @@ import contextlib
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable
 
-from agent.job.budget import Ledger, job_spend, over_budget, seed_spend
-from agent.feedback.records import NO_FEEDBACK, FeedbackReply
+from agent.common.tempdirs import private_dir
 from agent.feedback.guidance import raise_level
-from agent.models.halt import RUN_FATAL_KEY, RunHalted
+from agent.feedback.records import NO_FEEDBACK, FeedbackReply
+from agent.job.budget import Ledger, job_spend, over_budget, seed_spend
 from agent.job.layout import Job, identity_conflict, job_key, job_store, resend_keys, skip_reason
-from agent.models.types import InferenceError, RequestFatal, RunFatal
 from agent.job.parts import RunParts
-from agent.protocols.base import FeedbackShown, TurnInput
 from agent.job.record import PENDING, cache_totals, pass_rate, turn_record, turn_solved, usage_totals, with_feedback
 from agent.job.results import ResultError
 from agent.job.seeds import Seeds, seed_key
-from agent.common.tempdirs import private_dir
+from agent.models.halt import RUN_FATAL_KEY, RunHalted
+from agent.models.types import InferenceError, RequestFatal, RunFatal
+from agent.protocols.base import FeedbackShown, TurnInput
 from metrics.result_format import STOP_KEY
 from metrics.run_status import BUDGET, FEEDBACK_MISSING, TAMPERED, TAMPERED_STOP
 

@@ -14,7 +14,8 @@ from typing import Any
 
 import anthropic
 
-from agent.models.types import Answer, ChatRequest, ModelSpec, Stop, Tokens, add_counts
+from agent.models.pacing import rate_hooks
+from agent.models.prompt_cache import PrefixTracker, anthropic_blocks, tracker_for
 from agent.models.providers import (
     EMPTY_HINT,
     HttpFailure,
@@ -29,9 +30,8 @@ from agent.models.providers import (
     stop_of,
     too_long,
 )
-from agent.models.pacing import rate_hooks
-from agent.models.prompt_cache import PrefixTracker, anthropic_blocks, tracker_for
 from agent.models.retry import BadAnswer
+from agent.models.types import Answer, ChatRequest, ModelSpec, Stop, Tokens, add_counts
 
 DEFAULT_MAX_TOKENS = 16384  # the API requires a value; a whole research file fits in it
 TOOL_NAME = "respond"

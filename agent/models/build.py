@@ -13,6 +13,19 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
+from agent.models.cache import ResponseCache, request_key
+from agent.models.pacing import pacer_for
+from agent.models.pricing import DEFAULT_PRICES_PATH, cache_saving, cost_usd, find_price, load_prices
+from agent.models.providers import (
+    OFFLINE_PROVIDERS,
+    PROVIDER_ENV_VARS,
+    PROVIDERS,
+    Adapter,
+    provider_name,
+    resolve_key,
+)
+from agent.models.retry import GaveUp, Outage, call_with_retries, wait_scale
+from agent.models.scripted import ScriptedModel
 from agent.models.types import (
     Answer,
     ChatModel,
@@ -23,19 +36,6 @@ from agent.models.types import (
     Tokens,
     Usage,
 )
-from agent.models.pricing import DEFAULT_PRICES_PATH, cache_saving, cost_usd, find_price, load_prices
-from agent.models.providers import (
-    OFFLINE_PROVIDERS,
-    PROVIDER_ENV_VARS,
-    PROVIDERS,
-    Adapter,
-    provider_name,
-    resolve_key,
-)
-from agent.models.cache import ResponseCache, request_key
-from agent.models.pacing import pacer_for
-from agent.models.retry import GaveUp, Outage, call_with_retries, wait_scale
-from agent.models.scripted import ScriptedModel
 
 __all__ = [
     "ChatModel",

@@ -13,7 +13,6 @@ from typing import Any
 from google import genai
 from google.genai import errors, types
 
-from agent.models.types import Answer, ChatRequest, ModelSpec, Stop, Tokens, add_counts
 from agent.models.providers import (
     EMPTY_HINT,
     HttpFailure,
@@ -30,6 +29,7 @@ from agent.models.providers import (
     transient,
 )
 from agent.models.retry import BadAnswer, redact
+from agent.models.types import Answer, ChatRequest, ModelSpec, Stop, Tokens, add_counts
 
 ROLES = {"user": "user", "assistant": "model"}
 # Newer google-genai releases take a plain JSON schema; older ones only their OpenAPI-subset field.

@@ -16,7 +16,8 @@ from typing import Any
 
 import openai
 
-from agent.models.types import Answer, ChatRequest, InferenceError, ModelSpec, Stop, Tokens
+from agent.models.pacing import rate_hooks
+from agent.models.prompt_cache import openai_cache_key
 from agent.models.providers import (
     EMPTY_HINT,
     PROVIDERS,
@@ -37,9 +38,8 @@ from agent.models.providers import (
     transient,
     unknown_model,
 )
-from agent.models.pacing import rate_hooks
-from agent.models.prompt_cache import openai_cache_key
 from agent.models.retry import BadAnswer, redact
+from agent.models.types import Answer, ChatRequest, InferenceError, ModelSpec, Stop, Tokens
 
 log = logging.getLogger("agent.inference")
 

@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from agent.models.types import Answer, ChatRequest, InferenceError, ModelSpec, RequestFatal, RunFatal, Stop
 from agent.models.retry import BadAnswer, TransientError, parse_retry_after, redact
+from agent.models.types import Answer, ChatRequest, InferenceError, ModelSpec, RequestFatal, RunFatal, Stop
 
 
 @dataclass(frozen=True)

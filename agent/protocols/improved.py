@@ -18,19 +18,19 @@ from agent.task.action import (
     CODE_ACTIONS, ActionFormatError, execute, numbered, parse_answer, python_blocks,
 )
 import agent.protocols.prompts
+from agent.common.text import one_line
+from agent.feedback.guidance import shown_fields
 from agent.feedback.llm import FeedbackStyle
 from agent.feedback.records import CATEGORIES, FIELDS, FeedbackRequest
-from agent.feedback.guidance import shown_fields
+from agent.protocols.base import Acted, Ask, Exchange, Opening, Setting, StepView, TaskBrief, TurnInput, prompt_texts
+from agent.protocols.digest import digest_brief, format_test_digest
+from agent.protocols.notes import SUMMARY_WORDS, answer_note, bounded_summary, invalid_note, observation_note, settle
 from agent.protocols.prompts import (
     ACTION_HELP, AGENT_SYSTEM, BASELINE_SYSTEM, FEEDBACK_REQUEST, FEEDBACK_RETRY, FEEDBACK_SYSTEM, FORMAT_ERROR,
     MEMORY_DIGEST, MEMORY_FEEDBACK, MEMORY_RESULT, MEMORY_STEP, SECTION_BASELINE_ASK, SECTION_DIGEST,
     SECTION_FEEDBACK, SECTION_FILE, SECTION_FILE_EMPTY, SECTION_FILE_PLAIN, SECTION_LAST_ACTION, SECTION_PAPER,
     SECTION_STEP, SECTION_TASK, SUMMARY_MEMORY, SUMMARY_REQUEST, SUMMARY_SYSTEM,
 )
-from agent.protocols.base import Acted, Ask, Exchange, Opening, Setting, StepView, TaskBrief, TurnInput, prompt_texts
-from agent.protocols.digest import digest_brief, format_test_digest
-from agent.protocols.notes import SUMMARY_WORDS, answer_note, bounded_summary, invalid_note, observation_note, settle
-from agent.common.text import one_line
 from agent.task.workspace import RepoWorkspace
 
 FEEDBACK_KEY = "feedback"

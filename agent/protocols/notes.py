@@ -17,8 +17,8 @@ import ast
 import difflib
 import re
 
-from agent.task.action import Action
 from agent.common.text import name_list, one_line
+from agent.task.action import Action
 
 MAX_NAMES = 12  # definition names listed per kind in a code-change note
 SUMMARY_WORDS = 300  # the length a summary is asked for

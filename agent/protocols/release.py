@@ -32,12 +32,12 @@ import os
 import re
 from typing import TYPE_CHECKING
 
+from agent.feedback.guidance import shown_fields
 from agent.feedback.llm import FeedbackStyle
 from agent.feedback.records import FIELDS, FeedbackRequest
-from agent.feedback.guidance import shown_fields
 from agent.protocols.base import Acted, Ask, Exchange, Opening, Setting, StepView, TaskBrief, TurnInput
-from agent.protocols.release_paths import as_release, release_test_path
 from agent.protocols.release_answers import ReleaseCommand, clean_answer, parse_release_answer
+from agent.protocols.release_paths import as_release, release_test_path
 from agent.protocols.release_texts import TOOL_ORDER, ReleaseTexts
 from agent.task.workspace import PathEscapeError, RepoWorkspace, resolve_inside
 

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from agent.common.atomic_file import atomic_write_text
-from agent.config import RunConfig
-from agent.task.dataset import DatasetManager
-from agent.protocols.release_texts import load_release_texts
 from agent.common.version import harness_version
+from agent.config import RunConfig
+from agent.protocols.release_texts import load_release_texts
+from agent.task.dataset import DatasetManager
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("openai", "anthropic", "google-genai", "junitparser", "pyyaml", "tenacity", "filelock", "tqdm",

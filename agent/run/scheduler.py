@@ -29,17 +29,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from agent.parallel.claims import Claims, Heartbeat, Lease
 from agent.config import ConfigError, RunConfig
-from agent.parallel.executor import Executor, unwrap_error
-from agent.models.halt import RUN_FATAL_KEY, Gate, RunHalted, run_gate
 from agent.job.layout import DONE_ELSEWHERE, TAKEN_OVER, Job, identity_conflict, is_finished, job_key
-from agent.models.types import ModelSpec, RequestFatal, RunFatal
 from agent.job.parts import RunParts
 from agent.job.replay import replay_task
 from agent.job.seeds import Seeds
-from agent.parallel.slots import serving
 from agent.job.workflow import HALTED, refuse_job, run_task
+from agent.models.halt import RUN_FATAL_KEY, Gate, RunHalted, run_gate
+from agent.models.types import ModelSpec, RequestFatal, RunFatal
+from agent.parallel.claims import Claims, Heartbeat, Lease
+from agent.parallel.executor import Executor, unwrap_error
+from agent.parallel.slots import serving
 
 CLAIMS_FOLDER = ".claims"
 HALT_GRACE_SEC = 10.0  # for jobs in flight to reach their next call once the run is halted

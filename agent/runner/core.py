@@ -90,11 +90,13 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from agent.common.atomic_file import atomic_write_bytes
+from agent.common.tempdirs import make_dir, remove_tree
 from agent.runner.capability_lint import denied_capabilities
 from agent.runner.lint import reference_access
+from agent.runner.native import build as build_native
 from agent.runner.options import RunnerOptions
 from agent.runner.phases import phase
-from agent.runner.verdict import evidence_verdict, failed_run, judge, read_channel, sealed_report
 from agent.runner.processes import Completed, PidsCgroup, run_process
 from agent.runner.sandbox import (
     SANDBOX_MODES,
@@ -114,10 +116,8 @@ from agent.runner.sandbox import (
     user_base,
     user_process_count,
 )
-from agent.common.atomic_file import atomic_write_bytes
+from agent.runner.verdict import evidence_verdict, failed_run, judge, read_channel, sealed_report
 from agent.task.dataset import DatasetManager
-from agent.runner.native import build as build_native
-from agent.common.tempdirs import make_dir, remove_tree
 from agent.task.workspace import make_workspace
 from metrics.run_status import INFRA_ERROR, REFERENCE_ACCESS, TAMPERED
 

@@ -11,8 +11,8 @@ from functools import cached_property
 from pathlib import Path
 
 from agent.common.atomic_file import atomic_write_text
-from agent.task.retrieval import SKIPPED_DIRS, FunctionIndex, collect_functions
 from agent.task.dataset import DatasetManager
+from agent.task.retrieval import SKIPPED_DIRS, FunctionIndex, collect_functions
 
 
 class PathEscapeError(ValueError):

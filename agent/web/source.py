@@ -18,8 +18,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from agent.feedback import CATEGORIES, FIELDS, FeedbackReply, FeedbackRequest, unified_diff
-from agent.web.board import Board, Pending, RequestKey, code_digest, draft_path
 from agent.feedback.guidance import shown_fields
+from agent.web.board import Board, Pending, RequestKey, code_digest, draft_path
 from agent.web.server import FeedbackServer
 
 DRAFTS_DIR = "web_feedback"
