@@ -83,6 +83,7 @@ class Text:
 @dataclass(frozen=True)
 class FilePath(Text):
     """A path as text; relative to the working folder, ``~`` expanded."""
+    what: str = "a path"
 
     def convert(self, value: Any) -> Path:
         return Path(value).expanduser().resolve()

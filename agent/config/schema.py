@@ -30,7 +30,8 @@ class Key:
     """One YAML key. ``scope``: ``model`` (a code model's key: top level, shared by a sweep, or in a ``models``
     entry), ``feedback`` (the feedback model's spelling of the model key ``of``), ``sweep`` (``models``) or
     ``run``. ``nullable``: an explicit null means "no limit" or "send nothing" instead of the default.
-    ``also``: another spelling of the same setting (one of the two may be set)."""
+    ``also``: another spelling of the same setting (one of the two may be set). ``file_value``: what
+    config/default.yaml sets a key that has no default to (the paper's code model)."""
 
     name: str
     kind: Kind
@@ -42,6 +43,7 @@ class Key:
     also: tuple[str, ...] = ()
     of: str = ""
     example: tuple[str, ...] = ()  # lines config/default.yaml shows under the key
+    file_value: Any = None
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,7 @@ def _sampling(name: str, kind: Kind, means: str, also: tuple[str, ...] = ()) -> 
 def _feedback(code: Key, means: str = "", default: Any = None, name: str = "") -> Key:
     """The feedback model's key for the code-model key ``code``: same kind, its own name and default."""
     return replace(code, name=name or f"human-{code.name}", default=default, scope="feedback", of=code.name,
-                   means=means or f"as {code.name}, for the feedback model", example=(),
+                   means=means or f"as {code.name}, for the feedback model", example=(), file_value=None,
                    also=tuple(f"human-{spelling}" for spelling in code.also))
 
 
@@ -70,8 +72,8 @@ LEVEL = Integer(0, MAX_LEVEL)
 MODEL_KEYS_DECLARED = (
     _model("api-provider", Choice(PROVIDERS, {"google": "gemini"}), "openai | azure-openai | anthropic | gemini "
            "(or google, the release's name) | together | deepseek | scripted | replay", "openai", fingerprint=True),
-    _model("model", Text(), "model name; a list sweeps several models sharing these provider keys, e.g. "
-           "[gpt-5, gpt-5-mini]", fingerprint=True),
+    _model("model", Text("a model name"), "model name; a list sweeps several models sharing these provider keys, e.g. "
+           "[gpt-5, gpt-5-mini]", fingerprint=True, file_value="gpt-4o"),
     _model("api-key", Text(), "null, \"\" or \"YOUR_API_KEY\": read the provider's variable (OPENAI_API_KEY, "
            "AZURE_OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, TOGETHER_API_KEY, DEEPSEEK_API_KEY); or e.g. "
            "${MY_KEY}; never logged"),
@@ -89,7 +91,7 @@ MODEL_KEYS_DECLARED = (
            "errors); null = 6"),
     _model("retry-window-minutes", Number(0), "such faults are retried until max-retries AND this window are "
            "spent, then the run stops (resumable); null = 10"),
-    _model("openai-api", Choice(OPENAI_APIS), "the API an OpenAI-protocol model is asked through; null = the "
+    _model("openai-api", Choice(OPENAI_APIS), "chat | responses: the API an OpenAI-protocol model is asked through; null = the "
            "protocol's (chat)", fingerprint=True),
     _model("requests-per-minute", Number(0, above=True), "pace this model's calls under its provider limit, "
            "before sending (docs/caching.md); null = no pacing"),
