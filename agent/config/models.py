@@ -31,14 +31,8 @@ class ModelValues:
         self.reader, self.values, self.keys = reader, values, keys
         self.checked = {code: self._check(key) for code, key in keys.items()}
 
-    def _written(self, key: Key) -> list[str]:
-        return [spelling for spelling in (key.name, *key.also) if spelling in self.values]
-
     def _check(self, key: Key) -> Any:
-        written = self._written(key)
-        if len(written) > 1:
-            raise self.reader.fail(f"set either '{written[0]}' or '{written[1]}' (the same setting), not both")
-        name = written[0] if written else key.name
+        name = self.reader.spelling(key, self.values) or key.name
         return self.reader.read(key, self.values.get(name, key.default), name)
 
     def value(self, key: str) -> Any:
@@ -46,10 +40,11 @@ class ModelValues:
 
     def given(self, key: str) -> bool:
         """Whether the user set the key (an explicit null included: for sampling it sends nothing)."""
-        return bool(self._written(self.keys[key]))
+        return self.reader.spelling(self.keys[key], self.values) is not None
 
     def name(self, key: str) -> str:
-        return (self._written(self.keys[key]) or [self.keys[key].name])[0]
+        """The key as the user wrote it (its declared name where it is not set)."""
+        return self.reader.spelling(self.keys[key], self.values) or self.keys[key].name
 
     def shown(self, key: str) -> str:
         return self.reader.shown(self.name(key), self.values.get(self.name(key)))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from agent.config.errors import ConfigError
 from agent.config.kinds import OneOrList
@@ -36,19 +36,28 @@ class Reader:
         if problem is not None:
             raise self.fail(problem)
 
+    def spelling(self, key: Key, values: Mapping[str, Any] | None = None) -> str | None:
+        """Which of the key's spellings ``values`` (default: the file) sets, if any; both is a mistake."""
+        given = [name for name in (key.name, *key.also) if name in (self.raw if values is None else values)]
+        if len(given) > 1:
+            raise self.fail(f"set either '{given[0]}' or '{given[1]}' (the same setting), not both")
+        return given[0] if given else None
+
     def get(self, name: str) -> Any:
         """The run key's value as written; absent, or null where null means nothing, its default."""
         key = KEYS[name]
-        value = self.raw.get(name)
-        if value is None and not (key.nullable and name in self.raw):
+        written = self.spelling(key)
+        value = None if written is None else self.raw[written]
+        if value is None and not (key.nullable and written is not None):
             return key.default
         return value
 
     def read(self, key: Key, value: Any = _UNSET, name: str = "") -> Any:
         """``value`` (default: the key's own) checked against ``key``'s kind and converted; None stays None.
         ``name`` is the key as the user wrote it (a feedback model's ``human-*``, another spelling)."""
+        if value is _UNSET:
+            name, value = self.spelling(key) or key.name, self.get(key.name)
         name = name or key.name
-        value = self.get(key.name) if value is _UNSET else value
         if value is None:
             return None
         kind = key.kind
