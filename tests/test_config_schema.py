@@ -62,7 +62,8 @@ def test_each_key_and_spelling_is_declared_once() -> None:
 
 def test_guidance_level_line_can_still_be_edited_with_sed(tmp_path: Path, monkeypatch) -> None:
     """Users switch the level of a copy of config/default.yaml with sed; the line keeps its shape."""
-    lines = [line for line in (REPO / "config/default.yaml").read_text().splitlines() if line.startswith("guidance-level:")]
+    text = (REPO / "config/default.yaml").read_text()
+    lines = [line for line in text.splitlines() if line.startswith("guidance-level:")]
     assert len(lines) == 1 and re.fullmatch(r"guidance-level: 4 +# .+", lines[0])
     folder = tmp_path / "my runs"
     folder.mkdir()
@@ -122,4 +123,5 @@ def test_every_key_names_itself_when_wrong(tmp_path: Path, key: str) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(path)
     message = str(info.value)
-    assert "\n" not in message and message.startswith(f"{path}: '{key}' must be ") and message.endswith(f"got {wrong!r}")
+    assert "\n" not in message and message.startswith(f"{path}: '{key}' must be ")
+    assert message.endswith(f"got {wrong!r}")

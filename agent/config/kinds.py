@@ -107,12 +107,12 @@ class OneOrList:
     what: str
     empty_ok: bool = False
 
-    def bad_item(self, value: Any) -> Any:
-        """The first item that is not an ``item`` (the value reported in the error), else None."""
-        return next((item for item in self.items(value) if not self.item.accepts(item)), None)
+    def bad_items(self, value: Any) -> list:
+        """The items that are not an ``item`` (the first is reported in the error)."""
+        return [item for item in self.items(value) if not self.item.accepts(item)]
 
     def accepts(self, value: Any) -> bool:
-        return self.bad_item(value) is None if self.items(value) else self.empty_ok
+        return not self.bad_items(value) if self.items(value) else self.empty_ok
 
     def items(self, value: Any) -> list:
         return value if isinstance(value, list) else [value]

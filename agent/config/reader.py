@@ -64,7 +64,7 @@ class Reader:
         if isinstance(kind, OneOrList) and value == [] and not kind.empty_ok:
             raise self.fail(f"'{name}' is an empty list; give {kind.what}")
         if not kind.accepts(value):
-            shown = kind.bad_item(value) if isinstance(kind, OneOrList) else value
+            shown = kind.bad_items(value)[0] if isinstance(kind, OneOrList) else value
             raise self.fail(f"'{name}' must be {kind.what}, got {shown!r}")
         return kind.convert(value)
 

@@ -91,8 +91,8 @@ MODEL_KEYS_DECLARED = (
            "errors); null = 6"),
     _model("retry-window-minutes", Number(0), "such faults are retried until max-retries AND this window are "
            "spent, then the run stops (resumable); null = 10"),
-    _model("openai-api", Choice(OPENAI_APIS), "chat | responses: the API an OpenAI-protocol model is asked through; null = the "
-           "protocol's (chat)", fingerprint=True),
+    _model("openai-api", Choice(OPENAI_APIS), "chat | responses: the API an OpenAI-protocol model is asked "
+           "through; null = the protocol's (chat)", fingerprint=True),
     _model("requests-per-minute", Number(0, above=True), "pace this model's calls under its provider limit, "
            "before sending (docs/caching.md); null = no pacing"),
     _model("tokens-per-minute", Number(0, above=True), "the same for tokens (prompt + answer); the provider's "
@@ -240,9 +240,8 @@ SECTIONS = (
 )
 
 KEYS: dict[str, Key] = {key.name: key for section in SECTIONS for key in section.keys}
-SPELLINGS: dict[str, Key] = {spelling: key for key in KEYS.values() for spelling in (key.name, *key.also)}
-KNOWN_KEYS = frozenset(SPELLINGS)
+KNOWN_KEYS = frozenset(spelling for key in KEYS.values() for spelling in (key.name, *key.also))
 MODEL_KEYS = tuple(spelling for key in KEYS.values() if key.scope == "model" for spelling in (key.name, *key.also))
 FEEDBACK_KEYS = {key.of: key for key in KEYS.values() if key.scope == "feedback"}  # code-model key -> its human-*
-RUN_KEYS = tuple(key for key in KEYS.values() if key.scope == "run")
+RUN_KEYS = tuple(key for key in KEYS.values() if key.scope == "run")  # read by load_config, in this order
 DEFAULTS: dict[str, Any] = {key.name: key.default for key in KEYS.values() if key.default is not None}
