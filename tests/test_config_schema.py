@@ -110,18 +110,35 @@ def test_the_config_package_does_not_import_the_run_modules() -> None:
     assert out.stdout.strip() == "[]"
 
 
+def _offline_with(tmp_path: Path, change: dict) -> Path:
+    """config/offline.yaml (levels 0-4: the feedback model is read too) with ``change``, in a path with a space."""
+    raw = {**yaml.safe_load((REPO / "config/offline.yaml").read_text()), "work-dir": str(REPO / "work_dir"),
+           "script": str(REPO / "config/scripted/code_model.yaml"),
+           "human-script": str(REPO / "config/scripted/feedback_model.yaml"), **change}
+    path = tmp_path / "a config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
 @pytest.mark.parametrize("key", sorted(k for k in KEYS if KEYS[k].scope != "sweep"))
 def test_every_key_names_itself_when_wrong(tmp_path: Path, key: str) -> None:
     """The one generic reader: a value of the wrong type for any key (the feedback model's included: the
     config runs levels 0-4) is one line naming that key."""
     wrong = next(value for value in (3.5, "wrong") if not KEYS[key].kind.accepts(value))
-    raw = {**yaml.safe_load((REPO / "config/offline.yaml").read_text()), "work-dir": str(REPO / "work_dir"),
-           "script": str(REPO / "config/scripted/code_model.yaml"),
-           "human-script": str(REPO / "config/scripted/feedback_model.yaml"), key: wrong}
-    path = tmp_path / "a config.yaml"
-    path.write_text(yaml.safe_dump(raw))
+    path = _offline_with(tmp_path, {key: wrong})
     with pytest.raises(ConfigError) as info:
         load_config(path)
     message = str(info.value)
     assert "\n" not in message and message.startswith(f"{path}: '{key}' must be ")
     assert message.endswith(f"got {wrong!r}")
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({"guidance-level": [0, None]}, "'guidance-level' must be an integer from 0 to 4 or a list of them, got None"),
+    ({"task-ids": [1, None]}, "'task-ids' must be a task id or a list of task ids, got None"),
+    ({"max-tokens": 5, "max-output-tokens": 5}, "set either 'max-tokens' or 'max-output-tokens'"),
+    ({"human-max-output-tokens": 0}, "'human-max-output-tokens' must be an integer >= 1, got 0"),
+])
+def test_lists_and_other_spellings(tmp_path: Path, change: dict, expected: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        load_config(_offline_with(tmp_path, change))
