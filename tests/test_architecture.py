@@ -27,11 +27,6 @@ DRAWING_START = "<!-- floor plan: drawn from docs/layers.txt and the code; tests
 DRAWING_END = "<!-- end of floor plan -->"
 # Long functions another change is replacing, each with that change: the test fails when one is no longer long,
 # so this list cannot outlive its reason.
-PENDING_LONG = {
-    "agent/config.py::load_config": "the declared configuration schema (issue 31, item 5) replaces the hand-written "
-                                    "validator",
-}
-
 
 @dataclass(frozen=True)
 class Arrow:
@@ -244,10 +239,7 @@ def test_every_arrow_between_folders_points_down(found: list[Arrow], layers: dic
 
 def test_no_function_in_agent_over_60_lines() -> None:
     found = long_functions(REPO)
-    offenders = {name: lines for name, lines in found.items() if name not in PENDING_LONG}
-    assert not offenders, "functions over 60 lines: " + ", ".join(f"{n} ({k} lines)" for n, k in offenders.items())
-    settled = sorted(set(PENDING_LONG) - set(found))
-    assert not settled, f"no longer over 60 lines, take them out of PENDING_LONG: {settled}"
+    assert not found, "functions over 60 lines: " + ", ".join(f"{n} ({k} lines)" for n, k in found.items())
 
 
 def test_agent_has_few_top_level_modules() -> None:
