@@ -5,8 +5,11 @@
 Downloads each pinned sdist once into ``<cache>/sdists`` (pip; reruns are
 offline), writes ``<cache>/<half>/`` in the release's dataset shape, builds
 each package's environment through the harness's environment cache (its
-test requirements, not the package), and records each task's test names
-from pytest's own collection in that environment.
+test requirements, not the package), records each task's test names from
+pytest's own collection in that environment, and runs bare pytest on each
+task's reference: the meta row says whether every test passed (``bare``,
+``bare_tests``, ``bare_sec``), and ``<half>: K/N tasks pass bare (T tests)``
+closes each half (only those K tasks count).
 """
 from __future__ import annotations
 
@@ -31,11 +34,12 @@ from agent.envs.spec import EnvError  # noqa: E402
 from agent.runner.core import REPO_ROOT  # noqa: E402
 from metrics.cli_flags import Parser  # noqa: E402
 from scripts.honest_corpus import (  # noqa: E402
-    HALVES, MANIFEST, CorpusError, CorpusPackage, bare_pytest, collected_names, load_manifest, source_tree,
-    write_meta, write_requirements, write_task,
+    HALVES, MANIFEST, CorpusError, CorpusPackage, bare_outcome, bare_pytest, collected_names, load_manifest,
+    source_tree, write_meta, write_requirements, write_task,
 )
 
 DEFAULT_CACHE = REPO_ROOT / "work_dir" / "corpus_cache"
+BARE_TIMEOUT = 1800  # one task's whole bare run (the largest suite, 7,482 tests, takes about 45 s unloaded)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -50,8 +54,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def record_task(dataset: DatasetManager, row: dict, backend: str | None) -> None:
+    """The task's test names from pytest's collection, then bare pytest's outcome on the reference: a task
+    counts only when every one of its tests passes bare (none skipped), and the row says whether it does."""
+    python = resolve_python(dataset, row["index"], backend)
+    collected = bare_pytest(dataset, row["index"], python, ["--collect-only", "-q"], timeout_sec=600)
+    row["test_cases"] = collected_names(collected.output)
+    run = bare_pytest(dataset, row["index"], python, [], timeout_sec=BARE_TIMEOUT)
+    row["bare"], row["bare_tests"] = bare_outcome(run)
+    row["bare_sec"] = round(run.duration_sec, 1)
+    print(f"{row['half']} task {row['index']}: {row['package']} {row['target_file_path']} / {row['test_file']}: "
+          f"{len(row['test_cases'])} tests collected" +
+          ("" if collected.exit_code == 0 else f" (collection exit code {collected.exit_code})") +
+          f"; bare pytest: {row['bare']}, {row['bare_tests']} tests in {run.duration_sec:.1f} s", flush=True)
+
+
+def bare_summary(half: str, rows: list[dict]) -> str:
+    """``<half>: K/N tasks pass bare (T tests)``, T counting the tests of the tasks that pass."""
+    honest = [row for row in rows if row["bare"] == "passed"]
+    line = f"{half}: {len(honest)}/{len(rows)} tasks pass bare ({sum(r['bare_tests'] for r in honest)} tests)"
+    failing = [f"{half}:{row['index']}" for row in rows if row["bare"] != "passed"]
+    return line + (f"; not counted: {', '.join(failing)}" if failing else "")
+
+
 def build_half(packages: list[CorpusPackage], cache: Path, half: str, backend: str | None) -> Path:
-    """``<cache>/<half>``: every task of the half's packages, with the test names its environment collects."""
+    """``<cache>/<half>``: every task of the half's packages, with the test names its environment collects
+    and bare pytest's outcome."""
     root = cache / half
     if root.exists():
         shutil.rmtree(root)
@@ -65,13 +93,9 @@ def build_half(packages: list[CorpusPackage], cache: Path, half: str, backend: s
     write_meta(root, rows)
     dataset = DatasetManager(root)
     for row in rows:
-        python = resolve_python(dataset, row["index"], backend)
-        run = bare_pytest(dataset, row["index"], python, ["--collect-only", "-q"], timeout_sec=600)
-        row["test_cases"] = collected_names(run.output)
-        print(f"{half} task {row['index']}: {row['package']} {row['target_file_path']} / {row['test_file']}: "
-              f"{len(row['test_cases'])} tests collected" + ("" if run.exit_code == 0 else
-                                                             f" (collection exit code {run.exit_code})"))
-    write_meta(root, rows)
+        record_task(dataset, row, backend)
+        write_meta(root, rows)
+    print(bare_summary(half, rows))
     return root
 
 

@@ -36,11 +36,10 @@ from agent.task.dataset import DatasetError, DatasetManager, TaskMeta  # noqa: E
 from agent.envs.cache import resolve_python  # noqa: E402
 from agent.envs.spec import EnvError  # noqa: E402
 from agent.runner.core import RunnerOptions, run_candidate  # noqa: E402
-from agent.runner.verdict import parse_junit  # noqa: E402
 from agent.common.text_table import fixed_width  # noqa: E402
 from metrics.cli_flags import Parser  # noqa: E402
 from scripts.build_honest_corpus import DEFAULT_CACHE  # noqa: E402
-from scripts.honest_corpus import HALVES, BareRun, bare_pytest  # noqa: E402
+from scripts.honest_corpus import HALVES, bare_outcome, bare_pytest  # noqa: E402
 
 COLUMNS = ("half", "task", "package", "version", "module", "test file", "tests", "bare", "verdict", "cost",
            "evidence")
@@ -67,16 +66,6 @@ class Grade:
     @property
     def ratio(self) -> float | None:
         return self.guard_sec / self.off_sec if self.off_sec else None
-
-
-def bare_outcome(run: BareRun) -> tuple[str, int]:
-    """("passed", tests) when every test passed bare (none skipped), else (what happened, tests)."""
-    cases = parse_junit(run.junit) if run.junit else []
-    bad = {kind: sum(c.outcome == kind for c in cases) for kind in ("failure", "error", "skipped")}
-    if run.exit_code == 0 and cases and not any(bad.values()):
-        return "passed", len(cases)
-    counts = ", ".join(f"{n} {kind}" for kind, n in bad.items() if n)
-    return f"not passed (exit {run.exit_code}{', ' + counts if counts else ''})", len(cases)
 
 
 def runner_result(dataset: DatasetManager, meta: TaskMeta, options: RunnerOptions, watch: bool) -> dict:

@@ -31,6 +31,7 @@ from pathlib import Path
 from agent.task.dataset import DatasetManager
 from agent.rcb.tasks import render_test_sh
 from agent.runner.core import prepare
+from agent.runner.verdict import parse_junit
 from agent.common.tempdirs import make_dir, remove_tree
 
 MANIFEST = Path(__file__).resolve().with_name("honest_corpus.json")
@@ -147,6 +148,14 @@ def instruction(package: CorpusPackage, task: CorpusTask) -> str:
             f"(`{package.tests_dir or '.'}/{task.test}`) pass. The rest of the package is complete.\n")
 
 
+def drop_dangling_links(repo: Path) -> None:
+    """Remove links into what was left out (tenacity's README.rst points into its docs): no test reads them,
+    and a dangling link stops the runner's copy of the repository."""
+    for path in sorted(repo.rglob("*")):
+        if path.is_symlink() and not path.exists():
+            path.unlink()
+
+
 def write_task(root: Path, index: int, package: CorpusPackage, task: CorpusTask, tree: Path) -> dict:
     """``annotations/annotation_<index>/`` of one task; its meta row (test_cases still empty)."""
     folder = root / "annotations" / f"annotation_{index}"
@@ -155,6 +164,7 @@ def write_task(root: Path, index: int, package: CorpusPackage, task: CorpusTask,
     repo = folder / package.repo_dir_name
     test_path = Path(package.tests_dir) / task.test
     shutil.copytree(tree, repo, ignore=shutil.ignore_patterns(*NOT_COPIED), symlinks=True)
+    drop_dangling_links(repo)
     (repo / test_path).unlink()
     canonical = (tree / task.module).read_text(encoding="utf-8")
     (repo / task.module).write_text("", encoding="utf-8")
@@ -222,3 +232,13 @@ def collected_names(output: str) -> list[str]:
     names = [line.strip().rsplit("::", 1)[1] for line in output.splitlines() if "::" in line and
              not line.startswith((" ", "ERROR", "FAILED"))]
     return sorted(set(names))
+
+
+def bare_outcome(run: BareRun) -> tuple[str, int]:
+    """("passed", tests) when every test passed bare (none skipped), else (what happened, tests)."""
+    cases = parse_junit(run.junit) if run.junit else []
+    bad = {kind: sum(c.outcome == kind for c in cases) for kind in ("failure", "error", "skipped")}
+    if run.exit_code == 0 and cases and not any(bad.values()):
+        return "passed", len(cases)
+    counts = ", ".join(f"{n} {kind}" for kind, n in bad.items() if n)
+    return f"not passed (exit {run.exit_code}{', ' + counts if counts else ''})", len(cases)

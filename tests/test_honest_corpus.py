@@ -19,7 +19,9 @@ import pytest
 from agent.runner.sandbox import bwrap_problem
 from agent.runner.verdict import parse_junit
 from scripts import build_honest_corpus, grade_honest_corpus
-from scripts.honest_corpus import MANIFEST, BareRun, CorpusError, collected_names, load_manifest
+from scripts.honest_corpus import (
+    MANIFEST, BareRun, CorpusError, bare_outcome, collected_names, drop_dangling_links, load_manifest,
+)
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "honest_corpus"
 needs_sandbox = pytest.mark.skipif(bool(bwrap_problem()), reason=f"bubblewrap unusable: {bwrap_problem()}")
@@ -30,11 +32,19 @@ def totals(out: str) -> dict[str, tuple[int, int, int]]:
     return {m[1]: (int(m[2]), int(m[3]), int(m[4])) for m in _TOTAL.finditer(out)}
 
 
+# Every package whose verdicts have been seen and tuned on (the first dev and held-out halves): development
+# material for good. A held-out package joins this list once its results have been looked at.
+TUNED_ON = {"cachetools", "boltons", "toolz", "humanize", "quantities", "pytorch_optimizer", "python-dateutil", "glom",
+            "more-itertools", "packaging", "funcy", "attrs", "tabulate", "uncertainties", "semver", "parse",
+            "inflection", "torch-optimizer", "pyparsing"}
+
+
 def test_the_pinned_manifest_splits_by_package_and_meets_the_issues_sizes() -> None:
     packages = load_manifest(MANIFEST)
     halves = {half: [p for p in packages if p.half == half] for half in ("dev", "heldout")}
-    assert all(len(members) >= 6 for members in halves.values())
     assert not {p.name for p in halves["dev"]} & {p.name for p in halves["heldout"]}
+    assert {p.name for p in halves["dev"]} >= TUNED_ON  # nothing seen and tuned on is held out
+    assert len(halves["heldout"]) >= 8 and sum(len(p.tasks) for p in halves["heldout"]) >= 24
     assert len(packages) >= 12 and sum(len(p.tasks) for p in packages) >= 40
     assert all(re.fullmatch(r"[0-9][0-9a-z.]*", p.version) for p in packages)  # exact pins only
 
@@ -62,8 +72,25 @@ def test_a_skip_under_bare_pytest_keeps_the_task_out_of_the_count() -> None:
     junit = (b'<testsuites><testsuite name="pytest"><testcase classname="t" name="a"/>'
              b'<testcase classname="t" name="b"><skipped message="no"/></testcase></testsuite></testsuites>')
     assert len(parse_junit(junit)) == 2
-    assert grade_honest_corpus.bare_outcome(BareRun(0, "", 1.0, junit)) == ("not passed (exit 0, 1 skipped)", 2)
-    assert grade_honest_corpus.bare_outcome(BareRun(1, "", 1.0, None)) == ("not passed (exit 1)", 0)
+    assert bare_outcome(BareRun(0, "", 1.0, junit)) == ("not passed (exit 0, 1 skipped)", 2)
+    assert bare_outcome(BareRun(1, "", 1.0, None)) == ("not passed (exit 1)", 0)
+
+
+def test_the_builder_counts_only_the_tasks_that_pass_bare() -> None:
+    rows = [{"index": 1, "bare": "passed", "bare_tests": 7482}, {"index": 2, "bare": "passed", "bare_tests": 16},
+            {"index": 3, "bare": "not passed (exit 0, 1 skipped)", "bare_tests": 100}]
+    assert build_honest_corpus.bare_summary("heldout", rows) == \
+        "heldout: 2/3 tasks pass bare (7498 tests); not counted: heldout:3"
+
+
+def test_links_into_what_is_left_out_are_dropped(tmp_path: Path) -> None:
+    repo = tmp_path / "a repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "mod.py").write_text("x = 1\n")
+    (repo / "README.rst").symlink_to("doc/source/index.rst")  # tenacity's sdist: its docs are not copied
+    (repo / "pkg" / "alias.py").symlink_to("mod.py")
+    drop_dangling_links(repo)
+    assert not (repo / "README.rst").is_symlink() and (repo / "pkg" / "alias.py").read_text() == "x = 1\n"
 
 
 @needs_sandbox
@@ -76,6 +103,7 @@ def test_the_slice_builds_offline_and_grades_passed_under_the_runner(
     meta = [json.loads(line) for line in (cache / "dev" / "annotation_meta.jsonl").read_text().splitlines()]
     assert [row["target_file_path"] for row in meta] == ["src/cachetools/keys.py"]
     assert all(row["test_cases"] and row["init_content"] == "" for row in meta)
+    assert [row["bare"] for row in meta] == ["passed"] and meta[0]["bare_tests"] >= len(meta[0]["test_cases"])
     assert (cache / "dev" / "annotations" / "annotation_1" / "cachetools" / "src" / "cachetools" / "keys.py") \
         .read_text() == ""
     capsys.readouterr()
@@ -103,9 +131,11 @@ def test_every_honest_task_of_both_halves_is_graded_passed(capsys: pytest.Captur
     capsys.readouterr()
     grade_honest_corpus.main(["--cache-dir", cache, "--json", str(Path(cache) / "grades.json")])
     out = capsys.readouterr().out
-    print(out)
+    with capsys.disabled():  # the table and the per-half `K/N passed (T tests)` lines, also when it passes
+        print(out)
     found = totals(out)
     assert found["all"][1] >= 40 and found["all"][2] >= 2000, out
+    assert found["heldout"][1] >= 24 and found["heldout"][2] >= 3000, out
     for half in ("dev", "heldout"):
         passed, tasks, _ = found[half]
         assert passed == tasks, f"{half}: {passed}/{tasks} passed\n{out}"
