@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.task.action import ActionFormatError, execute, extract_code_block, numbered, parse_answer, python_blocks
-from agent.task.workspace import RepoWorkspace
+from agent.task.workspace import RepoWorkspace, copy_repo
 from agent.task.retrieval import FunctionIndex, collect_functions, tokenize
 
 
@@ -92,6 +92,21 @@ def test_symlink_escape_is_refused_and_hidden(ws: RepoWorkspace) -> None:
         result = execute(parse_answer(f"action: READ {path}"), ws)
         assert not result.ok and "reference" not in result.text
     assert "leak.py" not in execute(parse_answer("action: BROWSE"), ws).text
+
+
+def test_copy_leaves_out_links_to_nothing_and_outside(tmp_path: Path) -> None:
+    """A repository whose packaging left a link dangling (tenacity's README.rst points into docs it does not
+    ship) copies without a traceback; a link inside the tree is materialised, one leaving it is not."""
+    repo = tmp_path / "a repo" / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "model.py").write_text("a = 1\n")
+    (tmp_path / "a repo" / "canonical.py").write_text("SECRET = 1\n")
+    os.symlink(repo / "docs" / "index.rst", repo / "README.rst")
+    os.symlink(repo / "pkg" / "model.py", repo / "alias.py")
+    os.symlink(repo.parent / "canonical.py", repo / "leak.py")
+    copy = copy_repo(repo, tmp_path / "copy")
+    assert sorted(p.name for p in copy.iterdir()) == ["alias.py", "pkg"]
+    assert not (copy / "alias.py").is_symlink() and (copy / "alias.py").read_text() == "a = 1\n"
 
 
 def test_read_missing_file_and_directory(ws: RepoWorkspace) -> None:

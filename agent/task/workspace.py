@@ -44,7 +44,8 @@ def _copy_file(src: str, dst: str) -> str:
 
 
 def copy_repo(source: Path, dest: Path) -> Path:
-    """Real copy of a repository tree; symlinks are materialised only if they stay inside it."""
+    """Real copy of a repository tree; symlinks are materialised only if they stay inside it, and a link to
+    nothing (a repository's docs link left dangling by its packaging) is left out rather than failing the copy."""
     source = source.resolve()
 
     def ignore(directory: str, names: list[str]) -> list[str]:
@@ -53,7 +54,7 @@ def copy_repo(source: Path, dest: Path) -> Path:
             path = Path(directory) / name
             if path.is_symlink():
                 target = path.resolve()
-                if target != source and source not in target.parents:
+                if not target.exists() or (target != source and source not in target.parents):
                     skipped.append(name)
             elif name in ("__pycache__", ".pytest_cache"):
                 skipped.append(name)
