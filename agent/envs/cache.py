@@ -46,6 +46,7 @@ from agent.envs.backends import (
     default_python_version,
     interpreter,
 )
+from agent.envs.reach import PROBE_TIMEOUT_SEC, index_answers
 from agent.envs.release import PostStep, pyg_wheel_base, pyg_wheel_page, torch_index_url
 from agent.envs.size import announcement
 from agent.envs.spec import (
@@ -71,6 +72,7 @@ __all__ = [
     "build_commands",
     "compile_bytecode",
     "plan_envs",
+    "reachable_torch_index",
     "resolve_python",
     "spec_for_task",
 ]
@@ -91,7 +93,10 @@ class EnvSettings:
     ``requirements_map`` None: the dataset's own map, if any. ``release_dir``:
     the folder holding the release's ``requirements_*.txt`` (None: the dataset
     root, where the published dataset keeps them). ``cpu``: CPU builds of the
-    PyTorch wheels instead of the CUDA ones the files pin.
+    PyTorch wheels instead of the CUDA ones the files pin; ``cpu_by_default``:
+    chosen only because this machine has no GPU (not by a flag or
+    RECODE_ENV_CPU), so an unreachable CPU index may be given up; ``torch_fallback``:
+    the CPU index that was, when it was (see :func:`reachable_torch_index`).
     """
 
     backend: str
@@ -100,6 +105,8 @@ class EnvSettings:
     requirements_map: Path | None = None
     cpu: bool = False
     release_dir: Path | None = None
+    cpu_by_default: bool = False
+    torch_fallback: str = ""
 
 
 def _flag(value: str | None) -> bool:
@@ -134,6 +141,7 @@ def env_settings(
     directory = env_dir or os.environ.get("RECODE_ENV_DIR") or DEFAULT_ENV_DIR
     rmap = requirements_map or os.environ.get("RECODE_REQUIREMENTS_MAP") or None
     release = release_dir or os.environ.get("RECODE_REQUIREMENTS_DIR") or None
+    told = cpu is not None or bool(os.environ.get("RECODE_ENV_CPU", "").strip())
     return EnvSettings(
         backend=chosen,
         python_version=python_version or default_python_version(chosen),
@@ -141,7 +149,35 @@ def env_settings(
         requirements_map=Path(rmap).expanduser() if rmap else None,
         cpu=cpu_builds(os.environ.get("RECODE_ENV_CPU")) if cpu is None else cpu,
         release_dir=Path(release).expanduser().resolve() if release else None,
+        cpu_by_default=not told and cpu_builds(None),
     )
+
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def reachable_torch_index(
+    settings: EnvSettings, specs: list[EnvSpec], warn: Callable[[str], None] | None = None
+) -> EnvSettings:
+    """``settings``, or the configured index's torch instead of the CPU builds when those were chosen only
+    for want of a GPU, some of ``specs`` (the environments about to be built) need PyTorch's CPU index, and
+    that index does not answer a short connect: uv asks every index for every package, so an unreachable one
+    would fail the whole build. Said once per run in one line naming the choices."""
+    if not settings.cpu_by_default or not any("cpu" in spec.index_tags for spec in specs):
+        return settings
+    url = torch_index_url("cpu")
+    if index_answers(url):
+        return settings
+    with _warned_lock:
+        first = url not in _warned
+        _warned.add(url)
+    if first:
+        (warn or _stderr)(f"warning: PyTorch's CPU index {url} did not answer within {PROBE_TIMEOUT_SEC:g} s, so torch comes "
+             "from the configured index (pip's settings; PyPI's Linux torch is the CUDA build, ~3 GB more); "
+             "choose with RECODE_TORCH_INDEX_URL=<a mirror of it> or RECODE_ENV_CPU=0 (the configured index, "
+             "no check)")
+    return replace(settings, cpu=False, cpu_by_default=False, torch_fallback=url)
 
 
 def env_root(spec: EnvSpec, settings: EnvSettings) -> Path:
@@ -428,7 +464,7 @@ def _build(spec: EnvSpec, settings: EnvSettings, progress: Callable[[str], None]
     requirements = _requirements_to_install(spec, root)
     plan = _plan(spec, prefix, requirements)
     python = interpreter(prefix)
-    progress(f"building {announcement(spec)} (log: {log_path})")
+    progress(f"building {announcement(spec, settings.torch_fallback)} (log: {log_path})")
     start = time.monotonic()
     env = {**os.environ, **plan.extra_env}
 
@@ -466,6 +502,8 @@ def _build(spec: EnvSpec, settings: EnvSettings, progress: Callable[[str], None]
         progress(f"warning: precompiling {spec.name} failed (see {log_path}); the next manage_envs run retries")
     duration = time.monotonic() - start
     record = {**asdict(spec), "name": spec.name, "python": str(python), "built_at": time.time(), "build_seconds": duration}
+    if settings.torch_fallback:
+        record["torch_index_unreachable"] = settings.torch_fallback
     if bytecode is not None:
         record["bytecode"] = bytecode
     atomic_write_text(marker, json.dumps(record, indent=2))
@@ -500,14 +538,15 @@ def resolve_python(
     specs = [spec_for_task(dataset, index, variant, env_name) for variant in variants]
     ready = next((spec for spec in specs if _is_ready(env_root(spec, settings))), None)
     spec = ready or specs[0]
-    root = env_root(spec, settings)
     if ready is None:
         if not build:
             raise EnvError(
                 f"environment {spec.name} of task {index} ('{spec.group}') is not built; "
                 f"run: python scripts/manage_envs.py --dataset-dir {dataset.root} --env-backend {spec.backend} --task-ids {index}"
             )
-        ensure_env(spec, settings)
+        chosen = reachable_torch_index(settings, [spec])
+        spec = spec if chosen is settings else specs[1]
+        ensure_env(spec, chosen)
     python = str(env_python(spec, settings))
-    _MEMO[key] = (python, root)
+    _MEMO[key] = (python, env_root(spec, settings))
     return python
