@@ -8,10 +8,12 @@ of ten turns can take many minutes: a silent log looks like a hung run).
 """
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import Callable, Iterable, TextIO
+from typing import Callable, Iterable, Iterator, TextIO
 
 from tqdm import tqdm
 
@@ -35,6 +37,44 @@ class Heartbeat:
     def maybe(self, status: Callable[[], str]) -> None:
         if time.monotonic() - self.last >= self.interval:
             self.line(status())
+
+
+def to_stderr(line: str) -> None:
+    """Progress and notes go to stderr, at once: stdout may be a table someone pipes on."""
+    print(line, file=sys.stderr, flush=True)
+
+
+class Running:
+    """A long step that writes nothing itself: what it is, and what it is doing now (``now``), for its lines."""
+
+    def __init__(self, what: str, detail: str = "") -> None:
+        self.what = what
+        self.detail = detail
+
+    def now(self, detail: str) -> None:
+        self.detail = detail
+
+    def line(self, seconds: float) -> str:
+        return f"still {self.what} ({seconds:.0f} s{'; ' + self.detail if self.detail else ''})"
+
+
+@contextlib.contextmanager
+def still_running(what: str, say: Callable[[str], None], detail: str = "") -> Iterator[Running]:
+    """``say("still <what> (N s; <detail>)")`` every HEARTBEAT_SEC while the block runs (a build, a download, a
+    test run, a report), on a terminal or not; the block may update the detail with ``.now(text)``."""
+    running, done, start = Running(what, detail), threading.Event(), time.monotonic()
+
+    def beat() -> None:
+        while not done.wait(HEARTBEAT_SEC):
+            say(running.line(time.monotonic() - start))
+
+    thread = threading.Thread(target=beat, name="recode-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield running
+    finally:
+        done.set()
+        thread.join()
 
 
 def drain(futures: Iterable[Future], on_done: Callable[[Future], None], status: Callable[[int], str],

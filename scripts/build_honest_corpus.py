@@ -28,6 +28,7 @@ import shutil  # noqa: E402
 from agent.dataset import DatasetManager  # noqa: E402
 from agent.envs.cache import resolve_python  # noqa: E402
 from agent.envs.spec import EnvError  # noqa: E402
+from agent.progress import still_running, to_stderr  # noqa: E402
 from agent.runner.core import REPO_ROOT  # noqa: E402
 from metrics.cli_flags import Parser  # noqa: E402
 from scripts.honest_corpus import (  # noqa: E402
@@ -58,19 +59,21 @@ def build_half(packages: list[CorpusPackage], cache: Path, half: str, backend: s
     root.mkdir(parents=True)
     rows = []
     for package in (p for p in packages if p.half == half):
-        tree = source_tree(package, cache)
+        with still_running(f"fetching {package.name}=={package.version}", to_stderr):
+            tree = source_tree(package, cache)
         write_requirements(root, package)
         for task in package.tasks:
             rows.append(write_task(root, len(rows) + 1, package, task, tree))
     write_meta(root, rows)
     dataset = DatasetManager(root)
     for row in rows:
-        python = resolve_python(dataset, row["index"], backend)
-        run = bare_pytest(dataset, row["index"], python, ["--collect-only", "-q"], timeout_sec=600)
+        with still_running(f"collecting the tests of {half} task {row['index']} ({row['package']})", to_stderr):
+            python = resolve_python(dataset, row["index"], backend)
+            run = bare_pytest(dataset, row["index"], python, ["--collect-only", "-q"], timeout_sec=600)
         row["test_cases"] = collected_names(run.output)
         print(f"{half} task {row['index']}: {row['package']} {row['target_file_path']} / {row['test_file']}: "
               f"{len(row['test_cases'])} tests collected" + ("" if run.exit_code == 0 else
-                                                             f" (collection exit code {run.exit_code})"))
+                                                             f" (collection exit code {run.exit_code})"), flush=True)
     write_meta(root, rows)
     return root
 
@@ -84,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             packages = [p for p in packages if p.name in wanted]
         for half in args.halves:
             root = build_half(packages, args.cache_dir.resolve(), half, args.env_backend)
-            print(f"{half}: {root}")
+            print(f"{half}: {root}", flush=True)
     except (CorpusError, EnvError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

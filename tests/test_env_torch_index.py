@@ -5,7 +5,10 @@ and its announcement and completion marker record it. Every index here is a serv
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Iterator
@@ -35,7 +38,6 @@ def index() -> Iterator[LocalIndex]:
 def fresh_run(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test is a new run: no cached answer or warning, no GPU, no told choice, no proxy."""
     monkeypatch.setattr(reach, "_answers", {})
-    monkeypatch.setattr(env_cache, "_warned", set())
     monkeypatch.setattr(env_cache, "_MEMO", {})
     monkeypatch.setattr(env_cache, "gpu_present", lambda: False)
     for name in ("RECODE_ENV_CPU", "RECODE_TORCH_INDEX_URL", "http_proxy", "https_proxy", "HTTP_PROXY",
@@ -44,16 +46,26 @@ def fresh_run(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_probe_answers_for_a_listening_index_and_keeps_its_answer(index: LocalIndex) -> None:
-    assert reach.index_answers(index.url + "/cpu") and index.count(1) == 1
+    assert reach.index_answers(index.url + "/cpu") == (True, True) and index.count(1) == 1
     index.close()
-    assert reach.index_answers(index.url + "/cu128")  # the same host and port: asked once per run
+    assert reach.index_answers(index.url + "/cu128") == (True, False)  # the same host and port: asked once
     assert index.count() == 1
 
 
 def test_a_refused_index_is_unreachable_at_once() -> None:
     start = time.monotonic()
-    assert not reach.index_answers(closed_port_url())
+    assert reach.index_answers(closed_port_url()) == (False, True)
     assert time.monotonic() - start < 1.0
+
+
+def test_processes_sharing_a_record_ask_once_until_it_is_old(index: LocalIndex, monkeypatch, tmp_path) -> None:
+    record = tmp_path / "env dir" / "index_probes.json"
+    assert reach.index_answers(index.url, record) == (True, True) and index.count(1) == 1
+    monkeypatch.setattr(reach, "_answers", {})  # another process of the run
+    assert reach.index_answers(index.url, record) == (True, False) and index.count() == 1
+    monkeypatch.setattr(reach, "_answers", {})
+    monkeypatch.setattr(reach, "SHARED_FOR_SEC", 0.0)  # a later run
+    assert reach.index_answers(index.url, record) == (True, True) and index.count(2) == 2
 
 
 def test_an_index_that_never_accepts_is_unreachable_after_the_timeout() -> None:
@@ -68,17 +80,17 @@ def test_an_index_that_never_accepts_is_unreachable_after_the_timeout() -> None:
             client.connect_ex(("127.0.0.1", port))
         time.sleep(0.2)
         start = time.monotonic()
-        assert not reach.index_answers(f"http://127.0.0.1:{port}/cpu", timeout=0.5)
+        assert reach.index_answers(f"http://127.0.0.1:{port}/cpu", timeout=0.5) == (False, True)
         assert 0.4 < time.monotonic() - start < 3.0
         for client in waiting:
             client.close()
 
 
 def test_a_file_mirror_is_not_probed_and_a_proxy_is_probed_instead_of_the_host(index: LocalIndex, monkeypatch) -> None:
-    assert reach.index_answers("file:///nowhere/torch/cpu")
+    assert reach.index_answers("file:///nowhere/torch/cpu") == (True, False)
     monkeypatch.setenv("https_proxy", index.url.rsplit("/", 1)[0])
     monkeypatch.setenv("no_proxy", "")
-    assert reach.index_answers("https://download.pytorch.org/whl/cpu") and index.count(1) == 1
+    assert reach.index_answers("https://download.pytorch.org/whl/cpu") == (True, True) and index.count(1) == 1
 
 
 def dry_run(capsys: pytest.CaptureFixture[str], tmp_path: Path, *extra: str) -> tuple[list[str], str]:
@@ -143,3 +155,27 @@ def test_a_run_builds_the_torch_environment_either_way_and_says_which(reachable:
         assert len(warnings) == 1 and f"{url}/cpu did not answer" in building
         assert marker["torch_index_unreachable"] == f"{url}/cpu"
     assert index.count(1 if reachable else 0) == (1 if reachable else 0)
+
+
+WORKER = """
+import sys
+import agent.envs.cache as env_cache
+from agent.dataset import DatasetManager
+from agent.envs.cache import env_settings, reachable_torch_index, spec_for_task
+env_cache.gpu_present = lambda: False
+settings = env_settings("uv", sys.argv[1])
+chosen = reachable_torch_index(settings, [spec_for_task(DatasetManager(sys.argv[2]), 4, settings)])
+print(chosen.torch_fallback)
+"""
+
+
+def test_the_worker_processes_of_a_run_warn_once_between_them(tmp_path: Path) -> None:
+    """Three processes at once (as a run's workers): one asks and warns, all fall back alike."""
+    url = closed_port_url()
+    env = {key: value for key, value in os.environ.items() if key not in ("RECODE_ENV_CPU", "https_proxy")}
+    env.update(RECODE_TORCH_INDEX_URL=url, PYTHONPATH=str(REPO))
+    workers = [subprocess.Popen([sys.executable, "-c", WORKER, str(tmp_path / "env dir"), str(SAMPLE)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    said = [worker.communicate(timeout=120) for worker in workers]
+    assert [out.strip() for out, _ in said] == [f"{url}/cpu"] * 3, said
+    assert sum(err.count("warning: PyTorch's CPU index") for _, err in said) == 1

@@ -17,7 +17,6 @@ On-disk layout (env dir = ``--env-dir`` / ``RECODE_ENV_DIR`` / ``work_dir/envs``
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
@@ -25,16 +24,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from filelock import FileLock, Timeout
 
-import agent.progress as progress_module
 from agent.atomic_file import atomic_write_text
+from agent.progress import still_running, to_stderr
 from agent.envs.backends import (
     SITE_PACKAGES_QUERY,
     TORCH_VERSION_QUERY,
@@ -153,8 +151,7 @@ def env_settings(
     )
 
 
-_warned: set[str] = set()
-_warned_lock = threading.Lock()
+PROBES = "index_probes.json"  # in the env dir: the run's answer of the CPU index, shared by its processes
 
 
 def reachable_torch_index(
@@ -163,20 +160,18 @@ def reachable_torch_index(
     """``settings``, or the configured index's torch instead of the CPU builds when those were chosen only
     for want of a GPU, some of ``specs`` (the environments about to be built) need PyTorch's CPU index, and
     that index does not answer a short connect: uv asks every index for every package, so an unreachable one
-    would fail the whole build. Said once per run in one line naming the choices."""
+    would fail the whole build. The process that asked says so, in one line naming the choices."""
     if not settings.cpu_by_default or not any("cpu" in spec.index_tags for spec in specs):
         return settings
     url = torch_index_url("cpu")
-    if index_answers(url):
+    answers, asked = index_answers(url, settings.env_dir / PROBES)
+    if answers:
         return settings
-    with _warned_lock:
-        first = url not in _warned
-        _warned.add(url)
-    if first:
-        (warn or _stderr)(f"warning: PyTorch's CPU index {url} did not answer within {PROBE_TIMEOUT_SEC:g} s, so torch comes "
-             "from the configured index (pip's settings; PyPI's Linux torch is the CUDA build, ~3 GB more); "
-             "choose with RECODE_TORCH_INDEX_URL=<a mirror of it> or RECODE_ENV_CPU=0 (the configured index, "
-             "no check)")
+    if asked:
+        (warn or to_stderr)(f"warning: PyTorch's CPU index {url} did not answer within {PROBE_TIMEOUT_SEC:g} s, so "
+                          "torch comes from the configured index (pip's settings; PyPI's Linux torch is the CUDA "
+                          "build, ~3 GB more); choose with RECODE_TORCH_INDEX_URL=<a mirror of it> or "
+                          "RECODE_ENV_CPU=0 (the configured index, no check)")
     return replace(settings, cpu=False, cpu_by_default=False, torch_fallback=url)
 
 
@@ -276,10 +271,6 @@ class BuildResult:
     duration_sec: float
 
 
-def _stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
 def _read_marker(root: Path) -> dict:
     try:
         return json.loads((root / MARKER).read_text(encoding="utf-8"))
@@ -288,7 +279,7 @@ def _read_marker(root: Path) -> dict:
 
 
 def ensure_env(
-    spec: EnvSpec, settings: EnvSettings, rebuild: bool = False, progress: Callable[[str], None] = _stderr
+    spec: EnvSpec, settings: EnvSettings, rebuild: bool = False, progress: Callable[[str], None] = to_stderr
 ) -> BuildResult:
     """Build the environment unless a finished one exists; safe to call from many processes at once.
 
@@ -302,23 +293,32 @@ def ensure_env(
         lock.acquire(timeout=0)
     except Timeout:
         progress(f"waiting for another process to finish building {spec.name} ...")
-        lock.acquire()
+        with still_running(f"waiting for another process to finish building {spec.name}", progress,
+                           f"its log: {root / LOG}"):
+            lock.acquire()
     try:
         if not rebuild and _is_ready(root):
             marker = _read_marker(root)
             if PYTEST_WARMED in marker.get("bytecode", {}):
                 return BuildResult(spec.name, "up to date", str(env_python(spec, settings)), str(root / LOG), 0.0)
-            start = time.monotonic()
-            with (root / LOG).open("a", encoding="utf-8") as log:
-                bytecode = compile_bytecode(env_python(spec, settings), log, dict(os.environ), marker.get("bytecode"))
-            if bytecode is None:
-                raise EnvError(f"precompiling the packages of {spec.name} failed; see {root / LOG}")
-            atomic_write_text(root / MARKER, json.dumps({**marker, "bytecode": bytecode}, indent=2))
-            return BuildResult(spec.name, "bytecode compiled", str(env_python(spec, settings)), str(root / LOG),
-                               time.monotonic() - start)
+            return _precompile(spec, settings, marker, progress)
         return _build(spec, settings, progress)
     finally:
         lock.release()
+
+
+def _precompile(spec: EnvSpec, settings: EnvSettings, marker: dict, progress: Callable[[str], None]) -> BuildResult:
+    """Add the bytecode (or only pytest's warm start) to a finished environment built without it."""
+    root, start = env_root(spec, settings), time.monotonic()
+    progress(f"precompiling the packages of {spec.name} (it was built before they were; once)")
+    compiling = still_running(f"precompiling {spec.name}", progress)
+    with (root / LOG).open("a", encoding="utf-8") as log, compiling:
+        bytecode = compile_bytecode(env_python(spec, settings), log, dict(os.environ), marker.get("bytecode"))
+    if bytecode is None:
+        raise EnvError(f"precompiling the packages of {spec.name} failed; see {root / LOG}")
+    atomic_write_text(root / MARKER, json.dumps({**marker, "bytecode": bytecode}, indent=2))
+    return BuildResult(spec.name, "bytecode compiled", str(env_python(spec, settings)), str(root / LOG),
+                       time.monotonic() - start)
 
 
 def _run_logged(command: tuple[str, ...], log, env: dict[str, str], capture: bool = False) -> tuple[int, str]:
@@ -435,24 +435,6 @@ def _torch_version(python: Path, log, env: dict[str, str]) -> tuple[str, str | N
     return lines[0], None if lines[1] == "None" else lines[1]
 
 
-@contextlib.contextmanager
-def _still_building(name: str, log_path: Path, progress: Callable[[str], None]) -> Iterator[None]:
-    """A line every HEARTBEAT_SEC while a build runs (its commands write only to the log, for minutes)."""
-    done, start = threading.Event(), time.monotonic()
-
-    def beat() -> None:
-        while not done.wait(progress_module.HEARTBEAT_SEC):
-            progress(f"still building {name} ({time.monotonic() - start:.0f} s; log: {log_path})")
-
-    thread = threading.Thread(target=beat, name="recode-env-heartbeat", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
-
-
 def _build(spec: EnvSpec, settings: EnvSettings, progress: Callable[[str], None]) -> BuildResult:
     """Build from scratch (the lock is held): wipe, install, post-install, check pytest, precompile, mark."""
     root = env_root(spec, settings)
@@ -475,7 +457,8 @@ def _build(spec: EnvSpec, settings: EnvSettings, progress: Callable[[str], None]
             f"({Path(command[0]).name} {command[1]} exited with {code}{_error_hint(log_path)}); see {log_path}"
         )
 
-    with log_path.open("w", encoding="utf-8") as log, _still_building(spec.name, log_path, progress):
+    building = still_running(f"building {spec.name}", progress, f"log: {log_path}")
+    with log_path.open("w", encoding="utf-8") as log, building:
         log.write(f"# environment {spec.name}\n# group {spec.group}; requirements {requirements}\n")
         log.write(f"# backend {spec.backend}; python {spec.python_version}; fingerprint {spec.fingerprint}\n")
         for command in plan.commands:
