@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 
 HEARTBEAT_SEC = 30.0  # off a terminal, the longest a long command stays silent
+BEAT_SHARE = 0.9  # lines come this share of it apart: polling and a loaded machine delay each a little
 
 
 class Heartbeat:
@@ -27,7 +28,7 @@ class Heartbeat:
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
-        self.interval = HEARTBEAT_SEC
+        self.interval = HEARTBEAT_SEC * BEAT_SHARE
         self.last = time.monotonic()
 
     def line(self, text: str) -> None:
@@ -65,7 +66,7 @@ def still_running(what: str, say: Callable[[str], None], detail: str = "") -> It
     running, done, start = Running(what, detail), threading.Event(), time.monotonic()
 
     def beat() -> None:
-        while not done.wait(HEARTBEAT_SEC):
+        while not done.wait(HEARTBEAT_SEC * BEAT_SHARE):
             say(running.line(time.monotonic() - start))
 
     thread = threading.Thread(target=beat, name="recode-heartbeat", daemon=True)
