@@ -120,6 +120,7 @@ def test_dry_run_with_the_cpu_index_unreachable_falls_back_in_one_line(monkeypat
     assert url not in install and "+cpu" not in install
     said = next(line for line in lines if line.startswith("# environment "))
     assert f"torch from the configured index ({url}/cpu did not answer" in said
+    assert "about 1.1 GB (CPU build) to 4.3 GB (CUDA build) on disk (an estimate)" in said
 
 
 @pytest.mark.parametrize("told", [["--cpu"], ["--cuda"]])
