@@ -22,6 +22,13 @@ HEARTBEAT_SEC = 30.0  # off a terminal, the longest a long command stays silent
 BEAT_SHARE = 0.9  # lines come this share of it apart: polling and a loaded machine delay each a little
 
 
+def write_line(stream: TextIO, line: str) -> None:
+    """One write per line: a run's worker processes share the stream, and print's two writes (the text, then
+    the newline) let another process's line land between them."""
+    stream.write(f"{line}\n")
+    stream.flush()
+
+
 class Heartbeat:
     """Off a terminal: lines on ``stream``, and one at least every :data:`HEARTBEAT_SEC` when the caller asks
     (:meth:`maybe`) whether one is due."""
@@ -32,7 +39,7 @@ class Heartbeat:
         self.last = time.monotonic()
 
     def line(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
+        write_line(self.stream, text)
         self.last = time.monotonic()
 
     def maybe(self, status: Callable[[], str]) -> None:
@@ -42,7 +49,7 @@ class Heartbeat:
 
 def to_stderr(line: str) -> None:
     """Progress and notes go to stderr, at once: stdout may be a table someone pipes on."""
-    print(line, file=sys.stderr, flush=True)
+    write_line(sys.stderr, line)
 
 
 class Running:
