@@ -186,8 +186,10 @@ def series_of(ctx: Context) -> list[Series]:
                              ctx.args.max_turns, **bootstrap_options(ctx.args)) for model in ctx.models]
 
 
-def analyze(args: argparse.Namespace, warn: Callable[[str], None] = warn_stderr) -> Analysis:
-    """Tables, figures (when matplotlib is installed) and the report under ``args.out``.
+def analyze(args: argparse.Namespace, warn: Callable[[str], None] = warn_stderr,
+            stage: Callable[[str], None] = lambda text: None) -> Analysis:
+    """Tables, figures (when matplotlib is installed) and the report under ``args.out``; ``stage`` hears
+    what is being done, for a command's progress lines.
 
     Raises the metric CLI's user errors (``metric_cli.USER_ERRORS``).
     """
@@ -199,19 +201,22 @@ def analyze(args: argparse.Namespace, warn: Callable[[str], None] = warn_stderr)
         if message not in notes:
             notes.append(message)
 
+    stage("reading the results")
     contexts = build_contexts(args)
     sections, seen = [], []
-    for ctx in contexts:
+    for number, ctx in enumerate(contexts, start=1):
+        stage(f"computing the tables ({number} of {len(contexts)} result sets)")
         tables = [table for table in all_metrics.collect_tables(ctx, args.skip, note) if table not in seen]
         sections.append(Section(ctx, tables))
         seen += tables
+    stage("drawing the figures")
     try:
         max_turns = max(ctx.args.max_turns for ctx in contexts)
         plots = write_plots([item for ctx in contexts for item in series_of(ctx)], out / "plots", max_turns)
     except ExtraUnavailable as exc:
         plots = []
         note(f"figures left out: {exc}")
-    index = write_report(out, args.result_dir, sections, plots, notes)
+    index = write_report(out, args.result_dir, sections, plots, notes, stage)
     analysis = Analysis(sections, plots, notes, out, index)
     for fmt, suffix in (("markdown", "md"), ("json", "json")):
         (out / f"tables.{suffix}").write_text(render(analysis.tables(), fmt), encoding="utf-8")
@@ -232,8 +237,9 @@ def guarded(parser: argparse.ArgumentParser, work: Callable[[], T]) -> T:
         parser.exit(2, f"error: {exc}\n")
 
 
-def main_analysis(description: str, argv: Iterable[str] | None = None) -> tuple[argparse.Namespace, Analysis]:
+def main_analysis(description: str, argv: Iterable[str] | None = None,
+                  stage: Callable[[str], None] = lambda text: None) -> tuple[argparse.Namespace, Analysis]:
     """Parse the command line and analyse; a user error prints one line and exits with status 2."""
     parser = analysis_parser(description)
     args = parser.parse_args(None if argv is None else list(argv))
-    return args, guarded(parser, lambda: analyze(args))
+    return args, guarded(parser, lambda: analyze(args, stage=stage))

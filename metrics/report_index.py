@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,15 +193,17 @@ def contents(sections: list[Section], has_figures: bool, has_records: bool) -> H
 
 
 def write_report(out: Path | str, result_dir: Path | str, sections: list[Section], plots: list[Plot],
-                 notes: list[str]) -> Path:
-    """Write ``out/index.html`` and the trajectory pages; returns the index path."""
+                 notes: list[str], stage: Callable[[str], None] = lambda text: None) -> Path:
+    """Write ``out/index.html`` and the trajectory pages; returns the index path. ``stage`` hears what is
+    being done (a full sweep's report writes thousands of pages)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     facts = [f"Results folder: {Path(result_dir).resolve()}", f"Written {time.strftime('%Y-%m-%d %H:%M:%S %z')}"]
     records = run_records_block(Path(result_dir))
     per_section = [section.entries() for section in sections]
     entries = [entry for group in per_section for entry in group]
-    write_pages(entries, out, INDEX)
+    write_pages(entries, out, INDEX, stage)
+    stage("writing the index page")
     body = [tag("h1", "RECODE-H run report"), bullet_list(facts + notes),
             contents(sections, bool(plots), bool(records)), figures_block(plots, out), list_block(entries)]
     body += [section_block(number, section, len(group))

@@ -10,6 +10,7 @@ With the script off, the task x level maps below the list still link every traje
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,9 +60,11 @@ def page_href(run: LevelRun, task_id: int) -> str:
     return f"{PAGES}/{file_stem(run.folder.name)}__task_{task_id}.html"
 
 
-def write_pages(entries: list[Entry], out: Path, index_name: str) -> None:
-    """One page per entry, previous/next in list order."""
+def write_pages(entries: list[Entry], out: Path, index_name: str,
+                stage: Callable[[str], None] = lambda text: None) -> None:
+    """One page per entry, previous/next in list order; ``stage`` hears which page is being written."""
     for number, entry in enumerate(entries):
+        stage(f"writing trajectory page {number + 1} of {len(entries)}")
         view = TaskView(
             title=f"{entry.section} · {entry.model} · L{entry.run.level}", folder=str(entry.run.folder),
             task_id=entry.task_id, n_cases=entry.n_cases, init_content=text_of(entry.meta.get("init_content")),

@@ -15,9 +15,11 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "metrics"))
+_CHECKOUT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(_CHECKOUT / "metrics"), str(_CHECKOUT)]  # the metric modules by name; this checkout's agent/
 
 from analysis import analysis_parser, analyze, guarded  # noqa: E402
+from agent.common.progress import still_running, to_stderr  # noqa: E402
 from compare_runs import compare_folders  # noqa: E402
 from metric_tables import emit  # noqa: E402
 
@@ -30,7 +32,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     if args.compare:
         emit(guarded(parser, lambda: compare_folders(args, *args.compare)), args.format)
         return 0
-    analysis = guarded(parser, lambda: analyze(args))
+    with still_running("analysing the results", to_stderr) as step:
+        analysis = guarded(parser, lambda: analyze(args, stage=step.now))
     emit(analysis.tables(), args.format)
     print(f"report: {analysis.index}", file=sys.stderr)
     print(f"tables: {analysis.out / 'tables.md'}, {analysis.out / 'tables.json'}", file=sys.stderr)

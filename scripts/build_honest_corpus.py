@@ -31,6 +31,7 @@ import shutil  # noqa: E402
 from agent.task.dataset import DatasetManager  # noqa: E402
 from agent.envs.cache import resolve_python  # noqa: E402
 from agent.envs.spec import EnvError  # noqa: E402
+from agent.common.progress import still_running, to_stderr  # noqa: E402
 from agent.runner.core import REPO_ROOT  # noqa: E402
 from metrics.cli_flags import Parser  # noqa: E402
 from scripts.honest_corpus import (  # noqa: E402
@@ -57,10 +58,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def record_task(dataset: DatasetManager, row: dict, backend: str | None) -> None:
     """The task's test names from pytest's collection, then bare pytest's outcome on the reference: a task
     counts only when every one of its tests passes bare (none skipped), and the row says whether it does."""
-    python = resolve_python(dataset, row["index"], backend)
-    collected = bare_pytest(dataset, row["index"], python, ["--collect-only", "-q"], timeout_sec=600)
-    row["test_cases"] = collected_names(collected.output)
-    run = bare_pytest(dataset, row["index"], python, [], timeout_sec=BARE_TIMEOUT)
+    with still_running(f"collecting and running the tests of {row['half']} task {row['index']} ({row['package']})",
+                       to_stderr):
+        python = resolve_python(dataset, row["index"], backend)
+        collected = bare_pytest(dataset, row["index"], python, ["--collect-only", "-q"], timeout_sec=600)
+        row["test_cases"] = collected_names(collected.output)
+        run = bare_pytest(dataset, row["index"], python, [], timeout_sec=BARE_TIMEOUT)
     row["bare"], row["bare_tests"] = bare_outcome(run)
     row["bare_sec"] = round(run.duration_sec, 1)
     print(f"{row['half']} task {row['index']}: {row['package']} {row['target_file_path']} / {row['test_file']}: "
@@ -86,7 +89,8 @@ def build_half(packages: list[CorpusPackage], cache: Path, half: str, backend: s
     root.mkdir(parents=True)
     rows = []
     for package in (p for p in packages if p.half == half):
-        tree = source_tree(package, cache)
+        with still_running(f"fetching {package.name}=={package.version}", to_stderr):
+            tree = source_tree(package, cache)
         write_requirements(root, package)
         for task in package.tasks:
             rows.append(write_task(root, len(rows) + 1, package, task, tree))
@@ -108,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             packages = [p for p in packages if p.name in wanted]
         for half in args.halves:
             root = build_half(packages, args.cache_dir.resolve(), half, args.env_backend)
-            print(f"{half}: {root}")
+            print(f"{half}: {root}", flush=True)
     except (CorpusError, EnvError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -28,6 +28,7 @@ name_missing_modules()
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from dataclasses import asdict, dataclass  # noqa: E402
 from unittest import mock  # noqa: E402
 
@@ -35,6 +36,7 @@ import agent.runner.core as runner_core  # noqa: E402
 from agent.task.dataset import DatasetError, DatasetManager, TaskMeta  # noqa: E402
 from agent.envs.cache import resolve_python  # noqa: E402
 from agent.envs.spec import EnvError  # noqa: E402
+from agent.common.progress import still_running, to_stderr  # noqa: E402
 from agent.runner.core import RunnerOptions, run_candidate  # noqa: E402
 from agent.common.text_table import fixed_width  # noqa: E402
 from metrics.cli_flags import Parser  # noqa: E402
@@ -73,11 +75,17 @@ def runner_result(dataset: DatasetManager, meta: TaskMeta, options: RunnerOption
         return run_candidate(dataset, meta.index, dataset.canonical(meta.index), options)
 
 
-def grade_task(dataset: DatasetManager, meta: TaskMeta, options: RunnerOptions, cost: bool) -> Grade:
+def grade_task(dataset: DatasetManager, meta: TaskMeta, options: RunnerOptions, cost: bool,
+               stage: Callable[[str], None] = lambda text: None) -> Grade:
+    """The three runs of one task; ``stage`` hears which is running (each may take minutes)."""
+    stage("its environment")
     python = resolve_python(dataset, meta.index, options.env_backend)
+    stage("bare pytest")
     bare_run = bare_pytest(dataset, meta.index, python, [], timeout_sec=options.timeout_sec)
     bare, tests = bare_outcome(bare_run)
+    stage("the runner, guard on")
     guarded = runner_result(dataset, meta, options, watch=True)
+    stage("the runner, guard off")
     off = runner_result(dataset, meta, options, watch=False) if cost else None
     evidence = "" if guarded["status"] == "passed" else \
         (guarded["failure_messages"] or ["(no message)"])[0].splitlines()[0]
@@ -156,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     grades = []
     try:
         for dataset, meta in selected(args.cache_dir.resolve(), args.halves, args.tasks):
-            grades.append(grade_task(dataset, meta, options, cost=not args.no_cost))
+            what = f"grading {meta.extra.get('half', '?')}:{meta.index} ({meta.extra.get('package', '?')})"
+            with still_running(what, to_stderr) as step:
+                grades.append(grade_task(dataset, meta, options, cost=not args.no_cost, stage=step.now))
             print(" | ".join(row(grades[-1])), file=sys.stderr, flush=True)
     except (DatasetError, EnvError) as exc:
         print(f"error: {exc} (build the corpus first: python scripts/build_honest_corpus.py)", file=sys.stderr)

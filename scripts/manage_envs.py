@@ -54,6 +54,7 @@ from agent.envs.cache import (  # noqa: E402
     env_settings,
     env_status,
     plan_envs,
+    reachable_torch_index,
 )
 from agent.task.dataset import DatasetError, DatasetManager  # noqa: E402
 from metrics.cli_flags import Parser, add_dataset_dirs, add_flag, add_task_ids, dataset_dir  # noqa: E402
@@ -107,7 +108,7 @@ def dry_run(planned: list[PlannedEnv], settings: EnvSettings, rebuild: bool) -> 
             print(f"# {describe(entry)}: ready; nothing to run")
             continue
         print(f"# {describe(entry)}")
-        print(f"# {announcement(entry.spec)}")
+        print(f"# {announcement(entry.spec, settings.torch_fallback)}")
         for line in build_commands(entry.spec, settings):
             print(line)
 
@@ -160,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
             raise DatasetError(f"{dataset.meta_path} lists no runnable task (if_test: true); check the dataset")
         if not args.list:
             require_tool(settings.backend)
+            missing = [entry.spec for entry in planned if args.rebuild or env_status(entry.spec, settings) != "ready"]
+            if (chosen := reachable_torch_index(settings, missing)) is not settings:
+                settings = chosen
+                planned, task_errors = plan_envs(dataset, task_ids, settings)
     except (DatasetError, EnvError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

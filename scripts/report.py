@@ -10,13 +10,16 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "metrics"))
+_CHECKOUT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(_CHECKOUT / "metrics"), str(_CHECKOUT)]  # the metric modules by name; this checkout's agent/
 
 from analysis import main_analysis  # noqa: E402
+from agent.common.progress import still_running, to_stderr  # noqa: E402
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    _, analysis = main_analysis(__doc__, argv)
+    with still_running("writing the report", to_stderr) as step:
+        _, analysis = main_analysis(__doc__, argv, stage=step.now)
     print(f"report: {analysis.index}")
     return 0
 

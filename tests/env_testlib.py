@@ -1,10 +1,20 @@
-"""On-disk datasets for the environment tests, made under tmp_path: tiny ones, and a replica of the published layout."""
+"""On-disk datasets for the environment tests, made under tmp_path: tiny ones, and a replica of the published layout;
+package indexes on 127.0.0.1; builds that make an interpreter without installing anything."""
 from __future__ import annotations
 
+import http.server
 import json
+import socket
+import sys
+import threading
+import time
 from pathlib import Path
 
+import pytest
+
+import agent.envs.cache as env_cache
 from agent.task.dataset import DatasetManager
+from agent.envs.backends import BuildPlan
 
 REPO = "repo"
 
@@ -90,3 +100,64 @@ def make_release_dataset(root: Path, source: Path) -> tuple[DatasetManager, dict
         (task_dir / "test.sh").write_text(release_test_sh(env_name, meta.repo_dir_name, sub), encoding="utf-8")
         assignment[meta.index] = env_name
     return dataset, assignment
+
+
+class LocalIndex:
+    """An HTTP server on 127.0.0.1 standing for a package index; it counts the connections it accepts."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        index = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def setup(self) -> None:
+                index.connections += 1
+                super().setup()
+
+            def do_GET(self) -> None:
+                self.send_response(404)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/torch"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def count(self, at_least: int = 0, wait_sec: float = 2.0) -> int:
+        """Connections accepted, once at least ``at_least`` (or ``wait_sec`` passed): the kernel completes a
+        connect before the server's thread handles it."""
+        deadline = time.monotonic() + wait_sec
+        while self.connections < at_least and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.connections
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def closed_port_url() -> str:
+    """An index URL on a port of 127.0.0.1 nobody listens on: a connect is refused at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}/torch"
+
+
+def fake_builds(monkeypatch: pytest.MonkeyPatch, pause_sec: float = 0.0) -> list[str]:
+    """Builds that take ``pause_sec`` and make an interpreter (this one, through a wrapper: a symlink would leave
+    its venv) instead of installing anything; returns the requirements text of each build planned."""
+    built: list[str] = []
+
+    def plan(backend: str, prefix: Path, requirements: Path, python_version: str, indexes: tuple = ()) -> BuildPlan:
+        built.append(requirements.read_text(encoding="utf-8"))
+        python = prefix / "bin" / "python"
+        script = (f"import os, time; time.sleep({pause_sec}); os.makedirs({str(prefix / 'bin')!r}); "
+                  f"open({str(python)!r}, 'w').write('#!/bin/sh\\nexec \"{sys.executable}\" \"$@\"\\n'); "
+                  f"os.chmod({str(python)!r}, 0o755)")
+        return BuildPlan(commands=((sys.executable, "-c", script),))
+
+    monkeypatch.setattr(env_cache, "build_plan", plan)
+    monkeypatch.setattr(env_cache, "compile_bytecode", lambda python, log, env, done=None: {"site_packages": []})
+    return built

@@ -1,6 +1,7 @@
 """One spelling of every shared flag: every command's --help, and what the flags and their old spellings do."""
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -48,11 +49,23 @@ print(json.dumps(helps))
 """
 
 
+# Files with a __main__ block that are not commands of ours: pytest's own start, inside the sandbox.
+NOT_COMMANDS = {"agent/runner/pytest_guard/run_pytest.py"}
+
+
+def runs_as_a_script(path: Path) -> bool:
+    """The module has a top-level ``if __name__ == "__main__":`` block (a mention in a docstring is not one)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+               and isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__" for node in tree.body)
+
+
 def commands() -> list[str]:
-    """Every file of scripts/, ablation/ and metrics/ that runs as a command, the main command and the runner."""
-    files = [path for folder in ("scripts", "ablation", "metrics") for path in sorted((REPO / folder).glob("*.py"))
-             if '__name__ == "__main__"' in path.read_text(encoding="utf-8")]
-    return [str(path.relative_to(REPO)) for path in files] + ["agent/research_code_generation.py", RELEASE_SINGLE_TASK]
+    """Every file of scripts/, ablation/, metrics/ and agent/ (at any depth) that runs as a command: the main
+    command, the release's runner and whatever entry point a folder of agent/ gains."""
+    files = [str(path.relative_to(REPO)) for folder in ("scripts", "ablation", "metrics", "agent")
+             for path in sorted((REPO / folder).rglob("*.py")) if runs_as_a_script(path)]
+    return [path for path in files if path not in NOT_COMMANDS]
 
 
 def words(flag: str) -> tuple[str, ...]:

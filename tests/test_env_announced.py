@@ -2,22 +2,20 @@
 CPU PyTorch build on a machine without a GPU unless told otherwise, and says it is still going."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 import agent.envs.cache as env_cache
 from agent.task.dataset import DatasetManager
-from agent.envs.backends import BuildPlan
 from agent.envs.cache import ensure_env, env_settings, spec_for_task
 from agent.envs.release import torch_index_url
 from scripts.manage_envs import main as manage_main
+from tests.env_testlib import LocalIndex, fake_builds
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "work_dir" / "dataset"
 TORCH_TASK = 4  # its test.sh activates recode_sample_torch: a plain torch==2.13.0 pin
-CPU_INDEX = "--extra-index-url https://download.pytorch.org/whl/cpu"
 
 
 def dry_run(capsys: pytest.CaptureFixture[str], tmp_path: Path, *extra: str) -> list[str]:
@@ -34,16 +32,18 @@ def dry_run(capsys: pytest.CaptureFixture[str], tmp_path: Path, *extra: str) -> 
 def test_the_torch_build_follows_the_machine_unless_told(monkeypatch, capsys, tmp_path, gpu, setting, flag,
                                                          build) -> None:
     monkeypatch.setattr(env_cache, "gpu_present", lambda: gpu)
-    monkeypatch.delenv("RECODE_TORCH_INDEX_URL", raising=False)
+    index = LocalIndex()  # where the CPU builds come from: it answers the probe of a default CPU choice
+    monkeypatch.setenv("RECODE_TORCH_INDEX_URL", index.url)
     if setting is None:
         monkeypatch.delenv("RECODE_ENV_CPU", raising=False)
     else:
         monkeypatch.setenv("RECODE_ENV_CPU", setting)
     lines = dry_run(capsys, tmp_path, *([flag] if flag else []))
+    index.close()
     [said] = [line for line in lines if line.startswith("# environment ")]
     assert f"torch {build} build" in said and "packages from" in said and "on disk (an estimate)" in said
     install = next(line for line in lines if " pip install " in line)
-    assert (CPU_INDEX in install) == (build == "CPU")
+    assert (f"--extra-index-url {index.url}/cpu" in install) == (build == "CPU")
     told = {"--cpu": True, "--cuda": False}.get(flag or "")
     spec = spec_for_task(DatasetManager(SAMPLE), TORCH_TASK, env_settings("uv", tmp_path / "env dir", cpu=told))
     assert ("torch==2.13.0+cpu" in spec.install_lines) == (build == "CPU")
@@ -59,23 +59,12 @@ def test_a_build_says_what_and_how_big_before_it_starts_and_while_it_runs(monkey
     monkeypatch.delenv("RECODE_ENV_CPU", raising=False)
     settings = env_settings("venv", tmp_path / "envs")
     spec = spec_for_task(DatasetManager(SAMPLE), TORCH_TASK, settings)
+    built = fake_builds(monkeypatch, pause_sec=0.5)
     said: list[str] = []
-
-    def plan(backend: str, prefix: Path, requirements: Path, python_version: str, indexes: tuple = ()) -> BuildPlan:
-        said.append("install starts")
-        python = prefix / "bin" / "python"  # runs this interpreter as itself (a symlink would leave its venv)
-        script = (f"import os, time; time.sleep(0.5); os.makedirs({str(prefix / 'bin')!r}); "
-                  f"open({str(python)!r}, 'w').write('#!/bin/sh\\nexec \"{sys.executable}\" \"$@\"\\n'); "
-                  f"os.chmod({str(python)!r}, 0o755)")
-        return BuildPlan(commands=((sys.executable, "-c", script),))
-
-    monkeypatch.setattr(env_cache, "build_plan", plan)
-    monkeypatch.setattr(env_cache, "compile_bytecode", lambda python, log, env, done=None: {"site_packages": []})
     assert ensure_env(spec, settings, progress=said.append).status == "built"
-    first = said.index("install starts") + 1
-    assert said[first].startswith(f"building environment {spec.name} for 'recode_sample_torch'")
-    assert "torch CPU build" in said[first] and "about 1." in said[first]
-    assert any(line.startswith(f"still building {spec.name} (") for line in said[first + 1:])
+    assert len(built) == 1 and said[0].startswith(f"building environment {spec.name} for 'recode_sample_torch'")
+    assert "torch CPU build" in said[0] and "about 1." in said[0]
+    assert any(line.startswith(f"still building {spec.name} (") for line in said[1:])
 
 
 def test_the_torch_extra_is_the_cpu_build_from_the_index_the_environments_use() -> None:

@@ -230,7 +230,7 @@ def test_concurrent_callers_build_once(tmp_path: Path, monkeypatch: pytest.Monke
     spec, settings = one_task_env(tmp_path)
     counter = tmp_path / "builds.txt"
     python = sys.executable if where == "this interpreter" else spaced_python(tmp_path)
-    assert (" " in python) == (where == "a path with a space")
+    assert " " in python or where == "this interpreter"  # which may have one too: a venv in "~/My Projects"
     monkeypatch.setattr(env_cache, "build_plan", fake_plan_factory(counter, 0.5, python))
     monkeypatch.setattr(env_cache, "compile_bytecode",
                         lambda python, log, env, done=None: {"site_packages": [], env_cache.PYTEST_WARMED: 5})

@@ -95,11 +95,14 @@ def test_links_into_what_is_left_out_are_dropped(tmp_path: Path) -> None:
 
 @needs_sandbox
 def test_the_slice_builds_offline_and_grades_passed_under_the_runner(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """... and both commands say what they are doing while a step runs (a line every HEARTBEAT_SEC)."""
+    monkeypatch.setattr("agent.common.progress.HEARTBEAT_SEC", 0.05)
     cache = tmp_path / "corpus cache"
     shutil.copytree(FIXTURE / "sdists", cache / "sdists")
     assert build_honest_corpus.main(["--manifest", str(FIXTURE / "manifest.json"), "--cache-dir", str(cache),
                                      "--env-backend", "current"]) == 0
+    assert "still collecting and running the tests of dev task 1 (cachetools) (" in capsys.readouterr().err
     meta = [json.loads(line) for line in (cache / "dev" / "annotation_meta.jsonl").read_text().splitlines()]
     assert [row["target_file_path"] for row in meta] == ["src/cachetools/keys.py"]
     assert all(row["test_cases"] and row["init_content"] == "" for row in meta)
@@ -109,7 +112,8 @@ def test_the_slice_builds_offline_and_grades_passed_under_the_runner(
     capsys.readouterr()
     report = tmp_path / "grades.json"
     code = grade_honest_corpus.main(["--cache-dir", str(cache), "--env-backend", "current", "--json", str(report)])
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert re.search(r"^still grading dev:1 \(cachetools\) \(\d+ s; the runner, guard on\)$", err, re.M), err
     found = totals(out)
     assert code == 0, out
     assert found["dev"][:2] == (1, 1) and found["heldout"][:2] == (1, 1), out

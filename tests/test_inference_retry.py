@@ -17,24 +17,10 @@ from agent.models.retry import (
     call_with_retries,
     parse_retry_after,
 )
+from tests.fake_clock import FakeClock
 
 NOW = 1_750_000_000.0
 POLICY = {"label": "p m", "provider": "P"}
-
-
-class FakeClock:
-    """A monotonic clock that advances only when the policy sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 def scripted_attempts(*outcomes: Exception | Answer):

@@ -6,19 +6,7 @@ import pytest
 
 from agent.models.pacing import HEADROOM, Pacer, TokenBucket, provider_remaining, reset_seconds
 from agent.models.types import ChatRequest, ModelSpec, Tokens
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
+from tests.fake_clock import FakeClock
 
 
 def request(chars: int, max_output: int | None = None) -> ChatRequest:
@@ -40,7 +28,7 @@ def test_bucket_starts_full_goes_into_debt_and_refills_at_its_rate() -> None:
 
 
 def test_pacer_waits_before_sending_and_usage_corrects_the_estimate() -> None:
-    clock = Clock()
+    clock = FakeClock(start=100.0)
     pacer = Pacer(requests_per_minute=None, tokens_per_minute=6000, minute=60.0, clock=clock, sleep=clock.sleep,
                   headroom=1.0)
     first = pacer.before(request(4000, max_output=500))  # 1000 prompt + at most 500 answer
@@ -55,7 +43,7 @@ def test_pacer_waits_before_sending_and_usage_corrects_the_estimate() -> None:
 
 
 def test_requests_per_minute_paces_calls_one_after_another() -> None:
-    clock = Clock()
+    clock = FakeClock(start=100.0)
     pacer = Pacer(requests_per_minute=2, tokens_per_minute=None, minute=60.0, clock=clock, sleep=clock.sleep,
                   headroom=1.0)
     waits = [pacer.before(request(10)).waited_sec for _ in range(4)]
@@ -63,7 +51,7 @@ def test_requests_per_minute_paces_calls_one_after_another() -> None:
 
 
 def test_headers_lower_the_bucket_to_what_the_provider_says_is_left() -> None:
-    clock = Clock()
+    clock = FakeClock(start=100.0)
     pacer = Pacer(requests_per_minute=100, tokens_per_minute=60_000, minute=60.0, clock=clock, sleep=clock.sleep,
                   headroom=1.0)
     pacer.observe({"x-ratelimit-remaining-tokens": "20000", "x-ratelimit-reset-tokens": "10s",

@@ -8,15 +8,25 @@ of ten turns can take many minutes: a silent log looks like a hung run).
 """
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from typing import Callable, Iterable, TextIO
+from typing import Callable, Iterable, Iterator, TextIO
 
 from tqdm import tqdm
 
 
 HEARTBEAT_SEC = 30.0  # off a terminal, the longest a long command stays silent
+BEAT_SHARE = 0.9  # lines come this share of it apart: polling and a loaded machine delay each a little
+
+
+def write_line(stream: TextIO, line: str) -> None:
+    """One write per line: a run's worker processes share the stream, and print's two writes (the text, then
+    the newline) let another process's line land between them."""
+    stream.write(f"{line}\n")
+    stream.flush()
 
 
 class Heartbeat:
@@ -25,16 +35,54 @@ class Heartbeat:
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
-        self.interval = HEARTBEAT_SEC
+        self.interval = HEARTBEAT_SEC * BEAT_SHARE
         self.last = time.monotonic()
 
     def line(self, text: str) -> None:
-        print(text, file=self.stream, flush=True)
+        write_line(self.stream, text)
         self.last = time.monotonic()
 
     def maybe(self, status: Callable[[], str]) -> None:
         if time.monotonic() - self.last >= self.interval:
             self.line(status())
+
+
+def to_stderr(line: str) -> None:
+    """Progress and notes go to stderr, at once: stdout may be a table someone pipes on."""
+    write_line(sys.stderr, line)
+
+
+class Running:
+    """A long step that writes nothing itself: what it is, and what it is doing now (``now``), for its lines."""
+
+    def __init__(self, what: str, detail: str = "") -> None:
+        self.what = what
+        self.detail = detail
+
+    def now(self, detail: str) -> None:
+        self.detail = detail
+
+    def line(self, seconds: float) -> str:
+        return f"still {self.what} ({seconds:.0f} s{'; ' + self.detail if self.detail else ''})"
+
+
+@contextlib.contextmanager
+def still_running(what: str, say: Callable[[str], None], detail: str = "") -> Iterator[Running]:
+    """``say("still <what> (N s; <detail>)")`` every HEARTBEAT_SEC while the block runs (a build, a download, a
+    test run, a report), on a terminal or not; the block may update the detail with ``.now(text)``."""
+    running, done, start = Running(what, detail), threading.Event(), time.monotonic()
+
+    def beat() -> None:
+        while not done.wait(HEARTBEAT_SEC * BEAT_SHARE):
+            say(running.line(time.monotonic() - start))
+
+    thread = threading.Thread(target=beat, name="recode-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield running
+    finally:
+        done.set()
+        thread.join()
 
 
 def drain(futures: Iterable[Future], on_done: Callable[[Future], None], status: Callable[[int], str],

@@ -17,7 +17,6 @@ On-disk layout (env dir = ``--env-dir`` / ``RECODE_ENV_DIR`` / ``work_dir/envs``
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
@@ -25,16 +24,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from filelock import FileLock, Timeout
 
-import agent.common.progress as progress_module
 from agent.common.atomic_file import atomic_write_text
+from agent.common.progress import still_running, to_stderr
 from agent.envs.backends import (
     SITE_PACKAGES_QUERY,
     TORCH_VERSION_QUERY,
@@ -46,6 +44,7 @@ from agent.envs.backends import (
     default_python_version,
     interpreter,
 )
+from agent.envs.reach import PROBE_TIMEOUT_SEC, index_answers
 from agent.envs.release import PostStep, pyg_wheel_base, pyg_wheel_page, torch_index_url
 from agent.envs.size import announcement
 from agent.envs.spec import (
@@ -71,6 +70,7 @@ __all__ = [
     "build_commands",
     "compile_bytecode",
     "plan_envs",
+    "reachable_torch_index",
     "resolve_python",
     "spec_for_task",
 ]
@@ -91,7 +91,10 @@ class EnvSettings:
     ``requirements_map`` None: the dataset's own map, if any. ``release_dir``:
     the folder holding the release's ``requirements_*.txt`` (None: the dataset
     root, where the published dataset keeps them). ``cpu``: CPU builds of the
-    PyTorch wheels instead of the CUDA ones the files pin.
+    PyTorch wheels instead of the CUDA ones the files pin; ``cpu_by_default``:
+    chosen only because this machine has no GPU (not by a flag or
+    RECODE_ENV_CPU), so an unreachable CPU index may be given up; ``torch_fallback``:
+    the CPU index that was, when it was (see :func:`reachable_torch_index`).
     """
 
     backend: str
@@ -100,6 +103,8 @@ class EnvSettings:
     requirements_map: Path | None = None
     cpu: bool = False
     release_dir: Path | None = None
+    cpu_by_default: bool = False
+    torch_fallback: str = ""
 
 
 def _flag(value: str | None) -> bool:
@@ -134,6 +139,7 @@ def env_settings(
     directory = env_dir or os.environ.get("RECODE_ENV_DIR") or DEFAULT_ENV_DIR
     rmap = requirements_map or os.environ.get("RECODE_REQUIREMENTS_MAP") or None
     release = release_dir or os.environ.get("RECODE_REQUIREMENTS_DIR") or None
+    told = cpu is not None or bool(os.environ.get("RECODE_ENV_CPU", "").strip())
     return EnvSettings(
         backend=chosen,
         python_version=python_version or default_python_version(chosen),
@@ -141,7 +147,32 @@ def env_settings(
         requirements_map=Path(rmap).expanduser() if rmap else None,
         cpu=cpu_builds(os.environ.get("RECODE_ENV_CPU")) if cpu is None else cpu,
         release_dir=Path(release).expanduser().resolve() if release else None,
+        cpu_by_default=not told and cpu_builds(None),
     )
+
+
+PROBES = "index_probes.json"  # in the env dir: the run's answer of the CPU index, shared by its processes
+
+
+def reachable_torch_index(
+    settings: EnvSettings, specs: list[EnvSpec], warn: Callable[[str], None] | None = None
+) -> EnvSettings:
+    """``settings``, or the configured index's torch instead of the CPU builds when those were chosen only
+    for want of a GPU, some of ``specs`` (the environments about to be built) need PyTorch's CPU index, and
+    that index does not answer a short connect: uv asks every index for every package, so an unreachable one
+    would fail the whole build. The process that asked says so, in one line naming the choices."""
+    if not settings.cpu_by_default or not any("cpu" in spec.index_tags for spec in specs):
+        return settings
+    url = torch_index_url("cpu")
+    answers, asked = index_answers(url, settings.env_dir / PROBES)
+    if answers:
+        return settings
+    if asked:
+        (warn or to_stderr)(f"warning: PyTorch's CPU index {url} did not answer within {PROBE_TIMEOUT_SEC:g} s, so "
+                          "torch comes from the configured index (pip's settings; PyPI's Linux torch is the CUDA "
+                          "build, ~3 GB more); choose with RECODE_TORCH_INDEX_URL=<a mirror of it> or "
+                          "RECODE_ENV_CPU=0 (the configured index, no check)")
+    return replace(settings, cpu=False, cpu_by_default=False, torch_fallback=url)
 
 
 def env_root(spec: EnvSpec, settings: EnvSettings) -> Path:
@@ -240,10 +271,6 @@ class BuildResult:
     duration_sec: float
 
 
-def _stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
 def _read_marker(root: Path) -> dict:
     try:
         return json.loads((root / MARKER).read_text(encoding="utf-8"))
@@ -252,7 +279,7 @@ def _read_marker(root: Path) -> dict:
 
 
 def ensure_env(
-    spec: EnvSpec, settings: EnvSettings, rebuild: bool = False, progress: Callable[[str], None] = _stderr
+    spec: EnvSpec, settings: EnvSettings, rebuild: bool = False, progress: Callable[[str], None] = to_stderr
 ) -> BuildResult:
     """Build the environment unless a finished one exists; safe to call from many processes at once.
 
@@ -266,23 +293,32 @@ def ensure_env(
         lock.acquire(timeout=0)
     except Timeout:
         progress(f"waiting for another process to finish building {spec.name} ...")
-        lock.acquire()
+        with still_running(f"waiting for another process to finish building {spec.name}", progress,
+                           f"its log: {root / LOG}"):
+            lock.acquire()
     try:
         if not rebuild and _is_ready(root):
             marker = _read_marker(root)
             if PYTEST_WARMED in marker.get("bytecode", {}):
                 return BuildResult(spec.name, "up to date", str(env_python(spec, settings)), str(root / LOG), 0.0)
-            start = time.monotonic()
-            with (root / LOG).open("a", encoding="utf-8") as log:
-                bytecode = compile_bytecode(env_python(spec, settings), log, dict(os.environ), marker.get("bytecode"))
-            if bytecode is None:
-                raise EnvError(f"precompiling the packages of {spec.name} failed; see {root / LOG}")
-            atomic_write_text(root / MARKER, json.dumps({**marker, "bytecode": bytecode}, indent=2))
-            return BuildResult(spec.name, "bytecode compiled", str(env_python(spec, settings)), str(root / LOG),
-                               time.monotonic() - start)
+            return _precompile(spec, settings, marker, progress)
         return _build(spec, settings, progress)
     finally:
         lock.release()
+
+
+def _precompile(spec: EnvSpec, settings: EnvSettings, marker: dict, progress: Callable[[str], None]) -> BuildResult:
+    """Add the bytecode (or only pytest's warm start) to a finished environment built without it."""
+    root, start = env_root(spec, settings), time.monotonic()
+    progress(f"precompiling the packages of {spec.name} (it was built before they were; once)")
+    compiling = still_running(f"precompiling {spec.name}", progress)
+    with (root / LOG).open("a", encoding="utf-8") as log, compiling:
+        bytecode = compile_bytecode(env_python(spec, settings), log, dict(os.environ), marker.get("bytecode"))
+    if bytecode is None:
+        raise EnvError(f"precompiling the packages of {spec.name} failed; see {root / LOG}")
+    atomic_write_text(root / MARKER, json.dumps({**marker, "bytecode": bytecode}, indent=2))
+    return BuildResult(spec.name, "bytecode compiled", str(env_python(spec, settings)), str(root / LOG),
+                       time.monotonic() - start)
 
 
 def _run_logged(command: tuple[str, ...], log, env: dict[str, str], capture: bool = False) -> tuple[int, str]:
@@ -399,24 +435,6 @@ def _torch_version(python: Path, log, env: dict[str, str]) -> tuple[str, str | N
     return lines[0], None if lines[1] == "None" else lines[1]
 
 
-@contextlib.contextmanager
-def _still_building(name: str, log_path: Path, progress: Callable[[str], None]) -> Iterator[None]:
-    """A line every HEARTBEAT_SEC while a build runs (its commands write only to the log, for minutes)."""
-    done, start = threading.Event(), time.monotonic()
-
-    def beat() -> None:
-        while not done.wait(progress_module.HEARTBEAT_SEC):
-            progress(f"still building {name} ({time.monotonic() - start:.0f} s; log: {log_path})")
-
-    thread = threading.Thread(target=beat, name="recode-env-heartbeat", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
-
-
 def _build(spec: EnvSpec, settings: EnvSettings, progress: Callable[[str], None]) -> BuildResult:
     """Build from scratch (the lock is held): wipe, install, post-install, check pytest, precompile, mark."""
     root = env_root(spec, settings)
@@ -428,7 +446,7 @@ def _build(spec: EnvSpec, settings: EnvSettings, progress: Callable[[str], None]
     requirements = _requirements_to_install(spec, root)
     plan = _plan(spec, prefix, requirements)
     python = interpreter(prefix)
-    progress(f"building {announcement(spec)} (log: {log_path})")
+    progress(f"building {announcement(spec, settings.torch_fallback)} (log: {log_path})")
     start = time.monotonic()
     env = {**os.environ, **plan.extra_env}
 
@@ -439,7 +457,8 @@ def _build(spec: EnvSpec, settings: EnvSettings, progress: Callable[[str], None]
             f"({Path(command[0]).name} {command[1]} exited with {code}{_error_hint(log_path)}); see {log_path}"
         )
 
-    with log_path.open("w", encoding="utf-8") as log, _still_building(spec.name, log_path, progress):
+    building = still_running(f"building {spec.name}", progress, f"log: {log_path}")
+    with log_path.open("w", encoding="utf-8") as log, building:
         log.write(f"# environment {spec.name}\n# group {spec.group}; requirements {requirements}\n")
         log.write(f"# backend {spec.backend}; python {spec.python_version}; fingerprint {spec.fingerprint}\n")
         for command in plan.commands:
@@ -466,6 +485,8 @@ def _build(spec: EnvSpec, settings: EnvSettings, progress: Callable[[str], None]
         progress(f"warning: precompiling {spec.name} failed (see {log_path}); the next manage_envs run retries")
     duration = time.monotonic() - start
     record = {**asdict(spec), "name": spec.name, "python": str(python), "built_at": time.time(), "build_seconds": duration}
+    if settings.torch_fallback:
+        record["torch_index_unreachable"] = settings.torch_fallback
     if bytecode is not None:
         record["bytecode"] = bytecode
     atomic_write_text(marker, json.dumps(record, indent=2))
@@ -500,14 +521,15 @@ def resolve_python(
     specs = [spec_for_task(dataset, index, variant, env_name) for variant in variants]
     ready = next((spec for spec in specs if _is_ready(env_root(spec, settings))), None)
     spec = ready or specs[0]
-    root = env_root(spec, settings)
     if ready is None:
         if not build:
             raise EnvError(
                 f"environment {spec.name} of task {index} ('{spec.group}') is not built; "
                 f"run: python scripts/manage_envs.py --dataset-dir {dataset.root} --env-backend {spec.backend} --task-ids {index}"
             )
-        ensure_env(spec, settings)
+        chosen = reachable_torch_index(settings, [spec])
+        spec = spec if chosen is settings else specs[1]
+        ensure_env(spec, chosen)
     python = str(env_python(spec, settings))
-    _MEMO[key] = (python, root)
+    _MEMO[key] = (python, env_root(spec, settings))
     return python

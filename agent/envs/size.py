@@ -45,15 +45,23 @@ def _size(mb: int) -> str:
     return f"{mb / 1000:.1f} GB" if mb >= 1000 else f"{mb} MB"
 
 
-def announcement(spec: EnvSpec) -> str:
-    """One line: which environment, for which tasks' group, what it installs and about how big it gets."""
+def announcement(spec: EnvSpec, torch_fallback: str = "") -> str:
+    """One line: which environment, for which tasks' group, what it installs and about how big it gets.
+
+    ``torch_fallback``: PyTorch's CPU index that did not answer, so torch comes from the configured index.
+    """
     names = package_names(spec)
     large = [name for name in names if LARGE_MB.get(name, 0) >= 100]
     build = torch_build(spec)
     torch = f", torch {build} build" if build else ""
-    if build == "CUDA":
+    size = _size(estimate_mb(spec))
+    if build == "CUDA" and torch_fallback:
+        torch = (f", torch from the configured index ({torch_fallback} did not answer; RECODE_TORCH_INDEX_URL: "
+                 "a mirror of it), the CUDA build if that index is PyPI")
+        size = f"{_size(estimate_mb(spec) - CUDA_EXTRA_MB)} (CPU build) to {size} (CUDA build)"
+    elif build == "CUDA":
         torch += " (RECODE_ENV_CPU=1 or --cpu: the CPU build)"
     source = spec.requirements_file or "the built-in requirements"
     return (f"environment {spec.name} for '{spec.group}': python {spec.python_version} ({spec.backend}), "
             f"{len(names)} packages from {source}{torch}; largest: {', '.join(large) or 'none over 100 MB'}; "
-            f"about {_size(estimate_mb(spec))} on disk (an estimate)")
+            f"about {size} on disk (an estimate)")
