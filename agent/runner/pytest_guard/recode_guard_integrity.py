@@ -36,7 +36,7 @@ audit event:
   library classes, any change to pytest's, pluggy's, unittest's and the
   testing libraries' classes, to the test module or the reference module,
   replaced ``sys.modules`` entries, installed tracers or profilers, torch
-  dispatch modes, changed ``gc.callbacks``, pytest hook implementations added
+  dispatch modes, pytest hook implementations added
   or removed after collection, and test items whose class, function or
   methods were replaced. A dict-level write the candidate undoes itself before
   the next comparison (from a finalizer) is not seen.
@@ -53,7 +53,6 @@ from __future__ import annotations
 import array
 import builtins
 import dis
-import gc
 import itertools
 import operator
 import os
@@ -250,7 +249,6 @@ _protected_names: set[str] = set()
 _pytest_objects: list[tuple[str, object, dict]] = []
 _items: dict[str, tuple] = {}
 _hooks: dict = {}
-_gc_callbacks: list = []
 
 
 def configure(report: Callable[[str], None], *, test: str, references: tuple[str, ...], repo: str) -> None:
@@ -281,7 +279,6 @@ def configure(report: Callable[[str], None], *, test: str, references: tuple[str
         if is_kind(main, types.ModuleType) and _real_dict(main) is not None:
             origin.note_module(main, candidate=False)  # pytest's launcher: the bottom frame of every stack walked
         _modules.update(sys.modules)
-        _gc_callbacks[:] = gc.callbacks
 
 
 def add_reference(path: str) -> None:
@@ -650,13 +647,10 @@ def _leave_import() -> None:
 
 def _judge_changes() -> None:
     _check_blocks(_blocks["class"])
-    _check_gc_callbacks()
 
 
 def accept_changes() -> None:
-    """Every watched class (and ``gc.callbacks``) as it is now becomes its baseline: a library's import just did
-    its set-up (a JAX import registering its gc callback)."""
-    _gc_callbacks[:] = gc.callbacks
+    """Every watched class as it is now becomes its baseline: a library's import just did its set-up."""
     _rebase_changed(_blocks["class"])
 
 
@@ -915,13 +909,6 @@ def check_tracers() -> None:
             if name is not None:
                 _flag(f"a sys.monitoring tool {name!r} is registered (seen {_state['checkpoint']})")
     _check_torch_modes()
-    _check_gc_callbacks()
-
-
-def _check_gc_callbacks() -> None:
-    if len(gc.callbacks) != len(_gc_callbacks) or not all(map(operator.is_, gc.callbacks, _gc_callbacks)):
-        _flag(f"changes gc.callbacks (seen {_state['checkpoint']})")
-        _gc_callbacks[:] = gc.callbacks
 
 
 def _check_torch_modes() -> None:
