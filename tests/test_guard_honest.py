@@ -544,12 +544,22 @@ class Point:
         return abs(self.x) + abs(self.y)
 
 
+def monkey(owner):
+    """A decorator that patches ``owner`` with the function it decorates (funcy's ``monkey``)."""
+    def decorator(function):
+        function.original = getattr(owner, function.__name__, None)
+        setattr(owner, function.__name__, function)
+        return function
+    return decorator
+
+
 def add(a, b):
     return a + b
 '''
 
 STARRED_AND_GENERATED_TEST = '''\
 import gc
+import sys
 
 from pkg.target import *
 
@@ -575,6 +585,18 @@ def test_gc_callback_the_test_leaves():
     gc.callbacks.insert(0, on_gc)
     gc.collect()
     assert "start" in seen
+
+
+def double(x):
+    return 2 * x
+
+
+def test_the_test_asks_to_patch_its_module():
+    @monkey(sys.modules[__name__])
+    def double(x):
+        return double.original(x) + 1
+
+    assert double(3) == 7
 '''
 
 SPELLED_NOT_DONE = '''\
@@ -628,8 +650,8 @@ CASES = {
     "torch optimizer and module subclasses": (TORCH, TORCH_TEST),
     "metaprogramming in the candidate": (METAPROGRAMMING, METAPROGRAMMING_TEST),
     "processes, threads and temporary files": (PROCESSES, PROCESSES_TEST),
-    "star imports, code built under no file's name, the test's gc callback": (STARRED_AND_GENERATED,
-                                                                              STARRED_AND_GENERATED_TEST),
+    "star imports, generated code, the test's gc callback, the test patching its module": (
+        STARRED_AND_GENERATED, STARRED_AND_GENERATED_TEST),
     "capabilities spelled, not used on others": (SPELLED_NOT_DONE, SPELLED_NOT_DONE_TEST),
 }
 

@@ -223,3 +223,47 @@ def test_a_star_import_covers_only_the_names_it_gives(tmp_path: Path) -> None:
     result = run_candidate(dataset, 1, STAR_HOSTILE, RunnerOptions(sandbox="off", timeout_sec=120))
     assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
     assert re.search(r"adds the test\.(abs|all) ", result["failure_messages"][0])
+
+
+HELPERS_TEST = '''\
+from pkg.target import add, scale
+
+
+def _same(a, b):
+    return a == b
+
+
+def _differ(a, b):
+    return a != b
+
+
+def test_add():
+    got = add(2, 3)
+    assert _same(got, 5)
+
+
+def test_scale():
+    assert _same(scale([1, 2], 3), [3, 6]) and _differ(scale([1], 2), [1])
+'''
+
+HELPERS_SWAPPED = '''\
+import sys
+
+
+def add(a, b):
+    test = next(m for m in list(sys.modules.values()) if str(getattr(m, "__file__", "")).endswith("/test.py"))
+    test._same = test._differ  # the test's own function, under another of its names
+    return a - b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+
+def test_the_tests_own_functions_swapped_are_caught(tmp_path: Path) -> None:
+    """Placing the test's own function in its namespace is judged against what the test's source binds there."""
+    dataset = make_task(tmp_path / "dataset", test_py=HELPERS_TEST)
+    result = run_candidate(dataset, 1, HELPERS_SWAPPED, RunnerOptions(sandbox="off", timeout_sec=120))
+    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
+    assert re.search(r"test\._same", result["failure_messages"][0]), result["failure_messages"][0]

@@ -431,7 +431,8 @@ def _check_write(module, name: str, value: object, base: type, deleting: bool, w
     or pytest writing with no candidate frame below), a value of the candidate's placed by anyone, and a
     library's write into a module the verdict runs through (the test's, the reference's, pytest and the
     testing libraries) on the candidate's behalf. The test's own tooling (a time-freezing library, its
-    ``monkeypatch``) and libraries writing other modules are theirs."""
+    ``monkeypatch``) and libraries writing other modules are theirs; a function of the test file placed in the
+    test's namespace is judged against what the test's source binds (``recode_guard_sources``)."""
     if getattr(origin.tls, "busy", False):
         return False
     with GuardWork():  # the writer's callers are read below: the guard's own frames count as trusted code
@@ -444,9 +445,17 @@ def _check_write(module, name: str, value: object, base: type, deleting: bool, w
             placed = not deleting and candidate_object(value)
             if not placed and (cand is None or _verdict_space(module) is None) or _test_acts(cand, writer):
                 return True
+        if not deleting and _verdict_space(module) == "test" and _tests_own(value):
+            return True  # the test's function placed in its namespace (funcy's ``monkey``): judged by its source
     label = f"{_DICT.__get__(module).get('__name__', '?')}.{name}"
     capabilities.deny(cand, writer, f"{'deletes' if deleting else 'writes'} {label}")
     return False
+
+
+def _tests_own(value: object) -> bool:
+    """A function of the test file's (the test asking a decorator of the candidate's to patch its module)."""
+    code = code_of(value)
+    return code is not None and _protected_paths.get(os.path.realpath(code.co_filename)) == "test"
 
 
 def _test_acts(cand: types.FrameType | None, writer: types.FrameType) -> bool:

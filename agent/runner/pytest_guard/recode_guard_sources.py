@@ -69,8 +69,21 @@ def _binding(node: ast.stmt) -> list[tuple[str, str, object]]:
     return []
 
 
-def _all_stores(tree: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+def _module_stores(statement: ast.stmt) -> set[str]:
+    """Names a top-level statement binds in the module's scope anywhere inside it (an import or a ``def`` under
+    ``if sys.version_info ...``, a loop variable), not in the functions and classes it defines."""
+    names, stack = set(), [statement]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update(a.asname or a.name.split(".")[0] for a in node.names if a.name != "*")
+        stack.extend(ast.iter_child_nodes(node))
+    return names
 
 
 def plan(path: str, tree: ast.Module) -> Plan:
@@ -82,7 +95,7 @@ def plan(path: str, tree: ast.Module) -> Plan:
             result.defined[name] = (kind, detail)
         if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
             result.stars.append((node.level, node.module or ""))
-    top_level = {name for node in tree.body if not _binding(node) for name in _all_stores(node)}
+    top_level = {name for node in tree.body if not _binding(node) for name in _module_stores(node)}
     for node in ast.walk(tree):
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             result.changed.update(node.names)
