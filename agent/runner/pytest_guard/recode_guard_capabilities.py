@@ -15,9 +15,7 @@ Denied to candidate code (on the stack, or in a thread it started):
   debuggers and coverage tools pytest itself may run);
 * frames: reading the locals of a frame not its own (``f_locals``, which the
   compiled helper gates, directly or through a library such as
-  ``inspect.getargvalues``) gives copies of their plain data, and changing one
-  is tampering (denied from Python 3.13, where ``f_locals`` writes through);
-  without the helper, holding a frame object that is
+  ``inspect.getargvalues``); without the helper, holding a frame object that is
   not its own (``sys._getframe``, ``tb_frame``, ``gi_frame``, handed out by
   ``inspect.stack``, ``traceback.walk_stack``...; ``f_back`` cannot be gated).
   Libraries the candidate calls may still look at frames for their own use
@@ -46,7 +44,6 @@ comparisons by ``recode_guard_results``; pytest plugins and hooks by both.
 """
 from __future__ import annotations
 
-import copy
 import functools
 import os
 import sys
@@ -54,7 +51,6 @@ import types
 from typing import Callable
 
 import recode_guard_origin as origin
-import recode_guard_sources as sources
 from recode_guard_origin import candidate_frame, code_of, describe, in_candidate_thread, is_candidate_code, is_kind, where
 
 MAIN_PID = os.getpid()
@@ -173,67 +169,19 @@ def _frames(what: str):
     return rule
 
 
-def refuse_frame(frame: types.FrameType) -> dict | None:
+def refuse_frame(frame: types.FrameType) -> None:
     """``f_locals`` of a frame not in the candidate's namespaces, read with a frame that may be the candidate's on
-    the stack (the compiled helper asks, and hands the reader what this returns instead of the locals, unless
-    None). When the reader is the candidate's code, or a library function it called directly
-    (``inspect.getargvalues``), and the frame is not its own, it gets copies of the plain data (boltons formats a
-    traceback's locals so), and changing a copy is tampering (``check_handed_locals``); from Python 3.13 on
-    ``f_locals`` writes through to the frame, and reading it is denied. A library reading locals deeper down (its
-    own import-time set-up, with the candidate's import below) acts for itself."""
+    the stack (the compiled helper asks): denied when the reader is the candidate's code, or a library function
+    it called directly (``inspect.getargvalues``), and the frame is not its own. A library reading locals deeper
+    down (its own import-time set-up, with the candidate's import below) acts for itself."""
     if getattr(origin.tls, "busy", False):
-        return None
+        return
     with origin.GuardWork():
         reader = sys._getframe(1)
         cand = next((f for f in (reader, reader.f_back) if f is not None and origin.is_candidate_frame(f)), None)
-        if cand is None or origin.is_candidate_frame(frame):
-            return None
-        if sys.version_info < (3, 13):
-            return _copied_locals(frame, where(cand))
-    deny(cand, reader, "reads the interpreter's frames (f_locals)")
-    return None
-
-
-_PLAIN = (list, dict, set, tuple, bytearray)
-_handed_locals: list[tuple[str, object, object]] = []  # (what was read, the copy handed out, the copy's copy)
-
-
-def _copied_locals(frame: types.FrameType, reader: str) -> dict:
-    """The frame's locals, its plain data (containers, numpy arrays, torch tensors) copied and the copies kept."""
-    numpy, torch = sys.modules.get("numpy"), sys.modules.get("torch")
-    kinds = _PLAIN + tuple(m.ndarray if m is numpy else m.Tensor for m in (numpy, torch) if m is not None)
-    handed = {}
-    for name, value in dict(frame.f_locals).items():
-        handed[name] = value
-        if is_kind(value, kinds):
-            try:
-                handed[name] = copy.deepcopy(value)
-                what = f"{reader} reads {name} from the locals of {frame.f_code.co_name}"
-                _handed_locals.append((what, handed[name], copy.deepcopy(value)))
-            except Exception:  # not copyable: handed as it is
-                continue
-    return handed
-
-
-def check_handed_locals() -> None:
-    """A copy of the test's local data, handed to the candidate reading its frame, changed since: tampering."""
-    for what, handed, then in _handed_locals:
-        if not _same(handed, then):
-            _report[0](f"{what} and changes it in place")
-    _handed_locals.clear()
-
-
-def _same(a: object, b: object) -> bool:
-    if type(a) is not type(b):
-        return False
-    if is_kind(a, (list, tuple)):
-        return len(a) == len(b) and all(map(_same, a, b))
-    if is_kind(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    try:
-        return sources.same_contents(a, b)
-    except Exception:  # a value that cannot be compared cannot be told changed
-        return True
+        refused = cand is not None and not origin.is_candidate_frame(frame)
+    if refused:
+        deny(cand, reader, "reads the interpreter's frames (f_locals)")
 
 
 def _attribute_read(trigger: types.FrameType, args: tuple) -> None:

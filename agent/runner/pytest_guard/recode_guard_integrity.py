@@ -1069,7 +1069,6 @@ def check_all(full: bool = True, item=None) -> None:
         elif item.nodeid in _items:  # the hooks and pytest's objects: before the next test's call and at the end
             _check_item(*_items[item.nodeid])
         capabilities.check_import_hooks()
-        capabilities.check_handed_locals()
 
 
 def check_before_call(item) -> None:

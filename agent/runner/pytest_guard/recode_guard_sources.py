@@ -166,7 +166,7 @@ def _resolve(module: types.ModuleType, detail: tuple) -> object:
     return sys.modules.get(f"{name}.{attribute}", _MISSING) if value is _MISSING else value
 
 
-def same_contents(old: object, new: object) -> bool:
+def _same_contents(old: object, new: object) -> bool:
     numpy, torch = sys.modules.get("numpy"), sys.modules.get("torch")
     if numpy is not None and origin.is_kind(old, numpy.ndarray):
         return old.shape == new.shape and bool(numpy.array_equal(old, new, equal_nan=old.dtype.kind in "fc"))
@@ -203,7 +203,7 @@ def _defined(module: types.ModuleType, plan_: Plan, name: str, kind: str, detail
         return expected is _MISSING or expected is value or origin.candidate_object(expected)
     if kind == "literal":
         try:
-            return same_contents(detail, value)
+            return _same_contents(detail, value)
         except Exception:
             return False
     return True
@@ -247,7 +247,7 @@ def _check_contents(module: types.ModuleType, plan_: Plan, name: str, value: obj
     if kept[1] is _MISSING:
         return
     try:
-        same = same_contents(kept[1], value)
+        same = _same_contents(kept[1], value)
     except Exception:
         same = False
     if not same:

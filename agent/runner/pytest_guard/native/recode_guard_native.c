@@ -599,9 +599,8 @@ static PyObject *shield(PyObject *self, PyObject *args)
 
 /* ``frame.f_locals`` of a frame not in the candidate's namespaces, read while a frame that may be the candidate's
  * is on the stack (reading it, or below a library reading it for the candidate): the guard's refuse_frame(frame)
- * decides (it raises to refuse, or returns what the reader gets instead: copies of the plain data). So the
- * candidate may hold any frame, its callers' included (a module name from ``f_globals``, a line number), but
- * never reach the data in the locals of the test's functions. */
+ * decides (it raises to refuse). So the candidate may hold any frame, its callers' included (a module name from
+ * ``f_globals``, a line number), but never reach the locals of the test's functions. */
 static PyObject *gate_candidates;  /* a list whose item 0 is the tuple of the candidate's namespaces */
 static PyObject *gate_known;       /* the known library namespaces, as for suspect() */
 static PyObject *gate_refuse;      /* refuse_frame(frame) */
@@ -621,8 +620,8 @@ static PyObject *gated_f_locals(PyObject *frame, void *unused)
         if (suspect != NULL) {
             Py_DECREF(suspect);
             PyObject *verdict = PyObject_CallOneArg(gate_refuse, frame);
-            if (verdict == NULL || verdict != Py_None)
-                return verdict;  /* refused (raised), or what the reader gets instead */
+            if (verdict == NULL)
+                return NULL;
             Py_DECREF(verdict);
         }
     }
