@@ -37,12 +37,12 @@ Guaranteed, with the bubblewrap sandbox (default when available):
   test's, the reference's, numpy's, pytest's...), re-classing modules, classes
   or pytest objects, registering pytest hooks, ending or signalling the test
   process (``agent/runner/pytest_guard/recode_guard_capabilities.py``);
-  a static check refuses the plain spellings before running
-  (``agent/runner/capability_lint.py``);
+  a static check notes the plain spellings before running, as ``suspicious``
+  notes that never decide the verdict (``agent/runner/capability_lint.py``);
 * everything the verdict relies on is compared with its baseline at every
   test boundary: every loaded module's namespace and the classes it defines
   (dict-level writes through ``__globals__``), ``sys.modules``, tracers,
-  torch dispatch modes, ``gc.callbacks``, pytest's hook implementations,
+  torch dispatch modes, pytest's hook implementations,
   objects and test items (``recode_guard_integrity``);
 * values reaching the test's comparisons and calls are not of
   candidate-defined subclasses of ``torch.Tensor``/``numpy.ndarray``/``float``/
@@ -59,7 +59,7 @@ Guaranteed, with the bubblewrap sandbox (default when available):
 Not guaranteed: the candidate runs inside the pytest process. What the guard
 cannot see: memory written by compiled code (an extension module the task
 imports, or a numpy array built over a raw address, which the static check
-refuses by name only); library functions that hand frame objects to their
+only notes by name); library functions that hand frame objects to their
 caller other than ``inspect``'s and ``traceback``'s; in-place changes inside
 library data structures (a dict of default tolerances) that are not
 namespace bindings; code a library compiles from a string the candidate
@@ -92,7 +92,7 @@ from dataclasses import dataclass
 
 from agent.common.atomic_file import atomic_write_bytes
 from agent.common.tempdirs import make_dir, remove_tree
-from agent.runner.capability_lint import denied_capabilities
+from agent.runner.capability_lint import RAW_MEMORY, capability_notes
 from agent.runner.lint import reference_access
 from agent.runner.native import build as build_native
 from agent.runner.options import RunnerOptions
@@ -358,14 +358,17 @@ def run_candidate(dataset: DatasetManager, index: int, candidate: str,
     with phase("lint"):
         dataset.check_task(index)
         findings = reference_access(candidate)
-        denied = [] if findings else denied_capabilities(candidate, Path(meta.target_file_path).name)
+        spelled = [] if findings else capability_notes(candidate, Path(meta.target_file_path).name)
     expected = meta.test_cases
-    if findings or denied:
+    raw = [note for note in spelled if RAW_MEMORY in note]
+    if findings or raw:
         python, junit = None, None
-        result = failed_run(expected, REFERENCE_ACCESS, "reference access: " + "; ".join(findings)) if findings else \
-            failed_run(expected, TAMPERED, "tampering: " + "; ".join(denied))
+        result = failed_run(expected, REFERENCE_ACCESS, "reference access: " + "; ".join(findings)) if findings \
+            else failed_run(expected, TAMPERED, "tampering: " + "; ".join(raw))
     else:
         python, result, junit = _run_in_private_folder(dataset, index, candidate, options, env_name, expected)
+    if spelled:  # notes for the reader; the run-time guard alone convicts the act
+        result["suspicious"] = spelled + [note for note in result.get("suspicious", []) if note not in spelled]
     result["interpreter"] = python
     if report_to is not None:
         result["report_path"] = _keep_report(junit, Path(report_to))
@@ -472,7 +475,9 @@ def _verdict(done: Completed, key: bytes, expected: tuple[str, ...], options: Ru
     junit = Path(layout.junit).read_bytes() if os.path.isfile(layout.junit) else None
     result = judge(expected=expected, exit_code=done.exit_code, junit=junit, record=record,
                    duration=done.duration_sec, output=done.output)
-    return result, (junit if junit is not None and sealed_report(record, junit) else None)
+    trusted = junit is not None and sealed_report(record, junit) and result["status"] not in (TAMPERED,
+                                                                                               REFERENCE_ACCESS)
+    return result, (junit if trusted else None)  # a convicted run's report describes nothing to keep
 
 
 def _keep_report(junit: bytes | None, dest: Path) -> str | None:
