@@ -26,6 +26,7 @@ judged; protocol methods libraries write for the candidate's classes
 """
 from __future__ import annotations
 
+import array
 import ast
 import itertools
 import os
@@ -42,6 +43,7 @@ PROTOCOL = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool_
             "__torch_dispatch__", "__array_ufunc__", "__array_function__", "__array__", "__array_interface__",
             "__array_struct__", "__array_priority__", "__array_wrap__", "__float__", "__int__", "__index__",
             "__complex__", "__abs__", "__sub__", "__rsub__", "__class__")
+_PROTOCOL_NAMES = frozenset(PROTOCOL)
 SCAN_LIMIT = 100_000
 _LEAF, _SEQUENCE, _MAPPING, _ARRAY, _OBJECT, _PROBE = range(6)
 _kinds: dict[type, object] = {}
@@ -296,9 +298,10 @@ def _own_protocol(kind: type) -> bool:
     """Whether the candidate's code decides how values of ``kind`` compare, convert or dispatch: a class of its
     overrides a protocol member with code of its own (a dataclass's generated ``__eq__`` is a library's)."""
     for klass in type_mro(kind):
-        if klass is not object and candidate_class(klass):
+        if klass is not object:
             namespace = type_dict(klass)
-            if any(name in namespace and not _library_member(namespace[name]) for name in PROTOCOL):
+            if any(not _library_member(namespace[name]) for name in namespace.keys() & _PROTOCOL_NAMES) and \
+                    candidate_class(klass):  # the cheap test first
                 return True
     return False
 
@@ -308,7 +311,11 @@ def _kind(kind: type) -> object:
     cached = _kinds.get(kind)
     if cached is not None:
         return cached
-    numpy = sys.modules.get("numpy")
+    entry = _candidate_kinds.get(kind)
+    if entry is not None and _holds(entry, kind):
+        return entry[-1]
+    stamp = _stamp(kind) if origin.native and origin.candidate_loaded() else None
+    numpy, candidate = sys.modules.get("numpy"), candidate_class(kind)
     if _own_protocol(kind):
         result: object = _PROBE
     elif issubclass(kind, (tuple, list, set, frozenset)):
@@ -317,13 +324,46 @@ def _kind(kind: type) -> object:
         result = _MAPPING
     elif numpy is not None and issubclass(kind, numpy.ndarray):
         result = _ARRAY
-    elif candidate_class(kind):
+    elif candidate:
         result = _OBJECT
     else:
         result = _LEAF
-    if not candidate_class(kind):
-        _kinds[kind] = result  # the candidate's own classes may change: looked at again each time
+    if not candidate:
+        _kinds[kind] = result
+    elif stamp is not None:  # the candidate's own classes may change: kept only while what it rests on holds
+        _candidate_kinds[kind] = (*stamp, result)
     return result
+
+
+# A class of the candidate's: (what counts as the candidate's, its MRO, the classes of it that have a dict, their
+# dicts' version tags, its protocol members other than plain functions with their code) and what ``_kind`` said.
+_candidate_kinds: dict[type, tuple] = {}
+_FLAGS = type.__dict__["__flags__"].__get__
+_HEAP_TYPE = 1 << 9
+
+
+def _stamp(kind: type) -> tuple:
+    """What ``_kind``'s answer for a class of the candidate's rests on (with the compiled helper, which reads
+    version tags). A plain function's code is not: swapping it is an audited event that gives the candidate's
+    code (refused) or library code (not the candidate's either way). A ``staticmethod``, ``property`` or
+    ``partial`` can be re-initialised in place without its class's dict changing: their code is."""
+    mro = type_mro(kind)
+    heap = [klass for klass in mro if _FLAGS(klass) & _HEAP_TYPE]  # builtin types' dicts cannot change
+    versions = array.array("Q", map(origin.native[0].version, heap))
+    wrapped = []
+    for klass in heap:
+        namespace = type_dict(klass)
+        wrapped += [(namespace[name], code_of(namespace[name])) for name in namespace.keys() & _PROTOCOL_NAMES
+                    if type(namespace[name]) is not types.FunctionType]
+    return origin.epoch[0], mro, heap, versions, tuple(wrapped)
+
+
+def _holds(entry: tuple, kind: type) -> bool:
+    """Whether a kept answer is still the answer (compared by identity where a metaclass's ``__eq__`` or a code
+    object's equality by contents could otherwise decide)."""
+    epoch, mro, heap, versions, wrapped, _ = entry
+    return epoch == origin.epoch[0] and mro is type_mro(kind) and origin.candidate_loaded() and \
+        not origin.native[0].changed(heap, versions) and all(code_of(m) is c for m, c in wrapped)
 
 
 def _attributes(value: object) -> list:
