@@ -165,22 +165,22 @@ class _TaggedBlock:
     helper): a namespace is compared value by value only when its dict changed since it was last seen equal to
     its baseline. The tags only say where to look; the baseline stays what is judged against."""
 
-    __slots__ = ("spaces", "owners", "tags", "stale")
+    __slots__ = ("spaces", "namespaces", "tags", "stale")
 
     def __init__(self) -> None:
         self.spaces: list[_Space] = []
-        self.owners: list = []
+        self.namespaces: list[dict] = []  # the dicts themselves: the pass reads their tags without their owners
         self.tags = array.array("Q")
         self.stale = False  # the values are the baseline's to tell, not the tags': nothing to rebuild
 
     def add(self, space: _Space) -> None:
         space.blocks.append(self)
         self.spaces.append(space)
-        self.owners.append(space.owner)
+        self.namespaces += _native[0].namespaces([space.owner])
         self.tags.append(space.version)
 
     def changed(self) -> list[_Space]:
-        return _tags_moved(self.owners, self.tags, self.spaces.__getitem__)
+        return _tags_moved(self.namespaces, self.tags, self.spaces.__getitem__)
 
 
 class _ClassTable:
@@ -191,6 +191,7 @@ class _ClassTable:
     def __init__(self) -> None:
         self.positions: dict[type, int] = {}
         self.owners: list[type] = []
+        self.namespaces: list[dict] = []  # their dicts, as in _TaggedBlock
         self.tags = array.array("Q")
         self.bases: list[dict | None] = []
         self.modules: list[_Space] = []
@@ -200,6 +201,7 @@ class _ClassTable:
         added = _native[0].adopt_classes(module.mapping, module.label, self.positions, self.owners, self.tags,
                                          self.bases)
         self.modules.extend(itertools.repeat(module, added))
+        self.namespaces += _native[0].namespaces(self.owners[len(self.namespaces):])
 
     def space(self, owner: type) -> _Space | None:
         space = _by_owner.get(owner)
@@ -216,14 +218,14 @@ class _ClassTable:
         return space
 
     def changed(self) -> list[_Space]:
-        return _tags_moved(self.owners, self.tags, lambda position: self.space(self.owners[position]))
+        return _tags_moved(self.namespaces, self.tags, lambda position: self.space(self.owners[position]))
 
 
-def _tags_moved(owners: list, tags: array.array, space_at: Callable[[int], _Space]) -> list[_Space]:
-    """The namespaces among ``owners`` whose dict's tag moved and whose values differ from their baseline; a tag
-    that moved over the same values (changed and changed back, or a write the baseline followed) is taken."""
+def _tags_moved(namespaces: list, tags: array.array, space_at: Callable[[int], _Space]) -> list[_Space]:
+    """The watched ``namespaces`` whose dict's tag moved and whose values differ from their baseline; a tag that
+    moved over the same values (changed and changed back, or a write the baseline followed) is taken."""
     found = []
-    for position in _native[0].changed(owners, tags):
+    for position in _native[0].changed(namespaces, tags):
         space = space_at(position)
         version = _native[0].version(space.owner)  # read first: a change while comparing shows next time
         if space.unchanged():
@@ -272,6 +274,7 @@ def configure(report: Callable[[str], None], *, test: str, references: tuple[str
             trusted = tuple(namespace for name, m in list(sys.modules.items())
                             if name.split(".")[0] in _IMPORT_SYSTEM and (namespace := _real_dict(m)) is not None)
             _native[0].install(_judge_write, accept, _DELETING, _module_classes(types.ModuleType), _by_owner, trusted)
+            _native[0].allow_writes(sys, _SYS_FREE, origin.candidate_namespaces, origin.known_keys)
             _classes.append(_ClassTable())
             _blocks["class"].append(_classes[0])
         _patch_import_system()
@@ -406,7 +409,10 @@ def _module_top(frame: types.FrameType) -> str:
 
 
 def _plainly_allowed(module, name: str, value: object, base: type, writer: types.FrameType) -> bool:
-    """Writes allowed whoever is on the stack (decided without walking it)."""
+    """Writes allowed whoever is on the stack (decided without walking it). The compiled helper decides the
+    commonest without asking (``allow_writes``): the module's own code and the import system, ``_SYS_FREE``, and
+    a package writing its own modules from a known library namespace (pytest's capture and assertion plugins
+    write a dozen times per test)."""
     if _own_or_import_system(module, writer):
         return True
     namespace = _DICT.__get__(module)
@@ -845,10 +851,21 @@ def _check_blocks(blocks: list[_Block]) -> None:
 
 
 def check_modules() -> None:
-    """``sys.modules``: entries replaced or removed since they were loaded; new modules get their baseline."""
+    """``sys.modules``: entries replaced or removed since they were loaded; new modules get their baseline. With
+    the compiled helper, a dict whose version tag has not moved since the last check is unchanged."""
+    current = sys.modules
+    tag = _native[0].version(current) if _native and type(current) is dict else None
+    if tag is not None and current is _state.get("modules") and tag == _state.get("modules_tag"):
+        return
+    _compare_modules()
+    _state["modules"], _state["modules_tag"] = current, tag
+
+
+def _compare_modules() -> None:
     seen, values = _modules_seen, list(sys.modules.values())  # one C call: another thread cannot interleave
     if len(values) >= len(seen) and all(map(operator.is_, values, seen)):
-        entries = list(sys.modules.items())[len(seen):]  # the common change: modules imported since, appended
+        # the common case: nothing imported since, or modules appended (those of another thread meanwhile: next time)
+        entries = list(itertools.islice(sys.modules.items(), len(seen), None)) if len(values) > len(seen) else []
     else:  # reordered (the import system pops and re-inserts each module it loads) or changed: compared in C
         now = dict(sys.modules)
         names, loaded = list(_modules), list(_modules.values())
@@ -940,9 +957,21 @@ def _check_torch_modes() -> None:
 
 # --------------------------------------------------------------------------- pytest
 
-def _impl_key(impl) -> tuple:
-    return (impl, impl.function, getattr(impl, "hookwrapper", False), getattr(impl, "wrapper", False),
+_IMPL_FIELDS = operator.attrgetter("function", "hookwrapper", "wrapper", "tryfirst", "trylast")
+
+
+def _impl_fields(impl) -> tuple:
+    return (impl.function, getattr(impl, "hookwrapper", False), getattr(impl, "wrapper", False),
             getattr(impl, "tryfirst", False), getattr(impl, "trylast", False))
+
+
+def _impl_keys(impls: list) -> tuple:
+    """Each implementation and its function and flags, read in C (pytest asks for the state before every test)."""
+    try:
+        return tuple(zip(impls, map(_IMPL_FIELDS, impls)))
+    except AttributeError:  # a pluggy whose implementations lack some of the flags
+        return tuple(zip(impls, map(_impl_fields, impls)))
+
 
 
 def _hook_state(config) -> dict[str, tuple]:
@@ -951,8 +980,33 @@ def _hook_state(config) -> dict[str, tuple]:
     for name, caller in list(vars(config.pluginmanager.hook).items()):
         get = getattr(caller, "get_hookimpls", None)
         if get is not None:
-            state[name] = (getattr(caller, "_hookexec", None), tuple(map(_impl_key, get())))
+            state[name] = (getattr(caller, "_hookexec", None), _impl_keys(get()))
     return state
+
+
+_IMPLS, _HOOKEXEC = operator.attrgetter("_hookimpls"), operator.attrgetter("_hookexec")
+
+
+def _hook_print(config) -> tuple | None:
+    """The hook registry as flat lists read in C: equal to the last one, the state (``_hook_state``) is too, and
+    the check before each test costs a few passes over some hundred objects. The implementations are the list
+    pluggy calls (``get_hookimpls`` copies it). None when an entry of the registry is not a hook caller of a
+    pluggy that keeps one list (the state then decides)."""
+    relay = vars(config.pluginmanager.hook)
+    callers = list(relay.values())
+    try:
+        impls = list(map(_IMPLS, callers))
+        executors = list(map(_HOOKEXEC, callers))
+        flat = list(itertools.chain.from_iterable(impls))
+        fields = list(map(_IMPL_FIELDS, flat))
+    except AttributeError:
+        return None
+    return list(relay), callers + executors + flat, list(map(len, impls)), fields
+
+
+def _same_print(now: tuple | None, before: tuple | None) -> bool:
+    return now is not None and before is not None and now[0] == before[0] and now[2] == before[2] and \
+        len(now[1]) == len(before[1]) and all(map(operator.is_, now[1], before[1])) and now[3] == before[3]
 
 
 def _same_hooks(now: dict, before: dict) -> bool:
@@ -988,7 +1042,7 @@ def hooks_registered(config) -> None:
         _rebase_changed(_blocks["module"] + _blocks["class"])
         _modules.update(sys.modules)
     _hooks["config"] = config
-    _hooks["state"] = _hook_state(config)
+    _hooks["state"], _hooks["print"] = _hook_state(config), None  # the print follows at the first check
     _hooks["functions"] = _hook_functions(config)
 
 
@@ -1008,7 +1062,7 @@ def freeze_pytest(session) -> None:
     foreign = [f for f in added if not _legitimate_late_hook(f)]
     if foreign:
         _flag("registers pytest hooks: " + ", ".join(sorted(_describe(f) for f in foreign)[:5]))
-    _hooks["state"] = _hook_state(config)
+    _hooks["state"], _hooks["print"] = _hook_state(config), None
     pm = config.pluginmanager
     objects = [("the plugin manager", pm), ("pytest's config", config), ("the session", session)]
     _pytest_objects[:] = [(label, obj, _callables(obj)) for label, obj in objects]  # hook executors: _hook_state
@@ -1016,11 +1070,7 @@ def freeze_pytest(session) -> None:
         _items[item.nodeid] = (item, type(item), code_of(item.__dict__.get("_obj")))
 
 
-def check_pytest(item=None) -> None:
-    """Hook registry, pytest's objects, and ``item`` (None: every collected item)."""
-    config = _hooks.get("config")
-    if config is None:
-        return
+def _check_hook_state(config) -> None:
     state = _hook_state(config)
     if not _same_hooks(state, _hooks.get("state", {})):
         before = _hooks["state"]
@@ -1028,6 +1078,17 @@ def check_pytest(item=None) -> None:
             {name: state[name]} if name in state else {}, {name: before[name]} if name in before else {}))
         _flag(f"changes pytest hook implementations of {', '.join(changed[:3])} (seen {_state['checkpoint']})")
         _hooks["state"] = state
+
+
+def check_pytest(item=None) -> None:
+    """Hook registry, pytest's objects, and ``item`` (None: every collected item)."""
+    config = _hooks.get("config")
+    if config is None:
+        return
+    print_ = _hook_print(config)
+    if not _same_print(print_, _hooks.get("print")):
+        _check_hook_state(config)
+        _hooks["print"] = print_
     for label, obj, callables in _pytest_objects:
         now = _callables(obj)
         if now.keys() != callables.keys() or any(now[k] is not v for k, v in callables.items()):
