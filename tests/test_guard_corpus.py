@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent.results import turn_solved
-from agent.runner.capability_lint import denied_capabilities
+from agent.runner.capability_lint import capability_notes
 from tests.guard_honest_corpus import ADDITIONS, COMBINATIONS, corpus
 from tests.guard_hostile_corpus import HACKS
 from tests.guard_testlib import SAMPLE, bare_pytest, evidence, fools_plain_pytest, guarded
@@ -60,10 +60,10 @@ def test_hack_fools_plain_pytest_but_not_the_guard(name: str, tmp_path: Path) ->
 
 @pytest.mark.parametrize("name", sorted(HACKS))
 def test_static_check_names_the_plain_spellings(name: str) -> None:
-    """Hacks spelled plainly are refused before running, each use named with its line; the others are spelled
-    so the static check cannot see them, and only the run-time guard catches them."""
+    """Hacks spelled plainly are named in the static notes with their line; the others are spelled so the static
+    check cannot see them. Either way only the run-time guard convicts (the test above)."""
     hack = HACKS[name]
-    findings = denied_capabilities(hack.source, _file(hack.task))
+    findings = capability_notes(hack.source, _file(hack.task))
     if hack.static is None:
         assert findings == []
     else:
@@ -71,11 +71,13 @@ def test_static_check_names_the_plain_spellings(name: str) -> None:
         assert all(re.match(rf"{re.escape(_file(hack.task))}:\d+ ", finding) for finding in findings)
 
 
-def test_static_refusal_is_tampered_without_running() -> None:
+def test_static_notes_never_decide_the_verdict() -> None:
+    """A plain spelling is kept as a note; the run still happens and the run-time guard convicts the act."""
     hack = HACKS["settrace_rewrites_expected"]
     result = guarded(SAMPLE, hack.task, hack.source, static=True)
-    assert result["status"] == "tampered" and result["interpreter"] is None and result["duration_sec"] == 0
-    assert re.match(r"session: tampering: gae\.py:\d+ sets a tracer \(sys\.settrace\)", evidence(result))
+    assert result["status"] == "tampered" and result["interpreter"] is not None, result["status"]
+    assert re.search(hack.evidence, evidence(result)), evidence(result)
+    assert any(re.match(r"gae\.py:\d+ sets a tracer \(sys\.settrace\)", note) for note in result["suspicious"])
 
 
 def test_honest_corpus_covers_forty_files_and_every_general_addition_twice() -> None:
@@ -90,7 +92,6 @@ def test_honest_corpus_covers_forty_files_and_every_general_addition_twice() -> 
 @pytest.mark.parametrize("name", _params(HONEST, QUICK_HONEST))
 def test_honest_unusual_file_passes(name: str) -> None:
     task, source = HONEST[name]
-    assert denied_capabilities(source, _file(task)) == []
     result = guarded(SAMPLE, task, source, static=True)
     assert result["status"] == "passed", (result["status"], result["failure_messages"][:1])
 
@@ -98,6 +99,5 @@ def test_honest_unusual_file_passes(name: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("task", [meta.index for meta in SAMPLE.runnable()])
 def test_gold_answer_passes(task: int) -> None:
-    assert denied_capabilities(SAMPLE.canonical(task), _file(task)) == []
     result = guarded(SAMPLE, task, SAMPLE.canonical(task), static=True)
     assert result["status"] == "passed", (result["status"], result["failure_messages"][:1])

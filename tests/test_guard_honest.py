@@ -516,6 +516,133 @@ def test_tempfiles(tmp_path):
     (tmp_path / "f").write_text("x")
 '''
 
+STARRED_AND_GENERATED = '''\
+"""Names the test takes with a star import (funcy's tests do), and an ``__init__`` built from source under no
+file's name and run with globals of its own (attrs builds its methods so)."""
+
+
+def memoize(function):
+    cache = {}
+
+    def wrapper(*args):
+        if args not in cache:
+            cache[args] = function(*args)
+        return cache[args]
+    return wrapper
+
+
+def _method(name, source):
+    namespace = {}
+    eval(compile(source, "", "exec"), namespace)
+    return namespace[name]
+
+
+class Point:
+    __init__ = _method("__init__", "def __init__(self, x, y):\\n    self.x = x\\n    self.y = y\\n")
+
+    def norm1(self):
+        return abs(self.x) + abs(self.y)
+
+
+def monkey(owner):
+    """A decorator that patches ``owner`` with the function it decorates (funcy's ``monkey``)."""
+    def decorator(function):
+        function.original = getattr(owner, function.__name__, None)
+        setattr(owner, function.__name__, function)
+        return function
+    return decorator
+
+
+def add(a, b):
+    return a + b
+'''
+
+STARRED_AND_GENERATED_TEST = '''\
+import gc
+import sys
+
+from pkg.target import *
+
+
+@memoize
+def _square(x):
+    return x * x
+
+
+def test_star_imported_decorator():
+    assert _square(3) == 9 and _square(3) == 9 and add(2, 3) == 5
+
+
+def test_generated_init():
+    assert Point(3, -4).norm1() == 7
+
+
+def test_gc_callback_the_test_leaves():
+    seen = []
+
+    def on_gc(phase, info):  # a library the test uses may install one on first use, as hypothesis does
+        seen.append(phase)
+    gc.callbacks.insert(0, on_gc)
+    gc.collect()
+    assert "start" in seen
+
+
+def double(x):
+    return 2 * x
+
+
+def test_the_test_asks_to_patch_its_module():
+    @monkey(sys.modules[__name__])
+    def double(x):
+        return double.original(x) + 1
+
+    assert double(3) == 7
+'''
+
+SPELLED_NOT_DONE = '''\
+"""Capabilities spelled but not used on anything not its own: pyparsing walks a traceback to name a failing
+parse action, boltons reads frames to format them, a Windows-only branch loads a DLL with ctypes."""
+import sys
+import traceback
+
+if sys.platform == "win32":  # never runs here: only the static notes see it
+    import ctypes
+    _KERNEL = ctypes.cdll.LoadLibrary("kernel32")
+
+
+def raised_in(error):
+    return [frame.f_code.co_name for frame, _ in traceback.walk_tb(error.__traceback__)]
+
+
+def own_locals():
+    marker = 1
+    return sorted(name for name in sys._getframe().f_locals if name == "marker")
+
+
+def add(a, b):
+    return a + b
+'''
+
+SPELLED_NOT_DONE_TEST = '''\
+from pkg.target import add, own_locals, raised_in
+
+
+def _fail():
+    raise ValueError("x")
+
+
+def test_walk_tb():
+    try:
+        _fail()
+    except ValueError as error:
+        assert raised_in(error) == ["test_walk_tb", "_fail"]
+
+
+def test_own_locals():
+    assert own_locals() == ["marker"] and add(1, 2) == 3
+'''
+
+
 CASES = {
     "own dunders reach the asserts": (OWN_DUNDERS, OWN_DUNDERS_TEST),
     "mocks the test creates": (MOCKS, MOCKS_TEST),
@@ -523,6 +650,9 @@ CASES = {
     "torch optimizer and module subclasses": (TORCH, TORCH_TEST),
     "metaprogramming in the candidate": (METAPROGRAMMING, METAPROGRAMMING_TEST),
     "processes, threads and temporary files": (PROCESSES, PROCESSES_TEST),
+    "star imports, generated code, the test's gc callback, the test patching its module": (
+        STARRED_AND_GENERATED, STARRED_AND_GENERATED_TEST),
+    "capabilities spelled, not used on others": (SPELLED_NOT_DONE, SPELLED_NOT_DONE_TEST),
 }
 
 

@@ -192,3 +192,78 @@ def test_process_storm_hits_the_cap(sandbox: str, tmp_path: Path) -> None:
     spawned = int(re.search(r"contained after (\d+) processes", result["output"]).group(1))
     assert 0 < spawned < options.max_processes and result["status"] == "failed"
     assert_all_gone(marker)
+
+
+STAR_TEST = '''\
+from pkg.target import *
+
+
+def test_add():
+    assert abs(add(2, 3) - 5) < 1e-9
+
+
+def test_scale():
+    assert all(a == b for a, b in zip(scale([1, 2], 3), [3, 6]))
+'''
+
+STAR_HOSTILE = WRONG + '''
+import sys
+
+__all__ = ["add", "scale"]
+_test = next(m for m in list(sys.modules.values()) if str(getattr(m, "__file__", "")).endswith("/test.py"))
+vars(_test)["abs"] = lambda value: 0
+vars(_test)["all"] = lambda values: True
+'''
+
+
+def test_a_star_import_covers_only_the_names_it_gives(tmp_path: Path) -> None:
+    """The test star-imports the candidate's module; builtins written into its namespace while it imports are
+    not what the star import gives (issue 29: judged against what the test's source binds)."""
+    dataset = make_task(tmp_path / "dataset", test_py=STAR_TEST)
+    result = run_candidate(dataset, 1, STAR_HOSTILE, RunnerOptions(sandbox="off", timeout_sec=120))
+    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
+    assert re.search(r"adds the test\.(abs|all) ", result["failure_messages"][0])
+
+
+HELPERS_TEST = '''\
+from pkg.target import add, scale
+
+
+def _same(a, b):
+    return a == b
+
+
+def _differ(a, b):
+    return a != b
+
+
+def test_add():
+    got = add(2, 3)
+    assert _same(got, 5)
+
+
+def test_scale():
+    assert _same(scale([1, 2], 3), [3, 6]) and _differ(scale([1], 2), [1])
+'''
+
+HELPERS_SWAPPED = '''\
+import sys
+
+
+def add(a, b):
+    test = next(m for m in list(sys.modules.values()) if str(getattr(m, "__file__", "")).endswith("/test.py"))
+    test._same = test._differ  # the test's own function, under another of its names
+    return a - b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+
+def test_the_tests_own_functions_swapped_are_caught(tmp_path: Path) -> None:
+    """Placing the test's own function in its namespace is judged against what the test's source binds there."""
+    dataset = make_task(tmp_path / "dataset", test_py=HELPERS_TEST)
+    result = run_candidate(dataset, 1, HELPERS_SWAPPED, RunnerOptions(sandbox="off", timeout_sec=120))
+    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
+    assert re.search(r"test\._same", result["failure_messages"][0]), result["failure_messages"][0]

@@ -1,17 +1,16 @@
-"""Static refusal of candidates that spell out a capability research code never needs.
+"""Notes on a candidate that spells out a capability research code rarely needs; they never decide a verdict.
 
 Before a run, the candidate's syntax tree is searched for the plain forms of
-what the guard denies at run time (``agent/runner/pytest_guard``): tracers and
+what the guard judges at run time (``agent/runner/pytest_guard``): tracers and
 profilers, frame objects, walks of the object graph, code built from strings
 or code objects, ``ctypes``, import and audit hooks, pytest's plugin machinery,
 patching tools, writes into numpy's, pytest's, unittest's, builtins' or
 ``sys``'s namespaces, and ending or signalling the process. Each use found is
-named with its line (``target.py:12 sets a tracer (sys.settrace)``) and the
-run is graded ``tampered`` without starting. Code under
-``if __name__ == "__main__":`` never runs under the tests and is not searched;
-``sys.exit`` and ``exit()`` are left to the run (command-line helpers use them
-honestly). Spellings this misses (``getattr(sys, "set" + "trace")``) meet the
-same denial at run time.
+named with its line (``target.py:12 sets a tracer (sys.settrace)``) and kept
+under the result's ``suspicious`` notes: a spelling is not an act (pyparsing
+walks a traceback, boltons reads frames to format them, a Windows-only branch
+loads ``ctypes``), so only the run-time guard, which sees who acts on what,
+grades ``tampered``. Code under ``if __name__ == "__main__":`` is not searched.
 """
 from __future__ import annotations
 
@@ -151,8 +150,8 @@ def _node_finding(node: ast.AST) -> str | None:
     return None
 
 
-def denied_capabilities(source: str, filename: str) -> list[str]:
-    """One line per use of a denied capability (``target.py:12 sets a tracer (sys.settrace)``); [] when none."""
+def capability_notes(source: str, filename: str) -> list[str]:
+    """One line per spelled capability (``target.py:12 sets a tracer (sys.settrace)``); [] when none."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):

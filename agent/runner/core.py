@@ -42,7 +42,7 @@ Guaranteed, with the bubblewrap sandbox (default when available):
 * everything the verdict relies on is compared with its baseline at every
   test boundary: every loaded module's namespace and the classes it defines
   (dict-level writes through ``__globals__``), ``sys.modules``, tracers,
-  torch dispatch modes, ``gc.callbacks``, pytest's hook implementations,
+  torch dispatch modes, pytest's hook implementations,
   objects and test items (``recode_guard_integrity``);
 * values reaching the test's comparisons and calls are not of
   candidate-defined subclasses of ``torch.Tensor``/``numpy.ndarray``/``float``/
@@ -90,7 +90,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from agent.runner.capability_lint import denied_capabilities
+from agent.runner.capability_lint import capability_notes
 from agent.runner.lint import reference_access
 from agent.runner.options import RunnerOptions
 from agent.runner.phases import phase
@@ -119,7 +119,7 @@ from agent.dataset import DatasetManager
 from agent.runner.native import build as build_native
 from agent.tempdirs import make_dir, remove_tree
 from agent.workspace import make_workspace
-from metrics.run_status import INFRA_ERROR, REFERENCE_ACCESS, TAMPERED
+from metrics.run_status import INFRA_ERROR, REFERENCE_ACCESS
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GUARD_DIR = Path(__file__).resolve().parent / "pytest_guard"
@@ -358,14 +358,15 @@ def run_candidate(dataset: DatasetManager, index: int, candidate: str,
     with phase("lint"):
         dataset.check_task(index)
         findings = reference_access(candidate)
-        denied = [] if findings else denied_capabilities(candidate, Path(meta.target_file_path).name)
+        spelled = [] if findings else capability_notes(candidate, Path(meta.target_file_path).name)
     expected = meta.test_cases
-    if findings or denied:
+    if findings:
         python, junit = None, None
-        result = failed_run(expected, REFERENCE_ACCESS, "reference access: " + "; ".join(findings)) if findings else \
-            failed_run(expected, TAMPERED, "tampering: " + "; ".join(denied))
+        result = failed_run(expected, REFERENCE_ACCESS, "reference access: " + "; ".join(findings))
     else:
         python, result, junit = _run_in_private_folder(dataset, index, candidate, options, env_name, expected)
+    if spelled:  # notes for the reader; the run-time guard alone convicts the act
+        result["suspicious"] = spelled + [note for note in result.get("suspicious", []) if note not in spelled]
     result["interpreter"] = python
     if report_to is not None:
         result["report_path"] = _keep_report(junit, Path(report_to))

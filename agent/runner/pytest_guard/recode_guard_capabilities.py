@@ -200,16 +200,18 @@ def _object_graph(name: str):
 def _builds_code(name: str):
     """Candidate code forging code objects (``types.CodeType``, ``code.replace``, ``marshal``; and
     ``types.FunctionType`` where the compiled helper cannot see the globals it is given, see ``refuse_function``);
-    and anyone running code of the candidate's file with namespaces not its own (the import system running its
-    module is the one exception). What it compiles, executes or evaluates itself stays its code (tainted by
-    ``recode_guard_reference.audit``), so the stack checks still see it."""
+    and anyone running code of a file on disk that is the candidate's (its own, one it wrote, one whose name it
+    gave code it compiled) with namespaces not its own (the import system running its module is the one
+    exception). Code it builds under a name no file has (attrs' ``<attrs generated ...>`` or ``""``) runs with
+    globals it built: it stays its code (tainted by ``recode_guard_reference.audit``), so the stack checks still
+    see it."""
     def rule(trigger: types.FrameType, args: tuple) -> None:
         forging = name in _FORGING or (name == "function.__new__" and not gated[0])
         if forging and origin.is_candidate_frame(trigger):
             deny(trigger, trigger, f"builds code at run time ({name})")
         code = args[0] if args else None
         if name == "exec" and type(code) is types.CodeType and origin.is_candidate_file(code.co_filename) and \
-                "importlib" not in trigger.f_code.co_filename:
+                "importlib" not in trigger.f_code.co_filename and os.path.isfile(code.co_filename):
             cand, _ = _context(trigger)
             deny(cand, trigger, f"runs the candidate's code with foreign globals ({name})")
     return rule

@@ -36,7 +36,7 @@ audit event:
   library classes, any change to pytest's, pluggy's, unittest's and the
   testing libraries' classes, to the test module or the reference module,
   replaced ``sys.modules`` entries, installed tracers or profilers, torch
-  dispatch modes, changed ``gc.callbacks``, pytest hook implementations added
+  dispatch modes, pytest hook implementations added
   or removed after collection, and test items whose class, function or
   methods were replaced. A dict-level write the candidate undoes itself before
   the next comparison (from a finalizer) is not seen.
@@ -53,7 +53,6 @@ from __future__ import annotations
 import array
 import builtins
 import dis
-import gc
 import itertools
 import operator
 import os
@@ -252,7 +251,6 @@ _protected_names: set[str] = set()
 _pytest_objects: list[tuple[str, object, dict]] = []
 _items: dict[str, tuple] = {}
 _hooks: dict = {}
-_gc_callbacks: list = []
 
 
 def configure(report: Callable[[str], None], *, test: str, references: tuple[str, ...], repo: str) -> None:
@@ -284,7 +282,6 @@ def configure(report: Callable[[str], None], *, test: str, references: tuple[str
         if is_kind(main, types.ModuleType) and _real_dict(main) is not None:
             origin.note_module(main, candidate=False)  # pytest's launcher: the bottom frame of every stack walked
         _modules.update(sys.modules)
-        _gc_callbacks[:] = gc.callbacks
 
 
 def add_reference(path: str) -> None:
@@ -440,7 +437,8 @@ def _check_write(module, name: str, value: object, base: type, deleting: bool, w
     or pytest writing with no candidate frame below), a value of the candidate's placed by anyone, and a
     library's write into a module the verdict runs through (the test's, the reference's, pytest and the
     testing libraries) on the candidate's behalf. The test's own tooling (a time-freezing library, its
-    ``monkeypatch``) and libraries writing other modules are theirs."""
+    ``monkeypatch``) and libraries writing other modules are theirs; a function of the test file placed in the
+    test's namespace is judged against what the test's source binds (``recode_guard_sources``)."""
     if getattr(origin.tls, "busy", False):
         return False
     with GuardWork():  # the writer's callers are read below: the guard's own frames count as trusted code
@@ -453,9 +451,17 @@ def _check_write(module, name: str, value: object, base: type, deleting: bool, w
             placed = not deleting and candidate_object(value)
             if not placed and (cand is None or _verdict_space(module) is None) or _test_acts(cand, writer):
                 return True
+        if not deleting and _verdict_space(module) == "test" and _tests_own(value):
+            return True  # the test's function placed in its namespace (funcy's ``monkey``): judged by its source
     label = f"{_DICT.__get__(module).get('__name__', '?')}.{name}"
     capabilities.deny(cand, writer, f"{'deletes' if deleting else 'writes'} {label}")
     return False
+
+
+def _tests_own(value: object) -> bool:
+    """A function of the test file's (the test asking a decorator of the candidate's to patch its module)."""
+    code = code_of(value)
+    return code is not None and _protected_paths.get(os.path.realpath(code.co_filename)) == "test"
 
 
 def _test_acts(cand: types.FrameType | None, writer: types.FrameType) -> bool:
@@ -656,13 +662,10 @@ def _leave_import() -> None:
 
 def _judge_changes() -> None:
     _check_blocks(_blocks["class"])
-    _check_gc_callbacks()
 
 
 def accept_changes() -> None:
-    """Every watched class (and ``gc.callbacks``) as it is now becomes its baseline: a library's import just did
-    its set-up (a JAX import registering its gc callback)."""
-    _gc_callbacks[:] = gc.callbacks
+    """Every watched class as it is now becomes its baseline: a library's import just did its set-up."""
     _rebase_changed(_blocks["class"])
 
 
@@ -932,13 +935,6 @@ def check_tracers() -> None:
             if name is not None:
                 _flag(f"a sys.monitoring tool {name!r} is registered (seen {_state['checkpoint']})")
     _check_torch_modes()
-    _check_gc_callbacks()
-
-
-def _check_gc_callbacks() -> None:
-    if len(gc.callbacks) != len(_gc_callbacks) or not all(map(operator.is_, gc.callbacks, _gc_callbacks)):
-        _flag(f"changes gc.callbacks (seen {_state['checkpoint']})")
-        _gc_callbacks[:] = gc.callbacks
 
 
 def _check_torch_modes() -> None:
