@@ -994,10 +994,25 @@ def _hook_print(config) -> tuple | None:
         impls = list(map(_IMPLS, callers))
         executors = list(map(_HOOKEXEC, callers))
         flat = list(itertools.chain.from_iterable(impls))
-        fields = list(map(_IMPL_FIELDS, flat))
+        fields = _impl_slots(flat)
     except AttributeError:
         return None
     return list(relay), callers + executors + flat, list(map(len, impls)), fields
+
+
+_FIELD_NAMES = ("function", "hookwrapper", "wrapper", "tryfirst", "trylast")
+
+
+def _impl_slots(flat: list) -> list:
+    """The function and flags of each implementation: read from its slots by the compiled helper (pluggy keeps
+    them there), else through attribute lookup."""
+    if _native and flat:
+        namespace = type_dict(type(flat[0]))
+        try:
+            return _native[0].slot_values(flat, tuple(namespace.get(name) for name in _FIELD_NAMES))
+        except TypeError:  # not one class, or not slots (another pluggy)
+            pass
+    return list(map(_IMPL_FIELDS, flat))
 
 
 def _same_print(now: tuple | None, before: tuple | None) -> bool:
@@ -1137,8 +1152,35 @@ def check_before_call(item) -> None:
     with GuardWork():
         check_tracers()
         check_pytest(item)
-        for klass in type(item).__mro__:
-            space = _classes[0].space(klass) if _classes else _by_owner.get(klass)
-            if space is not None and not space.unchanged():
-                _judge(space)
+        _check_blocks(_item_classes(type(item)))
         _check_blocks(_blocks["volatile"])
+
+
+_item_blocks: dict[type, list] = {}
+
+
+def _item_classes(kind: type) -> list:
+    """The watched classes of a test item's class, as blocks to compare: with the compiled helper, a block of
+    their tags (compared value by value only when a tag moved), else the namespaces themselves."""
+    blocks = _item_blocks.get(kind)
+    if blocks is None:
+        spaces = [space for klass in kind.__mro__
+                  if (space := _classes[0].space(klass) if _classes else _by_owner.get(klass)) is not None]
+        if _native:
+            blocks = [_TaggedBlock()]
+            for space in spaces:
+                blocks[0].add(space)
+        else:
+            blocks = [_Single(space) for space in spaces]
+        _item_blocks[kind] = blocks
+    return blocks
+
+
+class _Single:
+    """One namespace as a block (``_check_blocks``), compared value by value."""
+
+    def __init__(self, space: _Space) -> None:
+        self.space = space
+
+    def changed(self) -> list[_Space]:
+        return [] if self.space.unchanged() else [self.space]

@@ -332,6 +332,7 @@ def _kind(kind: type) -> object:
         _kinds[kind] = result
     elif stamp is not None:  # the candidate's own classes may change: kept only while what it rests on holds
         _candidate_kinds[kind] = (*stamp, result)
+        _plain[kind] = _plain_reads(kind)
     return result
 
 
@@ -366,7 +367,51 @@ def _holds(entry: tuple, kind: type) -> bool:
         not origin.native[0].changed(heap, versions) and all(code_of(m) is c for m, c in wrapped)
 
 
+_plain: dict[type, tuple | None] = {}  # beside _candidate_kinds (current while its entry is): _plain_reads
+_foreign = [0]  # moves whenever looking at a value may have run code not the guard's (the walk's kinds are stale)
+_PLAIN_DESCRIPTORS = (types.GetSetDescriptorType, types.MemberDescriptorType)
+
+
+def _plain_reads(kind: type) -> tuple | None:
+    """How ``_attributes`` reads a value of ``kind`` when that runs only CPython's own descriptors: the getter of
+    its ``__dict__`` (or None) and of each slot, the descriptor generic lookup finds for it; None when a class
+    shadows one with a descriptor of its own (a ``property``), or a slot has none."""
+    mro = type_mro(kind)
+    names = []
+    for klass in mro:
+        slots = type_dict(klass).get("__slots__", ())
+        names += (slots,) if type(slots) is str else slots if type(slots) in (tuple, list) else ()
+    readers = []
+    for name in ["__dict__", *names]:
+        owner = next((klass for klass in mro if name in type_dict(klass)), None)
+        descriptor = type_dict(owner)[name] if owner is not None else None
+        if descriptor is None and name == "__dict__":
+            readers.append(None)
+        elif type(descriptor) not in _PLAIN_DESCRIPTORS:
+            return None
+        else:
+            readers.append(descriptor.__get__)
+    return readers[0], readers[1:]
+
+
 def _attributes(value: object) -> list:
+    readers = _plain.get(type(value)) if _candidate_kinds.get(type(value)) is not None else None
+    if readers is None:
+        _foreign[0] += 1
+        return _looked_up(value)
+    namespace_reader, slot_readers = readers
+    namespace = namespace_reader(value) if namespace_reader is not None else None
+    found = list(dict.values(namespace)) if is_kind(namespace, dict) else []
+    for reader in slot_readers:
+        try:
+            found.append(reader(value))
+        except AttributeError:  # an empty slot
+            continue
+    return found
+
+
+def _looked_up(value: object) -> list:
+    """What ``value`` holds, read by generic attribute lookup (which may run its class's own descriptors)."""
     try:
         namespace = object.__getattribute__(value, "__dict__")
     except (AttributeError, TypeError):
@@ -394,6 +439,8 @@ def _elements(value: object, kind: object) -> list:
     if kind is _MAPPING:
         return list(itertools.islice(itertools.chain(dict.keys(value), dict.values(value)), SCAN_LIMIT))
     if kind is _ARRAY:
+        if type(value) is not sys.modules["numpy"].ndarray:
+            _foreign[0] += 1  # a subclass's own ``dtype`` or ``flat``
         return list(itertools.islice(value.flat, SCAN_LIMIT)) if value.dtype.kind == "O" else []
     return _attributes(value)
 
@@ -411,9 +458,11 @@ def _worth_probing(kind: type) -> bool:
     return seen <= PROBE_ALWAYS or _sampler.random() < PROBE_THEN
 
 
-def _find(value: object, depth: int) -> tuple[type, str] | None:
-    """The first offending (type, how it agrees) in ``value`` and what it holds, down to ``depth`` levels."""
-    kind = _kind(type(value))
+def _find(value: object, depth: int, kind: object = None) -> tuple[type, str] | None:
+    """The first offending (type, how it agrees) in ``value`` and what it holds, down to ``depth`` levels
+    (``kind``: what ``_kind`` just said of its type). What each type held is looked at as is kept for the
+    container's elements until code not the guard's may have run (a probe, a class's own descriptor)."""
+    kind = _kind(type(value)) if kind is None else kind
     if kind is _PROBE:
         how = agreeable(value) if _worth_probing(type(value)) else None
         if how is not None:
@@ -422,12 +471,14 @@ def _find(value: object, depth: int) -> tuple[type, str] | None:
     if kind is _LEAF or depth == 0:
         return None
     elements = _elements(value, kind)
-    types_seen = set(map(type, elements))
-    if all(_kind(t) is _LEAF for t in types_seen):
+    kinds = {t: _kind(t) for t in set(map(type, elements))}
+    if all(k is _LEAF for k in kinds.values()):
         return None
+    generation = _foreign[0]
     for element in elements:
-        if _kind(type(element)) is not _LEAF:
-            found = _find(element, depth - 1)
+        element_kind = kinds[type(element)] if _foreign[0] == generation else _kind(type(element))
+        if element_kind is not _LEAF:
+            found = _find(element, depth - 1, element_kind)
             if found:
                 return found
     return None
@@ -528,6 +579,7 @@ def agreeable(value: object) -> str | None:
 
     Its class's own comparisons are run against unrelated values: equal to any, unequal to none, less and
     not less at once, a difference of zero, or ``allclose`` with random data of its shape."""
+    _foreign[0] += 1  # the value's own code runs
     rng = random.Random()
     _state["undecided"], _state["probing"] = None, type(value)
     for other in (object(), rng.random() + 3.0, rng.getrandbits(60) + 7, f"s{rng.random()}",

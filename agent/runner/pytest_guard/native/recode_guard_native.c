@@ -25,6 +25,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>  /* T_OBJECT_EX */
 #if PY_VERSION_HEX < 0x030B0000
 #include <frameobject.h>  /* the frame's fields and PyFrame_GetBack, public from 3.11 */
 #endif
@@ -230,6 +231,42 @@ static PyObject *namespaces(PyObject *self, PyObject *owners)
             Py_CLEAR(found);
         } else if (PyList_Append(found, namespace) < 0) {
             Py_CLEAR(found);
+        }
+    }
+    return found;
+}
+
+/* slot_values(objects, descriptors): the value of each slot (a member descriptor of the objects' class) of each
+ * object, flattened, read at its offset without an attribute lookup (None when empty): pluggy's hook
+ * implementations keep their function and flags in slots, and the guard compares some thousand of them before
+ * every test. A TypeError when an object is not exactly of the descriptors' class. */
+static PyObject *slot_values(PyObject *self, PyObject *args)
+{
+    PyObject *objects, *descriptors;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &objects, &PyTuple_Type, &descriptors))
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(objects), width = PyTuple_GET_SIZE(descriptors);
+    for (Py_ssize_t j = 0; j < width; j++) {
+        PyObject *descriptor = PyTuple_GET_ITEM(descriptors, j);
+        if (!Py_IS_TYPE(descriptor, &PyMemberDescr_Type) ||
+                ((PyMemberDescrObject *)descriptor)->d_member->type != T_OBJECT_EX ||
+                ((PyDescrObject *)descriptor)->d_type != ((PyDescrObject *)PyTuple_GET_ITEM(descriptors, 0))->d_type) {
+            PyErr_SetString(PyExc_TypeError, "slot_values() takes object slots of one class");
+            return NULL;
+        }
+    }
+    PyObject *found = PyList_New(count * width);
+    for (Py_ssize_t i = 0; found != NULL && i < count; i++) {
+        PyObject *object = PyList_GET_ITEM(objects, i);
+        for (Py_ssize_t j = 0; j < width; j++) {
+            PyMemberDescrObject *descriptor = (PyMemberDescrObject *)PyTuple_GET_ITEM(descriptors, j);
+            if ((PyObject *)Py_TYPE(object) != (PyObject *)descriptor->d_common.d_type) {
+                PyErr_SetString(PyExc_TypeError, "slot_values() takes objects of the descriptors' class");
+                Py_CLEAR(found);
+                break;
+            }
+            PyObject *value = *(PyObject **)((char *)object + descriptor->d_member->offset);
+            PyList_SET_ITEM(found, i * width + j, Py_NewRef(value != NULL ? value : Py_None));
         }
     }
     return found;
@@ -809,6 +846,9 @@ static PyMethodDef methods[] = {
     {"changed", changed, METH_VARARGS,
      "changed(owners, tags): positions of the owners (or namespaces) whose namespace tag differs from tags "
      "(array('Q'))."},
+    {"slot_values", slot_values, METH_VARARGS,
+     "slot_values(objects, descriptors): each object's value of each slot (member descriptors of its exact class), "
+     "flattened; None for an empty slot."},
     {"namespaces", namespaces, METH_O, "namespaces(owners): the dict behind each module or class of a list."},
     {"suspect", suspect, METH_VARARGS,
      "suspect(frame, candidates, known): the innermost frame that may be the candidate's, or None."},
