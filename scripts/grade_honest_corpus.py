@@ -1,7 +1,7 @@
 """Grade the honest corpus (docs/honest_corpus.md): bare pytest against the real runner, guard on, sandbox required.
 
     python scripts/grade_honest_corpus.py [--cache-dir DIR] [--halves dev heldout] [--only dev:3,heldout:1]
-                                          [--no-cost] [--json FILE] [--markdown FILE]
+                                          [--no-cost] [--cost-repeats N] [--json FILE] [--markdown FILE]
 
 Each task's reference (the package's real module) is graded three ways in
 its own environment: bare ``python -m pytest`` as test.sh runs it; the
@@ -84,19 +84,40 @@ def runner_result(dataset: DatasetManager, meta: TaskMeta, options: RunnerOption
         return run_candidate(dataset, meta.index, dataset.canonical(meta.index), options)
 
 
-def grade_task(dataset: DatasetManager, meta: TaskMeta, options: RunnerOptions, cost: bool) -> Grade:
+def paired_times(dataset: DatasetManager, meta: TaskMeta, options: RunnerOptions, repeats: int,
+                 guarded: dict) -> tuple[float, float]:
+    """(guard on, guard off) in seconds, the pair whose ratio is the median of ``repeats`` pairs run back to
+    back in alternating order (a busy moment of a shared machine hits both alike); ``guarded`` is the first
+    guard-on run."""
+    def timed(watch: bool) -> float:
+        return runner_result(dataset, meta, options, watch=watch)["duration_sec"]
+
+    pairs = []
+    for repeat in range(max(repeats, 1)):
+        if repeat % 2:  # off first
+            off = timed(False)
+            pairs.append((timed(True), off))
+        else:  # on first (the first guard-on run is the graded one)
+            on = guarded["duration_sec"] if repeat == 0 else timed(True)
+            pairs.append((on, timed(False)))
+    pairs.sort(key=lambda pair: pair[0] / pair[1] if pair[1] else 0.0)
+    return pairs[len(pairs) // 2]
+
+
+def grade_task(dataset: DatasetManager, meta: TaskMeta, options: RunnerOptions, cost: bool,
+               repeats: int = 1) -> Grade:
     python = resolve_python(dataset, meta.index, options.env_backend)
     bare_run = bare_pytest(dataset, meta.index, python, [], timeout_sec=options.timeout_sec)
     bare, tests = bare_outcome(bare_run)
     guarded = runner_result(dataset, meta, options, watch=True)
-    off = runner_result(dataset, meta, options, watch=False) if cost else None
+    on_sec, off_sec = paired_times(dataset, meta, options, repeats, guarded) if cost else (
+        guarded["duration_sec"], None)
     evidence = "" if guarded["status"] == "passed" else \
         (guarded["failure_messages"] or ["(no message)"])[0].splitlines()[0]
     return Grade(half=meta.extra.get("half", "?"), index=meta.index, package=meta.extra.get("package", "?"),
                  version=meta.extra.get("version", "?"), module=meta.target_file_path,
                  test_file=meta.extra.get("test_file", "?"), tests=tests, bare=bare, verdict=guarded["status"],
-                 evidence=evidence, bare_sec=bare_run.duration_sec, guard_sec=guarded["duration_sec"],
-                 off_sec=off["duration_sec"] if off else None)
+                 evidence=evidence, bare_sec=bare_run.duration_sec, guard_sec=on_sec, off_sec=off_sec)
 
 
 def row(grade: Grade) -> list[str]:
@@ -146,6 +167,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--env-backend", help="environment backend (default: the harness's)")
     parser.add_argument("--timeout-sec", type=float, default=1800, help="per run (default %(default)g)")
     parser.add_argument("--no-cost", action="store_true", help="skip the guard-off run (no cost column)")
+    parser.add_argument("--cost-repeats", type=int, default=1, metavar="N",
+                        help="guard on/off pairs per task for the cost column, the median pair's ratio is shown "
+                             "(default %(default)s)")
     parser.add_argument("--json", type=Path, help="also write every task's grading to this JSON file")
     parser.add_argument("--markdown", type=Path, help="also write the table and totals to this Markdown file")
     return parser.parse_args(argv)
@@ -167,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     grades = []
     try:
         for dataset, meta in selected(args.cache_dir.resolve(), args.halves, args.tasks):
-            grades.append(grade_task(dataset, meta, options, cost=not args.no_cost))
+            grades.append(grade_task(dataset, meta, options, cost=not args.no_cost, repeats=args.cost_repeats))
             print(" | ".join(row(grades[-1])), file=sys.stderr, flush=True)
     except (DatasetError, EnvError) as exc:
         print(f"error: {exc} (build the corpus first: python scripts/build_honest_corpus.py)", file=sys.stderr)
