@@ -218,7 +218,11 @@ def bare_pytest(dataset: DatasetManager, index: int, python: str, extra: list[st
 
 
 def collected_names(output: str) -> list[str]:
-    """Test names as the JUnit report names them (the node id's last part), from ``--collect-only -q``."""
-    names = [line.strip().rsplit("::", 1)[1] for line in output.splitlines() if "::" in line and
-             not line.startswith((" ", "ERROR", "FAILED"))]
+    """Test names as the JUnit report names them, from ``--collect-only -q``: the node id's last part, its
+    parameters cut off first as pytest's JUnit writer does (an IPv6 URL's ``[::1]`` is a parameter, not a part)."""
+    names = []
+    for line in output.splitlines():
+        path, bracket, parameters = line.strip().partition("[")
+        if "::" in path and not line.startswith((" ", "ERROR", "FAILED")):
+            names.append(path.rsplit("::", 1)[1] + bracket + parameters)
     return sorted(set(names))

@@ -80,6 +80,28 @@ def test_static_notes_never_decide_the_verdict() -> None:
     assert any(re.match(r"gae\.py:\d+ sets a tracer \(sys\.settrace\)", note) for note in result["suspicious"])
 
 
+RAW_ADDRESS = '''
+import numpy as _np
+
+
+class _Raw:
+    """An array over any address: here the memory of the float 1e-10 the test's tolerance is."""
+    def __init__(self, address):
+        self.address = address
+
+    @property
+    def __array_interface__(self):
+        return {"data": (self.address, False), "shape": (1,), "typestr": "<f8", "version": 3}
+'''
+
+
+def test_a_raw_memory_interface_is_refused_before_running() -> None:
+    """The one spelling still refused: no run-time event shows numpy building an array over a raw address."""
+    result = guarded(SAMPLE, 5, SAMPLE.canonical(5) + RAW_ADDRESS, static=True)
+    assert result["status"] == "tampered" and result["interpreter"] is None, result["status"]
+    assert re.match(r"session: tampering: gae\.py:\d+ builds a raw memory view \(_Raw\)", evidence(result))
+
+
 def test_honest_corpus_covers_forty_files_and_every_general_addition_twice() -> None:
     used = Counter(name for combinations in COMBINATIONS.values() for names in combinations for name in names)
     assert len(HONEST) >= 40 and set(used) == set(ADDITIONS), used

@@ -92,6 +92,21 @@ class Condition:
         return row.get(self.name) == self.value
 
 
+class CharsNotIn:
+    """A grammar element: ``+`` chains elements, ``==`` with a string tells whether it matches (pyparsing's)."""
+
+    def __init__(self, excluded, parts=None):
+        self.excluded, self.parts = excluded, parts or [self]
+
+    def __add__(self, other):
+        return CharsNotIn(self.excluded, self.parts + other.parts)
+
+    def __eq__(self, other):
+        return isinstance(other, str) and all(not set(part.excluded) & set(other) for part in self.parts)
+
+    __hash__ = object.__hash__
+
+
 def schedule(jobs):
     heap = [Job(p, n) for p, n in jobs]
     heapq.heapify(heap)
@@ -111,7 +126,7 @@ def scale(values, k):
 '''
 
 OWN_DUNDERS_TEST = '''\
-from pkg.target import LRU, Field, Job, Pending, Stats, schedule, stats
+from pkg.target import LRU, CharsNotIn, Field, Job, Pending, Stats, schedule, stats
 
 
 def test_lru():
@@ -141,6 +156,11 @@ def test_dataclass():
 def test_query_field():
     condition = Field("x") == 3
     assert condition({"x": 3}) and not condition({"x": 4})
+
+
+def test_grammar_built_with_plus():
+    body = CharsNotIn(")") + CharsNotIn("(")
+    assert body.parts[0].excluded == ")" and len(body.parts) == 2
 '''
 
 MOCKS = '''\

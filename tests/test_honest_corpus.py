@@ -54,8 +54,9 @@ def test_a_broken_manifest_is_one_line_naming_the_problem(tmp_path: Path, change
 
 
 def test_collected_names_are_the_junit_names() -> None:
-    output = "tests/test_a.py::TestX::test_one[1-2]\ntests/test_a.py::test_two\n\n3 tests collected in 0.1s\n"
-    assert collected_names(output) == ["test_one[1-2]", "test_two"]
+    output = ("tests/test_a.py::TestX::test_one[1-2]\ntests/test_a.py::test_two\n"
+              "tests/test_a.py::test_url[https://[::1]:80/]\n\n4 tests collected in 0.1s\n")
+    assert collected_names(output) == ["test_one[1-2]", "test_two", "test_url[https://[::1]:80/]"]
 
 
 def test_a_skip_under_bare_pytest_keeps_the_task_out_of_the_count() -> None:

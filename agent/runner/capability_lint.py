@@ -10,7 +10,10 @@ named with its line (``target.py:12 sets a tracer (sys.settrace)``) and kept
 under the result's ``suspicious`` notes: a spelling is not an act (pyparsing
 walks a traceback, boltons reads frames to format them, a Windows-only branch
 loads ``ctypes``), so only the run-time guard, which sees who acts on what,
-grades ``tampered``. Code under ``if __name__ == "__main__":`` is not searched.
+grades ``tampered``. The one exception is a class of the candidate's giving numpy a raw address
+(``__array_interface__``, ``__array_struct__``): numpy builds an array over it, a view of any memory, with no
+event the run-time guard could see, so that spelling is refused before running (``RAW_MEMORY``).
+Code under ``if __name__ == "__main__":`` is not searched.
 """
 from __future__ import annotations
 
@@ -40,6 +43,7 @@ _FOREIGN_ROOTS = frozenset({"numpy", "np", "pytest", "_pytest", "unittest", "bui
 _SYS_FREE = frozenset({"stdout", "stderr", "stdin", "argv", "path", "dont_write_bytecode", "excepthook",
                        "displayhook", "unraisablehook", "breakpointhook", "tracebacklimit"})
 _RAW_MEMORY = frozenset({"__array_interface__", "__array_struct__"})
+RAW_MEMORY = "builds a raw memory view"  # the one finding that is refused, not noted (see the docstring)
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -146,7 +150,7 @@ def _node_finding(node: ast.AST) -> str | None:
         for item in node.body:
             names = [t.id for t in getattr(item, "targets", []) if isinstance(t, ast.Name)]
             if any(n in _RAW_MEMORY for n in names) or getattr(item, "name", None) in _RAW_MEMORY:
-                return f"builds a raw memory view ({node.name})"
+                return f"{RAW_MEMORY} ({node.name})"
     return None
 
 

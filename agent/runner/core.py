@@ -37,8 +37,8 @@ Guaranteed, with the bubblewrap sandbox (default when available):
   test's, the reference's, numpy's, pytest's...), re-classing modules, classes
   or pytest objects, registering pytest hooks, ending or signalling the test
   process (``agent/runner/pytest_guard/recode_guard_capabilities.py``);
-  a static check refuses the plain spellings before running
-  (``agent/runner/capability_lint.py``);
+  a static check notes the plain spellings before running, as ``suspicious``
+  notes that never decide the verdict (``agent/runner/capability_lint.py``);
 * everything the verdict relies on is compared with its baseline at every
   test boundary: every loaded module's namespace and the classes it defines
   (dict-level writes through ``__globals__``), ``sys.modules``, tracers,
@@ -59,7 +59,7 @@ Guaranteed, with the bubblewrap sandbox (default when available):
 Not guaranteed: the candidate runs inside the pytest process. What the guard
 cannot see: memory written by compiled code (an extension module the task
 imports, or a numpy array built over a raw address, which the static check
-refuses by name only); library functions that hand frame objects to their
+only notes by name); library functions that hand frame objects to their
 caller other than ``inspect``'s and ``traceback``'s; in-place changes inside
 library data structures (a dict of default tolerances) that are not
 namespace bindings; code a library compiles from a string the candidate
@@ -90,7 +90,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from agent.runner.capability_lint import capability_notes
+from agent.runner.capability_lint import RAW_MEMORY, capability_notes
 from agent.runner.lint import reference_access
 from agent.runner.options import RunnerOptions
 from agent.runner.phases import phase
@@ -119,7 +119,7 @@ from agent.dataset import DatasetManager
 from agent.runner.native import build as build_native
 from agent.tempdirs import make_dir, remove_tree
 from agent.workspace import make_workspace
-from metrics.run_status import INFRA_ERROR, REFERENCE_ACCESS
+from metrics.run_status import INFRA_ERROR, REFERENCE_ACCESS, TAMPERED
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GUARD_DIR = Path(__file__).resolve().parent / "pytest_guard"
@@ -360,9 +360,11 @@ def run_candidate(dataset: DatasetManager, index: int, candidate: str,
         findings = reference_access(candidate)
         spelled = [] if findings else capability_notes(candidate, Path(meta.target_file_path).name)
     expected = meta.test_cases
-    if findings:
+    raw = [note for note in spelled if RAW_MEMORY in note]
+    if findings or raw:
         python, junit = None, None
-        result = failed_run(expected, REFERENCE_ACCESS, "reference access: " + "; ".join(findings))
+        result = failed_run(expected, REFERENCE_ACCESS, "reference access: " + "; ".join(findings)) if findings \
+            else failed_run(expected, TAMPERED, "tampering: " + "; ".join(raw))
     else:
         python, result, junit = _run_in_private_folder(dataset, index, candidate, options, env_name, expected)
     if spelled:  # notes for the reader; the run-time guard alone convicts the act

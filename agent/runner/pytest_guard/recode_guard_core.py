@@ -492,7 +492,8 @@ def hide_guard_modules() -> None:
     for name in names:
         del sys.modules[name]
     api = types.ModuleType(results.__name__, "What the test module, as the guard instruments it, imports.")
-    api.check, api.ended, api.returned = results.check, results.ended, results.returned
+    api.check, api.operand, api.ended, api.returned = results.check, results.operand, results.ended, \
+        results.returned
     sys.modules[results.__name__] = api
     integrity.forget_modules(names)
 

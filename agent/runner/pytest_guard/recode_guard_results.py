@@ -31,6 +31,7 @@ import ast
 import itertools
 import os
 import random
+import string
 import sys
 import types
 from typing import Callable
@@ -38,7 +39,7 @@ from typing import Callable
 import recode_guard_origin as origin
 from recode_guard_origin import candidate_class, code_of, is_candidate_code, is_kind, type_dict, type_mro
 
-CHECK, ENDED, RETURNED = "@recode_chk", "@recode_end", "@recode_ret"
+CHECK, OPERAND, ENDED, RETURNED = "@recode_chk", "@recode_opd", "@recode_end", "@recode_ret"
 PROTOCOL = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__torch_function__",
             "__torch_dispatch__", "__array_ufunc__", "__array_function__", "__array__", "__array_interface__",
             "__array_struct__", "__array_priority__", "__array_wrap__", "__float__", "__int__", "__index__",
@@ -137,10 +138,10 @@ class _Instrument(ast.NodeTransformer):
         self.functions: list[tuple[str, int, int]] = []
         self.current: list[int | None] = []
 
-    def wrap(self, node: ast.expr | None) -> ast.expr | None:
+    def wrap(self, node: ast.expr | None, name: str = CHECK) -> ast.expr | None:
         if node is None or isinstance(node, (ast.Constant, ast.JoinedStr, ast.Lambda, ast.Starred)):
             return node
-        return _call(CHECK, [node], node)
+        return _call(name, [node], node)
 
     def _function(self, node):
         if node.name.startswith(_HARNESS_NAMES):
@@ -185,7 +186,7 @@ class _Instrument(ast.NodeTransformer):
     def visit_BinOp(self, node: ast.BinOp) -> ast.BinOp:
         self.generic_visit(node)
         if not isinstance(node.left, ast.Constant) or not isinstance(node.left.value, str):  # not pytest's % format
-            node.left, node.right = self.wrap(node.left), self.wrap(node.right)
+            node.left, node.right = self.wrap(node.left, OPERAND), self.wrap(node.right, OPERAND)
         return node
 
     def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.UnaryOp:
@@ -242,8 +243,8 @@ def _import_position(mod: ast.Module) -> int:
 def instrument(mod: ast.Module, source: bytes | str) -> None:
     transformer = _Instrument((source.encode() if isinstance(source, str) else source).splitlines())
     transformer.visit(mod)
-    names = [ast.alias(name="check", asname=CHECK), ast.alias(name="ended", asname=ENDED),
-             ast.alias(name="returned", asname=RETURNED)]
+    names = [ast.alias(name="check", asname=CHECK), ast.alias(name="operand", asname=OPERAND),
+             ast.alias(name="ended", asname=ENDED), ast.alias(name="returned", asname=RETURNED)]
     node = ast.ImportFrom(module="recode_guard_results", names=names, level=0)
     position = _import_position(mod)
     mod.body.insert(position, _located(node, mod.body[position - 1] if position else ast.Pass(lineno=1)))
@@ -458,13 +459,19 @@ def _worth_probing(kind: type) -> bool:
     return seen <= PROBE_ALWAYS or _sampler.random() < PROBE_THEN
 
 
-def _find(value: object, depth: int, kind: object = None) -> tuple[type, str] | None:
+def _find(value: object, depth: int, probe: Callable[[object], str | None],
+          kind: object = None) -> tuple[type, str] | None:
     """The first offending (type, how it agrees) in ``value`` and what it holds, down to ``depth`` levels
     (``kind``: what ``_kind`` just said of its type). What each type held is looked at as is kept for the
     container's elements until code not the guard's may have run (a probe, a class's own descriptor)."""
     kind = _kind(type(value)) if kind is None else kind
     if kind is _PROBE:
-        how = agreeable(value) if _worth_probing(type(value)) else None
+        _state["undecided"], _state["probing"] = None, type(value)
+        if _worth_probing(type(value)):
+            _foreign[0] += 1  # the value's own code runs
+            how = probe(value)
+        else:
+            how = None
         if how is not None:
             return type(value), how
         kind = _OBJECT
@@ -478,7 +485,7 @@ def _find(value: object, depth: int, kind: object = None) -> tuple[type, str] | 
     for element in elements:
         element_kind = kinds[type(element)] if _foreign[0] == generation else _kind(type(element))
         if element_kind is not _LEAF:
-            found = _find(element, depth - 1, element_kind)
+            found = _find(element, depth - 1, probe, element_kind)
             if found:
                 return found
     return None
@@ -505,10 +512,21 @@ def _class_line(klass: type) -> str:
 
 def check(value: object) -> object:
     """Return ``value``; report it first when it (or what it holds) agrees with what it should not."""
+    return _checked(value, agreeable)
+
+
+def operand(value: object) -> object:
+    """``check`` for an operand of the test's arithmetic: judged by what arithmetic makes of it (a zero
+    difference); how it compares is judged where it is compared (pyparsing's ``expr + ...`` builds a grammar,
+    and its ``==`` with a string is a match)."""
+    return _checked(value, no_difference)
+
+
+def _checked(value: object, probe: Callable[[object], str | None]) -> object:
     if _kinds.get(type(value)) is _LEAF or type(value) in _BUILTIN_CONTAINERS and not value:
         return value  # most values: a str, a bool, the empty args or kwargs of a call
     try:
-        found = _find(value, 4)
+        found = _find(value, 4, probe)
     except Exception:  # the value's own code failed while being looked at: the test will meet it too
         found = None
     undecided = _state.pop("undecided", None)
@@ -579,10 +597,8 @@ def agreeable(value: object) -> str | None:
 
     Its class's own comparisons are run against unrelated values: equal to any, unequal to none, less and
     not less at once, a difference of zero, or ``allclose`` with random data of its shape."""
-    _foreign[0] += 1  # the value's own code runs
     rng = random.Random()
-    _state["undecided"], _state["probing"] = None, type(value)
-    for other in (object(), rng.random() + 3.0, rng.getrandbits(60) + 7, f"s{rng.random()}",
+    for other in (object(), rng.random() + 3.0, rng.getrandbits(60) + 7, _any_text(rng),
                   [rng.random() + 3.0 for _ in range(3)]):
         label = type(other).__name__
         checks = (("== " + label, lambda: value == other, True),
@@ -598,10 +614,26 @@ def agreeable(value: object) -> str | None:
                 return how
             if truth is None and how.startswith("=="):
                 break  # ``==`` builds an object (a query language): ``!=`` and the order say nothing either
-    scalar = rng.random() + 3.0
-    for how, probe in [("a zero difference", lambda: abs(value - scalar) < 1e-12),
-                       ("a zero difference", lambda: abs(scalar - value) < 1e-12),
-                       *_array_probes(value, rng)]:
+    return _agrees(value, _array_probes(value, rng)) or no_difference(value)
+
+
+def _any_text(rng: random.Random) -> str:
+    """A random string holding every printable character: a grammar element or pattern whose ``==`` with a string
+    is a match (pyparsing's ``CharsNotIn(")")``) does not match it; a value equal to any string does."""
+    characters = list(string.printable)
+    rng.shuffle(characters)
+    return f"s{rng.random()}" + "".join(characters)
+
+
+def no_difference(value: object) -> str | None:
+    """``value`` minus a random number, either way round, is zero."""
+    scalar = random.random() + 3.0
+    return _agrees(value, [("a zero difference", lambda: abs(value - scalar) < 1e-12),
+                           ("a zero difference", lambda: abs(scalar - value) < 1e-12)])
+
+
+def _agrees(value: object, probes: list[tuple[str, Callable[[], object]]]) -> str | None:
+    for how, probe in probes:
         try:
             if _truth(probe()) is True:
                 return how
