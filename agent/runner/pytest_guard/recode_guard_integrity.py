@@ -248,7 +248,7 @@ _modules: dict[str, object] = {}
 _modules_seen: list = []  # sys.modules' values in order, as the last check_modules left them
 _protected_paths: dict[str, str] = {}  # realpath -> "test" | "reference"
 _protected_names: set[str] = set()
-_pytest_objects: list[tuple[str, object, dict]] = []
+_pytest_objects: list[list] = []  # [label, object, its callables, what _object_print read last]
 _items: dict[str, tuple] = {}
 _hooks: dict = {}
 
@@ -352,11 +352,12 @@ _DELETING = object()
 _judged: "weakref.WeakSet[types.ModuleType]" = weakref.WeakSet()  # modules the import system made, or adopted
 
 
-def _judge_write(module, name, value) -> bool:
+def _judge_write(module, name, value, writer: types.FrameType | None = None) -> bool:
     """A write to a module's attribute, from the compiled helper before it writes (which decides the module's own
-    and the import system's writes itself): whether the baseline may follow it (raises when it is refused). The
-    candidate's own modules are its to change."""
-    writer = _writer()
+    and the import system's writes itself, and hands over the writing frame): whether the baseline may follow
+    it (raises when it is refused). The candidate's own modules are its to change."""
+    if writer is None:
+        writer = _writer()
     if _own_or_import_system(module, writer):
         return True
     if module not in _judged:
@@ -1025,6 +1026,26 @@ def _same_hooks(now: dict, before: dict) -> bool:
         now[name][0] is before[name][0] and now[name][1] == before[name][1] for name in now)
 
 
+def _object_print(obj: object) -> tuple | None:
+    """What ``_callables`` reads of a pytest object, cheaply (with the compiled helper): its ``__dict__``'s version
+    tag, which of its values are callable, and its slots' values. Equal to the last, the callables are too."""
+    namespace = getattr(obj, "__dict__", None)
+    if not _native or type(namespace) is not dict:
+        return None
+    slots = [getattr(obj, slot, _MISSING) for klass in origin.type_mro(type(obj))
+             for slot in _slot_names(type_dict(klass).get("__slots__", ()))]
+    return _native[0].version(namespace), list(map(callable, namespace.values())), slots
+
+
+def _same_object_print(now: tuple, before: tuple | None) -> bool:
+    return before is not None and now[0] == before[0] and now[1] == before[1] and len(now[2]) == len(
+        before[2]) and all(map(operator.is_, now[2], before[2]))
+
+
+def _slot_names(slots: object) -> tuple:
+    return (slots,) if type(slots) is str else tuple(slots)  # as _callables reads them (a dict's keys too)
+
+
 def _callables(obj: object) -> dict:
     """Callable instance attributes of a pytest object (in its ``__dict__`` or its slots)."""
     attributes = dict(getattr(obj, "__dict__", None) or {})
@@ -1076,7 +1097,7 @@ def freeze_pytest(session) -> None:
     _hooks["state"], _hooks["print"] = _hook_state(config), None
     pm = config.pluginmanager
     objects = [("the plugin manager", pm), ("pytest's config", config), ("the session", session)]
-    _pytest_objects[:] = [(label, obj, _callables(obj)) for label, obj in objects]  # hook executors: _hook_state
+    _pytest_objects[:] = [[label, obj, _callables(obj)] for label, obj in objects]  # hook executors: _hook_state
     for item in session.items:
         _items[item.nodeid] = (item, type(item), code_of(item.__dict__.get("_obj")))
 
@@ -1100,12 +1121,17 @@ def check_pytest(item=None) -> None:
     if not _same_print(print_, _hooks.get("print")):
         _check_hook_state(config)
         _hooks["print"] = print_
-    for label, obj, callables in _pytest_objects:
+    for entry in _pytest_objects:
+        label, obj, callables = entry[:3]
+        print_ = _object_print(obj)
+        if print_ is not None and len(entry) > 3 and _same_object_print(print_, entry[3]):
+            continue
         now = _callables(obj)
         if now.keys() != callables.keys() or any(now[k] is not v for k, v in callables.items()):
             _flag(f"replaces methods of {label} (seen {_state['checkpoint']})")
             callables.clear()
             callables.update(now)
+        entry[3:] = [print_]
     for entry in ([_items.get(item.nodeid)] if item is not None else list(_items.values())):
         if entry is not None:
             _check_item(*entry)
@@ -1119,10 +1145,37 @@ def _check_item(item, kind: type, code: object) -> None:
         _flag(f"re-classes test item {item.name} (seen {_state['checkpoint']})")
     if code is not None and item.__dict__.get("_obj") is not None and code_of(item.__dict__["_obj"]) is not code:
         _flag(f"replaces the function of test item {item.name} (seen {_state['checkpoint']})")
-    for name, value in list(item.__dict__.items()):
-        if callable(getattr(kind, name, None)) and not isinstance(getattr(kind, name), type) and name not in (
-                "_obj", "obj") and not isinstance(getattr(kind, name), property):
+    methods = _methods_of(kind)
+    for name in list(item.__dict__):
+        method = methods.get(name) if methods is not None else None
+        if method is None:
+            method = _is_method(kind, name)
+            if methods is not None:
+                methods[name] = method
+        if method:
             _flag(f"replaces {name} of test item {item.name} (seen {_state['checkpoint']})")
+
+
+def _is_method(kind: type, name: str) -> bool:
+    """Whether an instance attribute ``name`` of a ``kind`` item would replace a method of its class."""
+    return callable(getattr(kind, name, None)) and not isinstance(getattr(kind, name), type) and name not in (
+        "_obj", "obj") and not isinstance(getattr(kind, name), property)
+
+
+_methods: dict[type, tuple] = {}
+
+
+def _methods_of(kind: type) -> dict[str, bool] | None:
+    """``_is_method``'s answers for ``kind``, kept while the dicts of its classes and metaclasses keep their
+    version tags (with the compiled helper; else None: asked each time)."""
+    if not _native:
+        return None
+    entry = _methods.get(kind)
+    if entry is None or _native[0].changed(entry[0], entry[1]):
+        classes = [klass for klass in (*kind.__mro__, *type(kind).__mro__) if klass.__flags__ & _HEAP]
+        namespaces = _native[0].namespaces(classes)
+        entry = _methods[kind] = (namespaces, array.array("Q", map(_native[0].version, namespaces)), {})
+    return entry[2]
 
 
 def check_all(full: bool = True, item=None) -> None:

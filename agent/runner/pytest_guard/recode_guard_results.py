@@ -465,6 +465,8 @@ def _find(value: object, depth: int, probe: Callable[[object], str | None],
     (``kind``: what ``_kind`` just said of its type). What each type held is looked at as is kept for the
     container's elements until code not the guard's may have run (a probe, a class's own descriptor)."""
     kind = _kind(type(value)) if kind is None else kind
+    if _seen(value, depth):
+        return None
     if kind is _PROBE:
         _state["undecided"], _state["probing"] = None, type(value)
         if _worth_probing(type(value)):
@@ -489,6 +491,20 @@ def _find(value: object, depth: int, probe: Callable[[object], str | None],
             if found:
                 return found
     return None
+
+
+_visited: dict[int, tuple[object, int, int]] = {}  # id -> (the value, deepest walk, _foreign then), one check long
+
+
+def _seen(value: object, depth: int) -> bool:
+    """Whether this check has already walked ``value`` (shared units, cycles) as deep, with no code but the
+    guard's run since: it found nothing then, and would not now. The value is held, so its id stays its own."""
+    key = id(value)
+    seen = _visited.get(key)
+    if seen is not None and seen[0] is value and seen[1] >= depth and seen[2] == _foreign[0]:
+        return True
+    _visited[key] = (value, depth, _foreign[0])
+    return False
 
 
 def _class_line(klass: type) -> str:
@@ -529,6 +545,8 @@ def _checked(value: object, probe: Callable[[object], str | None]) -> object:
         found = _find(value, 4, probe)
     except Exception:  # the value's own code failed while being looked at: the test will meet it too
         found = None
+    finally:
+        _visited.clear()
     undecided = _state.pop("undecided", None)
     if found is None and undecided is not None:
         frame = sys._getframe(1)
@@ -568,19 +586,32 @@ def _truth_of_other(result: object) -> bool:
         return False
 
 
+_generators: dict[str, object] = {}
+
+
+def _generator(library: str, rng: random.Random) -> object:
+    """The library's random generator for the probes, seeded from ``rng`` once per process and drawn from ever
+    after: seeding one per probe cost more than the probe's comparisons (numpy's ``default_rng``, 80 us)."""
+    generator = _generators.get(library)
+    if generator is None:
+        seed = rng.getrandbits(62)
+        generator = _generators[library] = sys.modules["torch"].Generator().manual_seed(seed) \
+            if library == "torch" else sys.modules["numpy"].random.default_rng(seed)
+    return generator
+
+
 def _array_probes(value: object, rng: random.Random) -> list[tuple[str, Callable[[], object]]]:
     """Random data of the value's own shape, for a tensor or an array: ``allclose`` with it must be false."""
     torch, numpy = sys.modules.get("torch"), sys.modules.get("numpy")
     probes: list = []
     if torch is not None and is_kind(value, torch.Tensor) and value.numel() and value.dtype.is_floating_point:
-        other = torch.rand(tuple(value.shape), generator=torch.Generator().manual_seed(rng.getrandbits(62)),
-                           dtype=value.dtype) + 3.0
+        other = torch.rand(tuple(value.shape), generator=_generator("torch", rng), dtype=value.dtype) + 3.0
         probes += [("torch.allclose", lambda: torch.allclose(value, other)),
                    ("torch.isclose", lambda: torch.isclose(value, other).all()),
                    ("torch.equal", lambda: torch.equal(value, other)),
                    ("==", lambda: (value == other).all())]
     elif numpy is not None and is_kind(value, numpy.ndarray) and value.size and value.dtype.kind in "fc":
-        other = numpy.random.default_rng(rng.getrandbits(62)).random(value.shape) + 3.0
+        other = _generator("numpy", rng).random(value.shape) + 3.0
         probes += [("numpy.allclose", lambda: numpy.allclose(value, other)),
                    ("numpy.isclose", lambda: numpy.isclose(value, other).all()),
                    ("numpy.array_equal", lambda: numpy.array_equal(value, other)),

@@ -47,7 +47,8 @@ static int in_tuple(PyObject *tuple, PyObject *item)
 }
 
 static setattrofunc plain_setattro;  /* module's own slot: the write itself, once judged */
-static PyObject *judge;              /* judge(module, name, value or DELETING) -> whether the baseline follows */
+static PyObject *judge;              /* judge(module, name, value or DELETING, writing frame or None) -> whether the
+                                      * baseline follows */
 static PyObject *accept;             /* accept(module, name): called after a write the judge let the baseline follow */
 static PyObject *deleting;           /* stands for the value of a ``del`` */
 static PyObject *watched;            /* the guard's watched namespaces by owner: a write there is accepted */
@@ -81,7 +82,9 @@ static int guarded_setattro(PyObject *module, PyObject *name, PyObject *value)
     if (free || plainly_allowed(module)) {
         follow = PyDict_Contains(watched, module);
     } else {
-        PyObject *verdict = PyObject_CallFunctionObjArgs(judge, module, name, value ? value : deleting, NULL);
+        PyFrameObject *writer = PyEval_GetFrame();  /* borrowed: the judge need not ask (an audited event) */
+        PyObject *verdict = PyObject_CallFunctionObjArgs(judge, module, name, value ? value : deleting,
+                                                         writer ? (PyObject *)writer : Py_None, NULL);
         if (verdict == NULL)
             return -1;
         follow = PyObject_IsTrue(verdict);
@@ -837,8 +840,8 @@ static PyObject *gate_functions(PyObject *self, PyObject *refuse_)
 
 static PyMethodDef methods[] = {
     {"install", install, METH_VARARGS,
-     "install(judge, accept, deleting, subclasses, watched, trusted): judge every module attribute write from now "
-     "on (once)."},
+     "install(judge, accept, deleting, subclasses, watched, trusted): judge(module, name, value, writing frame) "
+     "every module attribute write from now on (once)."},
     {"allow_writes", allow_writes, METH_VARARGS,
      "allow_writes(module, names, candidates, known): module writes decided without the judge from now on: one of "
      "the names of that module, or a write from a known library namespace to a module of its own package (once)."},
