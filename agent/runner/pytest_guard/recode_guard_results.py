@@ -549,13 +549,13 @@ def _checked(value: object, probe: Callable[[object], str | None]) -> object:
         _visited.clear()
     undecided = _state.pop("undecided", None)
     if found is None and undecided is not None:
-        frame = sys._getframe(1)
+        frame = sys._getframe(2)  # the test's frame: it called check or operand
         owner, answer = undecided
         _suspect[0](f"{_class_line(owner)} compares to unrelated values with a truthy {answer.__qualname__} "
                     f"object; one reaches {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} in the test")
     if found is not None:
         klass, how = found
-        frame = sys._getframe(1)
+        frame = sys._getframe(2)  # the test's frame: it called check or operand
         _report[0](f"{_class_line(klass)} makes values that agree with anything ({how}); one reaches "
                    f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} in the test")
     return value
