@@ -225,7 +225,7 @@ def test_cli_candidate_file_failure_exit_code(dataset, tmp_path: Path) -> None:
     candidate.write_text("import os\nos._exit(0)\n")
     done = _cli("--work-dir", str(dataset.root), "--task-id", "1", "--candidate", str(candidate))
     assert done.returncode == 1 and "task 1: tampered" in done.stdout and not stale.exists()
-    assert "target.py:2 ends or signals the test process (os._exit)" in done.stdout
+    assert "target.py:2 ends the test process (os._exit)" in done.stdout
 
 
 @pytest.mark.parametrize("args, message", [

@@ -475,7 +475,9 @@ def _verdict(done: Completed, key: bytes, expected: tuple[str, ...], options: Ru
     junit = Path(layout.junit).read_bytes() if os.path.isfile(layout.junit) else None
     result = judge(expected=expected, exit_code=done.exit_code, junit=junit, record=record,
                    duration=done.duration_sec, output=done.output)
-    return result, (junit if junit is not None and sealed_report(record, junit) else None)
+    trusted = junit is not None and sealed_report(record, junit) and result["status"] not in (TAMPERED,
+                                                                                               REFERENCE_ACCESS)
+    return result, (junit if trusted else None)  # a convicted run's report describes nothing to keep
 
 
 def _keep_report(junit: bytes | None, dest: Path) -> str | None:
