@@ -1,7 +1,7 @@
 """Grade the honest corpus (docs/honest_corpus.md): bare pytest against the real runner, guard on, sandbox required.
 
     python scripts/grade_honest_corpus.py [--cache-dir DIR] [--halves dev heldout] [--only dev:3,heldout:1]
-                                          [--no-cost] [--json FILE] [--markdown FILE]
+                                          [--no-cost] [--cost-repeats N] [--json FILE] [--markdown FILE]
 
 Each task's reference (the package's real module) is graded three ways in
 its own environment: bare ``python -m pytest`` as test.sh runs it; the
@@ -41,7 +41,7 @@ from agent.runner.core import RunnerOptions, run_candidate  # noqa: E402
 from agent.common.text_table import fixed_width  # noqa: E402
 from metrics.cli_flags import Parser  # noqa: E402
 from scripts.build_honest_corpus import DEFAULT_CACHE  # noqa: E402
-from scripts.honest_corpus import HALVES, bare_outcome, bare_pytest  # noqa: E402
+from scripts.honest_corpus import HALVES, BareRun, bare_outcome, bare_pytest  # noqa: E402
 
 COLUMNS = ("half", "task", "package", "version", "module", "test file", "tests", "bare", "verdict", "cost",
            "evidence")
@@ -75,9 +75,29 @@ def runner_result(dataset: DatasetManager, meta: TaskMeta, options: RunnerOption
         return run_candidate(dataset, meta.index, dataset.canonical(meta.index), options)
 
 
-def grade_task(dataset: DatasetManager, meta: TaskMeta, options: RunnerOptions, cost: bool,
+def paired_times(dataset: DatasetManager, meta: TaskMeta, options: RunnerOptions, repeats: int,
+                 guarded: dict) -> tuple[float, float]:
+    """(guard on, guard off) in seconds, the pair whose ratio is the median of ``repeats`` pairs run back to
+    back in alternating order (a busy moment of a shared machine hits both alike); ``guarded`` is the first
+    guard-on run."""
+    def timed(watch: bool) -> float:
+        return runner_result(dataset, meta, options, watch=watch)["duration_sec"]
+
+    pairs = []
+    for repeat in range(max(repeats, 1)):
+        if repeat % 2:  # off first
+            off = timed(False)
+            pairs.append((timed(True), off))
+        else:  # on first (the first guard-on run is the graded one)
+            on = guarded["duration_sec"] if repeat == 0 else timed(True)
+            pairs.append((on, timed(False)))
+    pairs.sort(key=lambda pair: pair[0] / pair[1] if pair[1] else 0.0)
+    return pairs[len(pairs) // 2]
+
+
+def grade_task(dataset: DatasetManager, meta: TaskMeta, options: RunnerOptions, cost: bool, repeats: int = 1,
                stage: Callable[[str], None] = lambda text: None) -> Grade:
-    """The three runs of one task; ``stage`` hears which is running (each may take minutes)."""
+    """The runs of one task; ``stage`` hears which is running (each may take minutes)."""
     stage("its environment")
     python = resolve_python(dataset, meta.index, options.env_backend)
     stage("bare pytest")
@@ -85,15 +105,20 @@ def grade_task(dataset: DatasetManager, meta: TaskMeta, options: RunnerOptions, 
     bare, tests = bare_outcome(bare_run)
     stage("the runner, guard on")
     guarded = runner_result(dataset, meta, options, watch=True)
-    stage("the runner, guard off")
-    off = runner_result(dataset, meta, options, watch=False) if cost else None
+    if not cost:
+        return _grade(meta, bare_run, tests, bare, guarded, guarded["duration_sec"], None)
+    stage("the runner, guard on and off in pairs")
+    return _grade(meta, bare_run, tests, bare, guarded, *paired_times(dataset, meta, options, repeats, guarded))
+
+
+def _grade(meta: TaskMeta, bare_run: BareRun, tests: int, bare: str, guarded: dict, on_sec: float,
+           off_sec: float | None) -> Grade:
     evidence = "" if guarded["status"] == "passed" else \
         (guarded["failure_messages"] or ["(no message)"])[0].splitlines()[0]
     return Grade(half=meta.extra.get("half", "?"), index=meta.index, package=meta.extra.get("package", "?"),
                  version=meta.extra.get("version", "?"), module=meta.target_file_path,
                  test_file=meta.extra.get("test_file", "?"), tests=tests, bare=bare, verdict=guarded["status"],
-                 evidence=evidence, bare_sec=bare_run.duration_sec, guard_sec=guarded["duration_sec"],
-                 off_sec=off["duration_sec"] if off else None)
+                 evidence=evidence, bare_sec=bare_run.duration_sec, guard_sec=on_sec, off_sec=off_sec)
 
 
 def row(grade: Grade) -> list[str]:
@@ -143,6 +168,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--env-backend", help="environment backend (default: the harness's)")
     parser.add_argument("--timeout-sec", type=float, default=1800, help="per run (default %(default)g)")
     parser.add_argument("--no-cost", action="store_true", help="skip the guard-off run (no cost column)")
+    parser.add_argument("--cost-repeats", type=int, default=1, metavar="N",
+                        help="guard on/off pairs per task for the cost column, the median pair's ratio is shown "
+                             "(default %(default)s)")
     parser.add_argument("--json", type=Path, help="also write every task's grading to this JSON file")
     parser.add_argument("--markdown", type=Path, help="also write the table and totals to this Markdown file")
     return parser.parse_args(argv)
@@ -166,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         for dataset, meta in selected(args.cache_dir.resolve(), args.halves, args.tasks):
             what = f"grading {meta.extra.get('half', '?')}:{meta.index} ({meta.extra.get('package', '?')})"
             with still_running(what, to_stderr) as step:
-                grades.append(grade_task(dataset, meta, options, cost=not args.no_cost, stage=step.now))
+                grades.append(grade_task(dataset, meta, options, cost=not args.no_cost, repeats=args.cost_repeats,
+                                         stage=step.now))
             print(" | ".join(row(grades[-1])), file=sys.stderr, flush=True)
     except (DatasetError, EnvError) as exc:
         print(f"error: {exc} (build the corpus first: python scripts/build_honest_corpus.py)", file=sys.stderr)

@@ -31,8 +31,11 @@ spec.loader.exec_module(native)
 judged, accepted, DELETING = [], [], object()
 watched = {}
 
-def judge(module, name, value):
+writers = []
+
+def judge(module, name, value, writer):
     judged.append((module.__name__, name, "del" if value is DELETING else "set"))
+    writers.append(writer)
     if name == "forbidden":
         raise PermissionError("refused")
     return True
@@ -79,6 +82,7 @@ assert judged == [("plain", "x", "set"), ("plain", "x", "del"), ("plain", "forbi
                   ("plain", "through_the_type", "set"), ("own", "y", "set"), ("early", "z", "set"),
                   ("plain", "__class__", "set"), ("plain", "w", "set")], judged
 assert accepted == ["x", "x", *[name for _, name, _ in sneaky], "through_the_type", "y", "z", "__class__", "w"], accepted
+assert writers[0] is not None and writers[0].f_globals is globals()  # the judge is handed the writing frame
 
 # the module's own code writes without asking the judge; the baseline follows when the module is watched
 own_code = types.ModuleType("own_code")
@@ -105,6 +109,44 @@ vars(sys)["recode_probe"] = 1
 assert native.changed(owners, tags) == [0, 2]
 Klass.k = 1
 assert native.changed(owners, tags) == [0, 1, 2]
+# the namespaces themselves: a pass reads their tags without their owners
+spaces = native.namespaces([plain, Klass])
+assert spaces[0] is vars(plain) and type(spaces[1]) is dict and spaces[1] == dict(vars(Klass))
+tags = array.array("Q", map(native.version, spaces))
+assert native.changed(spaces, tags) == []
+Klass.k2 = 1
+assert native.changed(spaces, tags) == [1]
+# slots read at their offsets: each object's value of each slot, None when empty; one class only
+class Slotted:
+    __slots__ = ("a", "b")
+
+one = Slotted()
+one.a = Klass
+slots = (vars(Slotted)["a"], vars(Slotted)["b"])
+assert native.slot_values([one, one], slots) == [Klass, None, Klass, None]
+for objects, descriptors in (([Klass()], slots), ([one], (vars(Klass)["k"],)), ([one], (slots[0], spaces[0]))):
+    try:
+        native.slot_values(objects, descriptors)
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("slot_values read what is not a slot of the object's class")
+# writes decided without the judge: a free name of one module, a known library writing a module of its package
+package, submodule, elsewhere = (types.ModuleType(n) for n in ("pkgx", "pkgx.sub", "elsewhere"))
+for owner in (package, elsewhere):
+    exec("def write(m):\n    m.v = 1\n", vars(owner))
+allowed_candidates = [()]
+native.allow_writes(plain, frozenset({"free"}), allowed_candidates,
+                    {native.key(vars(m)): vars(m) for m in (package, elsewhere)})
+count = len(judged)
+plain.free = 1
+package.write(submodule)
+assert len(judged) == count, judged[count:]
+elsewhere.write(submodule)  # another package's module
+allowed_candidates[0] = (vars(package),)
+package.write(submodule)  # the candidate's namespace
+plain.other = 1  # not a free name
+assert judged[count:] == [("pkgx.sub", "v", "set"), ("pkgx.sub", "v", "set"), ("plain", "other", "set")], judged
 # the classes a namespace defines and that can change
 class Mine:
     pass

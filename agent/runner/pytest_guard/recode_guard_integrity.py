@@ -164,22 +164,22 @@ class _TaggedBlock:
     helper): a namespace is compared value by value only when its dict changed since it was last seen equal to
     its baseline. The tags only say where to look; the baseline stays what is judged against."""
 
-    __slots__ = ("spaces", "owners", "tags", "stale")
+    __slots__ = ("spaces", "namespaces", "tags", "stale")
 
     def __init__(self) -> None:
         self.spaces: list[_Space] = []
-        self.owners: list = []
+        self.namespaces: list[dict] = []  # the dicts themselves: the pass reads their tags without their owners
         self.tags = array.array("Q")
         self.stale = False  # the values are the baseline's to tell, not the tags': nothing to rebuild
 
     def add(self, space: _Space) -> None:
         space.blocks.append(self)
         self.spaces.append(space)
-        self.owners.append(space.owner)
+        self.namespaces += _native[0].namespaces([space.owner])
         self.tags.append(space.version)
 
     def changed(self) -> list[_Space]:
-        return _tags_moved(self.owners, self.tags, self.spaces.__getitem__)
+        return _tags_moved(self.namespaces, self.tags, self.spaces.__getitem__)
 
 
 class _ClassTable:
@@ -190,6 +190,7 @@ class _ClassTable:
     def __init__(self) -> None:
         self.positions: dict[type, int] = {}
         self.owners: list[type] = []
+        self.namespaces: list[dict] = []  # their dicts, as in _TaggedBlock
         self.tags = array.array("Q")
         self.bases: list[dict | None] = []
         self.modules: list[_Space] = []
@@ -199,6 +200,7 @@ class _ClassTable:
         added = _native[0].adopt_classes(module.mapping, module.label, self.positions, self.owners, self.tags,
                                          self.bases)
         self.modules.extend(itertools.repeat(module, added))
+        self.namespaces += _native[0].namespaces(self.owners[len(self.namespaces):])
 
     def space(self, owner: type) -> _Space | None:
         space = _by_owner.get(owner)
@@ -215,14 +217,14 @@ class _ClassTable:
         return space
 
     def changed(self) -> list[_Space]:
-        return _tags_moved(self.owners, self.tags, lambda position: self.space(self.owners[position]))
+        return _tags_moved(self.namespaces, self.tags, lambda position: self.space(self.owners[position]))
 
 
-def _tags_moved(owners: list, tags: array.array, space_at: Callable[[int], _Space]) -> list[_Space]:
-    """The namespaces among ``owners`` whose dict's tag moved and whose values differ from their baseline; a tag
-    that moved over the same values (changed and changed back, or a write the baseline followed) is taken."""
+def _tags_moved(namespaces: list, tags: array.array, space_at: Callable[[int], _Space]) -> list[_Space]:
+    """The watched ``namespaces`` whose dict's tag moved and whose values differ from their baseline; a tag that
+    moved over the same values (changed and changed back, or a write the baseline followed) is taken."""
     found = []
-    for position in _native[0].changed(owners, tags):
+    for position in _native[0].changed(namespaces, tags):
         space = space_at(position)
         version = _native[0].version(space.owner)  # read first: a change while comparing shows next time
         if space.unchanged():
@@ -246,7 +248,7 @@ _modules: dict[str, object] = {}
 _modules_seen: list = []  # sys.modules' values in order, as the last check_modules left them
 _protected_paths: dict[str, str] = {}  # realpath -> "test" | "reference"
 _protected_names: set[str] = set()
-_pytest_objects: list[tuple[str, object, dict]] = []
+_pytest_objects: list[list] = []  # [label, object, its callables, what _object_print read last]
 _items: dict[str, tuple] = {}
 _hooks: dict = {}
 
@@ -270,6 +272,7 @@ def configure(report: Callable[[str], None], *, test: str, references: tuple[str
             trusted = tuple(namespace for name, m in list(sys.modules.items())
                             if name.split(".")[0] in _IMPORT_SYSTEM and (namespace := _real_dict(m)) is not None)
             _native[0].install(_judge_write, accept, _DELETING, _module_classes(types.ModuleType), _by_owner, trusted)
+            _native[0].allow_writes(sys, _SYS_FREE, origin.candidate_namespaces, origin.known_keys)
             _classes.append(_ClassTable())
             _blocks["class"].append(_classes[0])
         _patch_import_system()
@@ -349,11 +352,12 @@ _DELETING = object()
 _judged: "weakref.WeakSet[types.ModuleType]" = weakref.WeakSet()  # modules the import system made, or adopted
 
 
-def _judge_write(module, name, value) -> bool:
+def _judge_write(module, name, value, writer: types.FrameType | None = None) -> bool:
     """A write to a module's attribute, from the compiled helper before it writes (which decides the module's own
-    and the import system's writes itself): whether the baseline may follow it (raises when it is refused). The
-    candidate's own modules are its to change."""
-    writer = _writer()
+    and the import system's writes itself, and hands over the writing frame): whether the baseline may follow
+    it (raises when it is refused). The candidate's own modules are its to change."""
+    if writer is None:
+        writer = _writer()
     if _own_or_import_system(module, writer):
         return True
     if module not in _judged:
@@ -403,7 +407,10 @@ def _module_top(frame: types.FrameType) -> str:
 
 
 def _plainly_allowed(module, name: str, value: object, base: type, writer: types.FrameType) -> bool:
-    """Writes allowed whoever is on the stack (decided without walking it)."""
+    """Writes allowed whoever is on the stack (decided without walking it). The compiled helper decides the
+    commonest without asking (``allow_writes``): the module's own code and the import system, ``_SYS_FREE``, and
+    a package writing its own modules from a known library namespace (pytest's capture and assertion plugins
+    write a dozen times per test)."""
     if _own_or_import_system(module, writer):
         return True
     namespace = _DICT.__get__(module)
@@ -848,10 +855,21 @@ def _check_blocks(blocks: list[_Block]) -> None:
 
 
 def check_modules() -> None:
-    """``sys.modules``: entries replaced or removed since they were loaded; new modules get their baseline."""
+    """``sys.modules``: entries replaced or removed since they were loaded; new modules get their baseline. With
+    the compiled helper, a dict whose version tag has not moved since the last check is unchanged."""
+    current = sys.modules
+    tag = _native[0].version(current) if _native and type(current) is dict else None
+    if tag is not None and current is _state.get("modules") and tag == _state.get("modules_tag"):
+        return
+    _compare_modules()
+    _state["modules"], _state["modules_tag"] = current, tag
+
+
+def _compare_modules() -> None:
     seen, values = _modules_seen, list(sys.modules.values())  # one C call: another thread cannot interleave
     if len(values) >= len(seen) and all(map(operator.is_, values, seen)):
-        entries = list(sys.modules.items())[len(seen):]  # the common change: modules imported since, appended
+        # the common case: nothing imported since, or modules appended (those of another thread meanwhile: next time)
+        entries = list(itertools.islice(sys.modules.items(), len(seen), None)) if len(values) > len(seen) else []
     else:  # reordered (the import system pops and re-inserts each module it loads) or changed: compared in C
         now = dict(sys.modules)
         names, loaded = list(_modules), list(_modules.values())
@@ -936,9 +954,21 @@ def _check_torch_modes() -> None:
 
 # --------------------------------------------------------------------------- pytest
 
-def _impl_key(impl) -> tuple:
-    return (impl, impl.function, getattr(impl, "hookwrapper", False), getattr(impl, "wrapper", False),
+_IMPL_FIELDS = operator.attrgetter("function", "hookwrapper", "wrapper", "tryfirst", "trylast")
+
+
+def _impl_fields(impl) -> tuple:
+    return (impl.function, getattr(impl, "hookwrapper", False), getattr(impl, "wrapper", False),
             getattr(impl, "tryfirst", False), getattr(impl, "trylast", False))
+
+
+def _impl_keys(impls: list) -> tuple:
+    """Each implementation and its function and flags, read in C (pytest asks for the state before every test)."""
+    try:
+        return tuple(zip(impls, map(_IMPL_FIELDS, impls)))
+    except AttributeError:  # a pluggy whose implementations lack some of the flags
+        return tuple(zip(impls, map(_impl_fields, impls)))
+
 
 
 def _hook_state(config) -> dict[str, tuple]:
@@ -947,13 +977,73 @@ def _hook_state(config) -> dict[str, tuple]:
     for name, caller in list(vars(config.pluginmanager.hook).items()):
         get = getattr(caller, "get_hookimpls", None)
         if get is not None:
-            state[name] = (getattr(caller, "_hookexec", None), tuple(map(_impl_key, get())))
+            state[name] = (getattr(caller, "_hookexec", None), _impl_keys(get()))
     return state
+
+
+_IMPLS, _HOOKEXEC = operator.attrgetter("_hookimpls"), operator.attrgetter("_hookexec")
+
+
+def _hook_print(config) -> tuple | None:
+    """The hook registry as flat lists read in C: equal to the last one, the state (``_hook_state``) is too, and
+    the check before each test costs a few passes over some hundred objects. The implementations are the list
+    pluggy calls (``get_hookimpls`` copies it). None when an entry of the registry is not a hook caller of a
+    pluggy that keeps one list (the state then decides)."""
+    relay = vars(config.pluginmanager.hook)
+    callers = list(relay.values())
+    try:
+        impls = list(map(_IMPLS, callers))
+        executors = list(map(_HOOKEXEC, callers))
+        flat = list(itertools.chain.from_iterable(impls))
+        fields = _impl_slots(flat)
+    except AttributeError:
+        return None
+    return list(relay), callers + executors + flat, list(map(len, impls)), fields
+
+
+_FIELD_NAMES = ("function", "hookwrapper", "wrapper", "tryfirst", "trylast")
+
+
+def _impl_slots(flat: list) -> list:
+    """The function and flags of each implementation: read from its slots by the compiled helper (pluggy keeps
+    them there), else through attribute lookup."""
+    if _native and flat:
+        namespace = type_dict(type(flat[0]))
+        try:
+            return _native[0].slot_values(flat, tuple(namespace.get(name) for name in _FIELD_NAMES))
+        except TypeError:  # not one class, or not slots (another pluggy)
+            pass
+    return list(map(_IMPL_FIELDS, flat))
+
+
+def _same_print(now: tuple | None, before: tuple | None) -> bool:
+    return now is not None and before is not None and now[0] == before[0] and now[2] == before[2] and \
+        len(now[1]) == len(before[1]) and all(map(operator.is_, now[1], before[1])) and now[3] == before[3]
 
 
 def _same_hooks(now: dict, before: dict) -> bool:
     return now.keys() == before.keys() and all(
         now[name][0] is before[name][0] and now[name][1] == before[name][1] for name in now)
+
+
+def _object_print(obj: object) -> tuple | None:
+    """What ``_callables`` reads of a pytest object, cheaply (with the compiled helper): its ``__dict__``'s version
+    tag, which of its values are callable, and its slots' values. Equal to the last, the callables are too."""
+    namespace = getattr(obj, "__dict__", None)
+    if not _native or type(namespace) is not dict:
+        return None
+    slots = [getattr(obj, slot, _MISSING) for klass in origin.type_mro(type(obj))
+             for slot in _slot_names(type_dict(klass).get("__slots__", ()))]
+    return _native[0].version(namespace), list(map(callable, namespace.values())), slots
+
+
+def _same_object_print(now: tuple, before: tuple | None) -> bool:
+    return before is not None and now[0] == before[0] and now[1] == before[1] and len(now[2]) == len(
+        before[2]) and all(map(operator.is_, now[2], before[2]))
+
+
+def _slot_names(slots: object) -> tuple:
+    return (slots,) if type(slots) is str else tuple(slots)  # as _callables reads them (a dict's keys too)
 
 
 def _callables(obj: object) -> dict:
@@ -984,7 +1074,7 @@ def hooks_registered(config) -> None:
         _rebase_changed(_blocks["module"] + _blocks["class"])
         _modules.update(sys.modules)
     _hooks["config"] = config
-    _hooks["state"] = _hook_state(config)
+    _hooks["state"], _hooks["print"] = _hook_state(config), None  # the print follows at the first check
     _hooks["functions"] = _hook_functions(config)
 
 
@@ -1004,19 +1094,15 @@ def freeze_pytest(session) -> None:
     foreign = [f for f in added if not _legitimate_late_hook(f)]
     if foreign:
         _flag("registers pytest hooks: " + ", ".join(sorted(_describe(f) for f in foreign)[:5]))
-    _hooks["state"] = _hook_state(config)
+    _hooks["state"], _hooks["print"] = _hook_state(config), None
     pm = config.pluginmanager
     objects = [("the plugin manager", pm), ("pytest's config", config), ("the session", session)]
-    _pytest_objects[:] = [(label, obj, _callables(obj)) for label, obj in objects]  # hook executors: _hook_state
+    _pytest_objects[:] = [[label, obj, _callables(obj)] for label, obj in objects]  # hook executors: _hook_state
     for item in session.items:
         _items[item.nodeid] = (item, type(item), code_of(item.__dict__.get("_obj")))
 
 
-def check_pytest(item=None) -> None:
-    """Hook registry, pytest's objects, and ``item`` (None: every collected item)."""
-    config = _hooks.get("config")
-    if config is None:
-        return
+def _check_hook_state(config) -> None:
     state = _hook_state(config)
     if not _same_hooks(state, _hooks.get("state", {})):
         before = _hooks["state"]
@@ -1024,12 +1110,28 @@ def check_pytest(item=None) -> None:
             {name: state[name]} if name in state else {}, {name: before[name]} if name in before else {}))
         _flag(f"changes pytest hook implementations of {', '.join(changed[:3])} (seen {_state['checkpoint']})")
         _hooks["state"] = state
-    for label, obj, callables in _pytest_objects:
+
+
+def check_pytest(item=None) -> None:
+    """Hook registry, pytest's objects, and ``item`` (None: every collected item)."""
+    config = _hooks.get("config")
+    if config is None:
+        return
+    print_ = _hook_print(config)
+    if not _same_print(print_, _hooks.get("print")):
+        _check_hook_state(config)
+        _hooks["print"] = print_
+    for entry in _pytest_objects:
+        label, obj, callables = entry[:3]
+        print_ = _object_print(obj)
+        if print_ is not None and len(entry) > 3 and _same_object_print(print_, entry[3]):
+            continue
         now = _callables(obj)
         if now.keys() != callables.keys() or any(now[k] is not v for k, v in callables.items()):
             _flag(f"replaces methods of {label} (seen {_state['checkpoint']})")
             callables.clear()
             callables.update(now)
+        entry[3:] = [print_]
     for entry in ([_items.get(item.nodeid)] if item is not None else list(_items.values())):
         if entry is not None:
             _check_item(*entry)
@@ -1043,10 +1145,37 @@ def _check_item(item, kind: type, code: object) -> None:
         _flag(f"re-classes test item {item.name} (seen {_state['checkpoint']})")
     if code is not None and item.__dict__.get("_obj") is not None and code_of(item.__dict__["_obj"]) is not code:
         _flag(f"replaces the function of test item {item.name} (seen {_state['checkpoint']})")
-    for name, value in list(item.__dict__.items()):
-        if callable(getattr(kind, name, None)) and not isinstance(getattr(kind, name), type) and name not in (
-                "_obj", "obj") and not isinstance(getattr(kind, name), property):
+    methods = _methods_of(kind)
+    for name in list(item.__dict__):
+        method = methods.get(name) if methods is not None else None
+        if method is None:
+            method = _is_method(kind, name)
+            if methods is not None:
+                methods[name] = method
+        if method:
             _flag(f"replaces {name} of test item {item.name} (seen {_state['checkpoint']})")
+
+
+def _is_method(kind: type, name: str) -> bool:
+    """Whether an instance attribute ``name`` of a ``kind`` item would replace a method of its class."""
+    return callable(getattr(kind, name, None)) and not isinstance(getattr(kind, name), type) and name not in (
+        "_obj", "obj") and not isinstance(getattr(kind, name), property)
+
+
+_methods: dict[type, tuple] = {}
+
+
+def _methods_of(kind: type) -> dict[str, bool] | None:
+    """``_is_method``'s answers for ``kind``, kept while the dicts of its classes and metaclasses keep their
+    version tags (with the compiled helper; else None: asked each time)."""
+    if not _native:
+        return None
+    entry = _methods.get(kind)
+    if entry is None or _native[0].changed(entry[0], entry[1]):
+        classes = [klass for klass in (*kind.__mro__, *type(kind).__mro__) if klass.__flags__ & _HEAP]
+        namespaces = _native[0].namespaces(classes)
+        entry = _methods[kind] = (namespaces, array.array("Q", map(_native[0].version, namespaces)), {})
+    return entry[2]
 
 
 def check_all(full: bool = True, item=None) -> None:
@@ -1076,8 +1205,35 @@ def check_before_call(item) -> None:
     with GuardWork():
         check_tracers()
         check_pytest(item)
-        for klass in type(item).__mro__:
-            space = _classes[0].space(klass) if _classes else _by_owner.get(klass)
-            if space is not None and not space.unchanged():
-                _judge(space)
+        _check_blocks(_item_classes(type(item)))
         _check_blocks(_blocks["volatile"])
+
+
+_item_blocks: dict[type, list] = {}
+
+
+def _item_classes(kind: type) -> list:
+    """The watched classes of a test item's class, as blocks to compare: with the compiled helper, a block of
+    their tags (compared value by value only when a tag moved), else the namespaces themselves."""
+    blocks = _item_blocks.get(kind)
+    if blocks is None:
+        spaces = [space for klass in kind.__mro__
+                  if (space := _classes[0].space(klass) if _classes else _by_owner.get(klass)) is not None]
+        if _native:
+            blocks = [_TaggedBlock()]
+            for space in spaces:
+                blocks[0].add(space)
+        else:
+            blocks = [_Single(space) for space in spaces]
+        _item_blocks[kind] = blocks
+    return blocks
+
+
+class _Single:
+    """One namespace as a block (``_check_blocks``), compared value by value."""
+
+    def __init__(self, space: _Space) -> None:
+        self.space = space
+
+    def changed(self) -> list[_Space]:
+        return [] if self.space.unchanged() else [self.space]

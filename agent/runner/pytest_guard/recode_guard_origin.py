@@ -53,6 +53,9 @@ active = [False]  # a candidate module exists: before that, no code is the candi
 _candidate_threads: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()
 _patches: list[tuple[object, str, object]] = []
 tls = threading.local()  # ``busy``: the guard itself is working on this thread (no rule applies)
+# Moves whenever what counts as the candidate's grows (a module of its file, code it compiled, a file it wrote):
+# an answer about a class kept from before (``class_stamp``) is no longer current.
+epoch = [0]
 
 
 class GuardWork:
@@ -116,6 +119,7 @@ def taint(code: types.CodeType) -> None:
     while stack:
         item = stack.pop()
         if id(item) not in _tainted_ids:
+            epoch[0] += 1
             _tainted_ids.add(id(item))
             _keep.append(item)
             stack.extend(c for c in item.co_consts if isinstance(c, types.CodeType))
@@ -125,6 +129,7 @@ def taint_file(path: str) -> None:
     """A file the candidate wrote: code loaded from it is the candidate's."""
     real = os.path.realpath(path)
     if real not in _tainted_files:
+        epoch[0] += 1
         _tainted_files.update({real, path})
         _tainted_names.update({os.path.basename(real), os.path.basename(path)})
         _file_is_candidate.clear()
@@ -185,6 +190,7 @@ def candidate_modules() -> set[str]:
 
 
 def note_candidate_module(name: str) -> None:
+    epoch[0] += 1
     candidate_modules().add(name)
 
 
@@ -246,6 +252,7 @@ def note_module(module: types.ModuleType, candidate: bool) -> None:
         if native:
             native[0].activate()  # the helper's audit gate: unlike this list, nothing can close it again
         if not any(ref() is module for ref in _candidate_modules):
+            epoch[0] += 1
             _candidate_modules.append(weakref.ref(module))
             candidate_namespaces[0] += (_NAMESPACE.__get__(module),)
     else:
@@ -258,7 +265,10 @@ def note_module(module: types.ModuleType, candidate: bool) -> None:
 
 
 def candidate_loaded() -> bool:
-    return any(ref() is not None for ref in _candidate_modules)
+    for ref in _candidate_modules:  # asked for every class looked at: no generator
+        if ref() is not None:
+            return True
+    return False
 
 
 def known_namespace(namespace: dict) -> bool:

@@ -26,6 +26,7 @@ judged; protocol methods libraries write for the candidate's classes
 """
 from __future__ import annotations
 
+import array
 import ast
 import itertools
 import os
@@ -43,6 +44,7 @@ PROTOCOL = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool_
             "__torch_dispatch__", "__array_ufunc__", "__array_function__", "__array__", "__array_interface__",
             "__array_struct__", "__array_priority__", "__array_wrap__", "__float__", "__int__", "__index__",
             "__complex__", "__abs__", "__sub__", "__rsub__", "__class__")
+_PROTOCOL_NAMES = frozenset(PROTOCOL)
 SCAN_LIMIT = 100_000
 _LEAF, _SEQUENCE, _MAPPING, _ARRAY, _OBJECT, _PROBE = range(6)
 _kinds: dict[type, object] = {}
@@ -297,9 +299,10 @@ def _own_protocol(kind: type) -> bool:
     """Whether the candidate's code decides how values of ``kind`` compare, convert or dispatch: a class of its
     overrides a protocol member with code of its own (a dataclass's generated ``__eq__`` is a library's)."""
     for klass in type_mro(kind):
-        if klass is not object and candidate_class(klass):
+        if klass is not object:
             namespace = type_dict(klass)
-            if any(name in namespace and not _library_member(namespace[name]) for name in PROTOCOL):
+            if any(not _library_member(namespace[name]) for name in namespace.keys() & _PROTOCOL_NAMES) and \
+                    candidate_class(klass):  # the cheap test first
                 return True
     return False
 
@@ -309,7 +312,11 @@ def _kind(kind: type) -> object:
     cached = _kinds.get(kind)
     if cached is not None:
         return cached
-    numpy = sys.modules.get("numpy")
+    entry = _candidate_kinds.get(kind)
+    if entry is not None and _holds(entry, kind):
+        return entry[-1]
+    stamp = _stamp(kind) if origin.native and origin.candidate_loaded() else None
+    numpy, candidate = sys.modules.get("numpy"), candidate_class(kind)
     if _own_protocol(kind):
         result: object = _PROBE
     elif issubclass(kind, (tuple, list, set, frozenset)):
@@ -318,16 +325,94 @@ def _kind(kind: type) -> object:
         result = _MAPPING
     elif numpy is not None and issubclass(kind, numpy.ndarray):
         result = _ARRAY
-    elif candidate_class(kind):
+    elif candidate:
         result = _OBJECT
     else:
         result = _LEAF
-    if not candidate_class(kind):
-        _kinds[kind] = result  # the candidate's own classes may change: looked at again each time
+    if not candidate:
+        _kinds[kind] = result
+    elif stamp is not None:  # the candidate's own classes may change: kept only while what it rests on holds
+        _candidate_kinds[kind] = (*stamp, result)
+        _plain[kind] = _plain_reads(kind)
     return result
 
 
+# A class of the candidate's: (what counts as the candidate's, its MRO, the classes of it that have a dict, their
+# dicts' version tags, its protocol members other than plain functions with their code) and what ``_kind`` said.
+_candidate_kinds: dict[type, tuple] = {}
+_FLAGS = type.__dict__["__flags__"].__get__
+_HEAP_TYPE = 1 << 9
+
+
+def _stamp(kind: type) -> tuple:
+    """What ``_kind``'s answer for a class of the candidate's rests on (with the compiled helper, which reads
+    version tags). A plain function's code is not: swapping it is an audited event that gives the candidate's
+    code (refused) or library code (not the candidate's either way). A ``staticmethod``, ``property`` or
+    ``partial`` can be re-initialised in place without its class's dict changing: their code is."""
+    mro = type_mro(kind)
+    heap = [klass for klass in mro if _FLAGS(klass) & _HEAP_TYPE]  # builtin types' dicts cannot change
+    versions = array.array("Q", map(origin.native[0].version, heap))
+    wrapped = []
+    for klass in heap:
+        namespace = type_dict(klass)
+        wrapped += [(namespace[name], code_of(namespace[name])) for name in namespace.keys() & _PROTOCOL_NAMES
+                    if type(namespace[name]) is not types.FunctionType]
+    return origin.epoch[0], mro, heap, versions, tuple(wrapped)
+
+
+def _holds(entry: tuple, kind: type) -> bool:
+    """Whether a kept answer is still the answer (compared by identity where a metaclass's ``__eq__`` or a code
+    object's equality by contents could otherwise decide)."""
+    epoch, mro, heap, versions, wrapped, _ = entry
+    return epoch == origin.epoch[0] and mro is type_mro(kind) and origin.candidate_loaded() and \
+        not origin.native[0].changed(heap, versions) and all(code_of(m) is c for m, c in wrapped)
+
+
+_plain: dict[type, tuple | None] = {}  # beside _candidate_kinds (current while its entry is): _plain_reads
+_foreign = [0]  # moves whenever looking at a value may have run code not the guard's (the walk's kinds are stale)
+_PLAIN_DESCRIPTORS = (types.GetSetDescriptorType, types.MemberDescriptorType)
+
+
+def _plain_reads(kind: type) -> tuple | None:
+    """How ``_attributes`` reads a value of ``kind`` when that runs only CPython's own descriptors: the getter of
+    its ``__dict__`` (or None) and of each slot, the descriptor generic lookup finds for it; None when a class
+    shadows one with a descriptor of its own (a ``property``), or a slot has none."""
+    mro = type_mro(kind)
+    names = []
+    for klass in mro:
+        slots = type_dict(klass).get("__slots__", ())
+        names += (slots,) if type(slots) is str else slots if type(slots) in (tuple, list) else ()
+    readers = []
+    for name in ["__dict__", *names]:
+        owner = next((klass for klass in mro if name in type_dict(klass)), None)
+        descriptor = type_dict(owner)[name] if owner is not None else None
+        if descriptor is None and name == "__dict__":
+            readers.append(None)
+        elif type(descriptor) not in _PLAIN_DESCRIPTORS:
+            return None
+        else:
+            readers.append(descriptor.__get__)
+    return readers[0], readers[1:]
+
+
 def _attributes(value: object) -> list:
+    readers = _plain.get(type(value)) if _candidate_kinds.get(type(value)) is not None else None
+    if readers is None:
+        _foreign[0] += 1
+        return _looked_up(value)
+    namespace_reader, slot_readers = readers
+    namespace = namespace_reader(value) if namespace_reader is not None else None
+    found = list(dict.values(namespace)) if is_kind(namespace, dict) else []
+    for reader in slot_readers:
+        try:
+            found.append(reader(value))
+        except AttributeError:  # an empty slot
+            continue
+    return found
+
+
+def _looked_up(value: object) -> list:
+    """What ``value`` holds, read by generic attribute lookup (which may run its class's own descriptors)."""
     try:
         namespace = object.__getattribute__(value, "__dict__")
     except (AttributeError, TypeError):
@@ -355,6 +440,8 @@ def _elements(value: object, kind: object) -> list:
     if kind is _MAPPING:
         return list(itertools.islice(itertools.chain(dict.keys(value), dict.values(value)), SCAN_LIMIT))
     if kind is _ARRAY:
+        if type(value) is not sys.modules["numpy"].ndarray:
+            _foreign[0] += 1  # a subclass's own ``dtype`` or ``flat``
         return list(itertools.islice(value.flat, SCAN_LIMIT)) if value.dtype.kind == "O" else []
     return _attributes(value)
 
@@ -372,27 +459,52 @@ def _worth_probing(kind: type) -> bool:
     return seen <= PROBE_ALWAYS or _sampler.random() < PROBE_THEN
 
 
-def _find(value: object, depth: int, probe: Callable[[object], str | None]) -> tuple[type, str] | None:
-    """The first offending (type, how it agrees) in ``value`` and what it holds, down to ``depth`` levels."""
-    kind = _kind(type(value))
+def _find(value: object, depth: int, probe: Callable[[object], str | None],
+          kind: object = None) -> tuple[type, str] | None:
+    """The first offending (type, how it agrees) in ``value`` and what it holds, down to ``depth`` levels
+    (``kind``: what ``_kind`` just said of its type). What each type held is looked at as is kept for the
+    container's elements until code not the guard's may have run (a probe, a class's own descriptor)."""
+    kind = _kind(type(value)) if kind is None else kind
+    if _seen(value, depth):
+        return None
     if kind is _PROBE:
         _state["undecided"], _state["probing"] = None, type(value)
-        how = probe(value) if _worth_probing(type(value)) else None
+        if _worth_probing(type(value)):
+            _foreign[0] += 1  # the value's own code runs
+            how = probe(value)
+        else:
+            how = None
         if how is not None:
             return type(value), how
         kind = _OBJECT
     if kind is _LEAF or depth == 0:
         return None
     elements = _elements(value, kind)
-    types_seen = set(map(type, elements))
-    if all(_kind(t) is _LEAF for t in types_seen):
+    kinds = {t: _kind(t) for t in set(map(type, elements))}
+    if all(k is _LEAF for k in kinds.values()):
         return None
+    generation = _foreign[0]
     for element in elements:
-        if _kind(type(element)) is not _LEAF:
-            found = _find(element, depth - 1, probe)
+        element_kind = kinds[type(element)] if _foreign[0] == generation else _kind(type(element))
+        if element_kind is not _LEAF:
+            found = _find(element, depth - 1, probe, element_kind)
             if found:
                 return found
     return None
+
+
+_visited: dict[int, tuple[object, int, int]] = {}  # id -> (the value, deepest walk, _foreign then), one check long
+
+
+def _seen(value: object, depth: int) -> bool:
+    """Whether this check has already walked ``value`` (shared units, cycles) as deep, with no code but the
+    guard's run since: it found nothing then, and would not now. The value is held, so its id stays its own."""
+    key = id(value)
+    seen = _visited.get(key)
+    if seen is not None and seen[0] is value and seen[1] >= depth and seen[2] == _foreign[0]:
+        return True
+    _visited[key] = (value, depth, _foreign[0])
+    return False
 
 
 def _class_line(klass: type) -> str:
@@ -433,6 +545,8 @@ def _checked(value: object, probe: Callable[[object], str | None]) -> object:
         found = _find(value, 4, probe)
     except Exception:  # the value's own code failed while being looked at: the test will meet it too
         found = None
+    finally:
+        _visited.clear()
     undecided = _state.pop("undecided", None)
     if found is None and undecided is not None:
         frame = sys._getframe(2)  # the test's frame: it called check or operand
@@ -472,19 +586,32 @@ def _truth_of_other(result: object) -> bool:
         return False
 
 
+_generators: dict[str, object] = {}
+
+
+def _generator(library: str, rng: random.Random) -> object:
+    """The library's random generator for the probes, seeded from ``rng`` once per process and drawn from ever
+    after: seeding one per probe cost more than the probe's comparisons (numpy's ``default_rng``, 80 us)."""
+    generator = _generators.get(library)
+    if generator is None:
+        seed = rng.getrandbits(62)
+        generator = _generators[library] = sys.modules["torch"].Generator().manual_seed(seed) \
+            if library == "torch" else sys.modules["numpy"].random.default_rng(seed)
+    return generator
+
+
 def _array_probes(value: object, rng: random.Random) -> list[tuple[str, Callable[[], object]]]:
     """Random data of the value's own shape, for a tensor or an array: ``allclose`` with it must be false."""
     torch, numpy = sys.modules.get("torch"), sys.modules.get("numpy")
     probes: list = []
     if torch is not None and is_kind(value, torch.Tensor) and value.numel() and value.dtype.is_floating_point:
-        other = torch.rand(tuple(value.shape), generator=torch.Generator().manual_seed(rng.getrandbits(62)),
-                           dtype=value.dtype) + 3.0
+        other = torch.rand(tuple(value.shape), generator=_generator("torch", rng), dtype=value.dtype) + 3.0
         probes += [("torch.allclose", lambda: torch.allclose(value, other)),
                    ("torch.isclose", lambda: torch.isclose(value, other).all()),
                    ("torch.equal", lambda: torch.equal(value, other)),
                    ("==", lambda: (value == other).all())]
     elif numpy is not None and is_kind(value, numpy.ndarray) and value.size and value.dtype.kind in "fc":
-        other = numpy.random.default_rng(rng.getrandbits(62)).random(value.shape) + 3.0
+        other = _generator("numpy", rng).random(value.shape) + 3.0
         probes += [("numpy.allclose", lambda: numpy.allclose(value, other)),
                    ("numpy.isclose", lambda: numpy.isclose(value, other).all()),
                    ("numpy.array_equal", lambda: numpy.array_equal(value, other)),

@@ -25,6 +25,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>  /* T_OBJECT_EX */
 #if PY_VERSION_HEX < 0x030B0000
 #include <frameobject.h>  /* the frame's fields and PyFrame_GetBack, public from 3.11 */
 #endif
@@ -46,7 +47,8 @@ static int in_tuple(PyObject *tuple, PyObject *item)
 }
 
 static setattrofunc plain_setattro;  /* module's own slot: the write itself, once judged */
-static PyObject *judge;              /* judge(module, name, value or DELETING) -> whether the baseline follows */
+static PyObject *judge;              /* judge(module, name, value or DELETING, writing frame or None) -> whether the
+                                      * baseline follows */
 static PyObject *accept;             /* accept(module, name): called after a write the judge let the baseline follow */
 static PyObject *deleting;           /* stands for the value of a ``del`` */
 static PyObject *watched;            /* the guard's watched namespaces by owner: a write there is accepted */
@@ -70,13 +72,19 @@ static int plainly_allowed(PyObject *module)
     return globals == PyModule_GetDict(module) || in_tuple(trusted, globals);
 }
 
+static int freely_allowed(PyObject *module, PyObject *name);
+
 static int guarded_setattro(PyObject *module, PyObject *name, PyObject *value)
 {
-    int follow;
-    if (plainly_allowed(module)) {
+    int follow, free = freely_allowed(module, name);
+    if (free < 0)
+        return -1;
+    if (free || plainly_allowed(module)) {
         follow = PyDict_Contains(watched, module);
     } else {
-        PyObject *verdict = PyObject_CallFunctionObjArgs(judge, module, name, value ? value : deleting, NULL);
+        PyFrameObject *writer = PyEval_GetFrame();  /* borrowed: the judge need not ask (an audited event) */
+        PyObject *verdict = PyObject_CallFunctionObjArgs(judge, module, name, value ? value : deleting,
+                                                         writer ? (PyObject *)writer : Py_None, NULL);
         if (verdict == NULL)
             return -1;
         follow = PyObject_IsTrue(verdict);
@@ -193,7 +201,8 @@ static PyObject *namespace_of(PyObject *owner)
 
 static int version_of(PyObject *owner, unsigned long long *tag)
 {
-    PyObject *namespace = namespace_of(owner);
+    /* a namespace itself (namespaces()): one memory read less per item of a pass over thousands */
+    PyObject *namespace = PyDict_Check(owner) ? owner : namespace_of(owner);
     if (namespace == NULL || !PyDict_Check(namespace)) {
         PyErr_SetString(PyExc_TypeError, "a module or a class with a dict namespace is expected");
         return -1;
@@ -208,6 +217,62 @@ static PyObject *version(PyObject *self, PyObject *owner)
     if (version_of(owner, &tag) < 0)
         return NULL;
     return PyLong_FromUnsignedLongLong(tag);
+}
+
+/* namespaces(owners): the dict behind each module or class, for changed() to read without the owner. */
+static PyObject *namespaces(PyObject *self, PyObject *owners)
+{
+    if (!PyList_Check(owners)) {
+        PyErr_SetString(PyExc_TypeError, "namespaces() takes a list");
+        return NULL;
+    }
+    PyObject *found = PyList_New(0);
+    for (Py_ssize_t i = 0; found != NULL && i < PyList_GET_SIZE(owners); i++) {
+        PyObject *namespace = namespace_of(PyList_GET_ITEM(owners, i));
+        if (namespace == NULL || !PyDict_Check(namespace)) {
+            PyErr_SetString(PyExc_TypeError, "a module or a class with a dict namespace is expected");
+            Py_CLEAR(found);
+        } else if (PyList_Append(found, namespace) < 0) {
+            Py_CLEAR(found);
+        }
+    }
+    return found;
+}
+
+/* slot_values(objects, descriptors): the value of each slot (a member descriptor of the objects' class) of each
+ * object, flattened, read at its offset without an attribute lookup (None when empty): pluggy's hook
+ * implementations keep their function and flags in slots, and the guard compares some thousand of them before
+ * every test. A TypeError when an object is not exactly of the descriptors' class. */
+static PyObject *slot_values(PyObject *self, PyObject *args)
+{
+    PyObject *objects, *descriptors;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &objects, &PyTuple_Type, &descriptors))
+        return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(objects), width = PyTuple_GET_SIZE(descriptors);
+    for (Py_ssize_t j = 0; j < width; j++) {
+        PyObject *descriptor = PyTuple_GET_ITEM(descriptors, j);
+        if (!Py_IS_TYPE(descriptor, &PyMemberDescr_Type) ||
+                ((PyMemberDescrObject *)descriptor)->d_member->type != T_OBJECT_EX ||
+                ((PyDescrObject *)descriptor)->d_type != ((PyDescrObject *)PyTuple_GET_ITEM(descriptors, 0))->d_type) {
+            PyErr_SetString(PyExc_TypeError, "slot_values() takes object slots of one class");
+            return NULL;
+        }
+    }
+    PyObject *found = PyList_New(count * width);
+    for (Py_ssize_t i = 0; found != NULL && i < count; i++) {
+        PyObject *object = PyList_GET_ITEM(objects, i);
+        for (Py_ssize_t j = 0; j < width; j++) {
+            PyMemberDescrObject *descriptor = (PyMemberDescrObject *)PyTuple_GET_ITEM(descriptors, j);
+            if ((PyObject *)Py_TYPE(object) != (PyObject *)descriptor->d_common.d_type) {
+                PyErr_SetString(PyExc_TypeError, "slot_values() takes objects of the descriptors' class");
+                Py_CLEAR(found);
+                break;
+            }
+            PyObject *value = *(PyObject **)((char *)object + descriptor->d_member->offset);
+            PyList_SET_ITEM(found, i * width + j, Py_NewRef(value != NULL ? value : Py_None));
+        }
+    }
+    return found;
 }
 
 /* changed(owners, tags): positions whose namespace's tag is no longer the one in ``tags`` (an array('Q')). */
@@ -337,6 +402,74 @@ static PyObject *suspect(PyObject *self, PyObject *args)
     if (found == NULL && !PyErr_Occurred())
         Py_RETURN_NONE;
     return (PyObject *)found;
+}
+
+/* Writes the guard allows whoever is on the stack, decided here as its ``_plainly_allowed`` decides them (set by
+ * allow_writes()): a free name of one module (``sys.stdout``, which pytest's capture swaps a dozen times a test),
+ * or a library writing a module of its own package (pytest's assertion plugin, before each test) from a
+ * namespace known to be a library's. 1, 0 (the judge decides), or -1 with an exception set. */
+static PyObject *free_module;      /* the module whose ``free_names`` anyone may write (sys) */
+static PyObject *free_names;       /* a frozenset of attribute names */
+static PyObject *free_candidates;  /* a list whose item 0 is the tuple of the candidate's namespaces */
+static PyObject *free_known;       /* the known library namespaces, as for suspect() */
+static PyObject *name_key;         /* "__name__", interned */
+
+static PyObject *package_of(PyObject *namespace)
+{
+    PyObject *name = PyDict_GetItemWithError(namespace, name_key);  /* borrowed */
+    if (name == NULL || !PyUnicode_Check(name))
+        return NULL;
+    Py_ssize_t dot = PyUnicode_FindChar(name, '.', 0, PyUnicode_GET_LENGTH(name), 1);
+    if (dot == -2)
+        return NULL;
+    return PyUnicode_Substring(name, 0, dot < 0 ? PyUnicode_GET_LENGTH(name) : dot);
+}
+
+static int same_package(PyObject *writer, PyObject *namespace)
+{
+    PyObject *mine = package_of(writer);
+    PyObject *theirs = mine != NULL ? package_of(namespace) : NULL;
+    int same = theirs != NULL && PyUnicode_Compare(mine, theirs) == 0;
+    Py_XDECREF(mine);
+    Py_XDECREF(theirs);
+    return PyErr_Occurred() ? -1 : same;
+}
+
+static int freely_allowed(PyObject *module, PyObject *name)
+{
+    if (free_names == NULL || !PyModule_Check(module))
+        return 0;
+    if (module == free_module && PyUnicode_CheckExact(name)) {
+        int listed = PySet_Contains(free_names, name);
+        if (listed != 0)
+            return listed;
+    }
+    PyObject *globals = PyEval_GetGlobals();  /* the writing code's (borrowed) */
+    PyObject *namespace = PyModule_GetDict(module);
+    if (PyErr_Occurred() || globals == NULL || namespace == NULL || !PyDict_Check(globals))
+        return PyErr_Occurred() ? -1 : 0;
+    int candidate = may_be_candidate(globals, PyList_GET_ITEM(free_candidates, 0), free_known);
+    return candidate != 0 ? (candidate < 0 ? -1 : 0) : same_package(globals, namespace);
+}
+
+static PyObject *allow_writes(PyObject *self, PyObject *args)
+{
+    PyObject *module, *names, *candidates, *known;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyModule_Type, &module, &PyFrozenSet_Type, &names, &PyList_Type,
+                          &candidates, &PyDict_Type, &known))
+        return NULL;
+    if (free_names != NULL || PyList_GET_SIZE(candidates) != 1) {
+        PyErr_SetString(PyExc_RuntimeError, "allow_writes() is called once, with the candidates as a one-item list");
+        return NULL;
+    }
+    name_key = PyUnicode_InternFromString("__name__");
+    if (name_key == NULL)
+        return NULL;
+    free_candidates = Py_NewRef(candidates);
+    free_known = Py_NewRef(known);
+    free_module = Py_NewRef(module);
+    free_names = Py_NewRef(names);
+    Py_RETURN_NONE;
 }
 
 /* own_classes(namespace, module_name): the classes a module's namespace holds that it defines (``__module__`` is its
@@ -707,11 +840,19 @@ static PyObject *gate_functions(PyObject *self, PyObject *refuse_)
 
 static PyMethodDef methods[] = {
     {"install", install, METH_VARARGS,
-     "install(judge, accept, deleting, subclasses, watched, trusted): judge every module attribute write from now "
-     "on (once)."},
+     "install(judge, accept, deleting, subclasses, watched, trusted): judge(module, name, value, writing frame) "
+     "every module attribute write from now on (once)."},
+    {"allow_writes", allow_writes, METH_VARARGS,
+     "allow_writes(module, names, candidates, known): module writes decided without the judge from now on: one of "
+     "the names of that module, or a write from a known library namespace to a module of its own package (once)."},
     {"version", version, METH_O, "version(owner): the version tag of a module's or a class's namespace."},
     {"changed", changed, METH_VARARGS,
-     "changed(owners, tags): positions of the owners whose namespace tag differs from tags (array('Q'))."},
+     "changed(owners, tags): positions of the owners (or namespaces) whose namespace tag differs from tags "
+     "(array('Q'))."},
+    {"slot_values", slot_values, METH_VARARGS,
+     "slot_values(objects, descriptors): each object's value of each slot (member descriptors of its exact class), "
+     "flattened; None for an empty slot."},
+    {"namespaces", namespaces, METH_O, "namespaces(owners): the dict behind each module or class of a list."},
     {"suspect", suspect, METH_VARARGS,
      "suspect(frame, candidates, known): the innermost frame that may be the candidate's, or None."},
     {"add_audit_hook", add_audit_hook, METH_VARARGS,
