@@ -149,8 +149,8 @@ def instruction(package: CorpusPackage, task: CorpusTask) -> str:
 
 
 def drop_dangling_links(repo: Path) -> None:
-    """Remove links into what was left out (tenacity's README.rst points into its docs): no test reads them,
-    and a dangling link stops the runner's copy of the repository."""
+    """Remove links into what was left out (tenacity's README.rst points into its docs): no test reads them, and
+    the dataset ships no link to nothing (the runner's copy leaves such links out too: agent/task/workspace.py)."""
     for path in sorted(repo.rglob("*")):
         if path.is_symlink() and not path.exists():
             path.unlink()

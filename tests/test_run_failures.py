@@ -118,15 +118,24 @@ def test_a_run_fatal_error_stops_the_run_and_the_rerun_completes_it(
     assert results(out) == reference
 
 
-def test_a_request_refused_as_sent_stops_its_job_apart_and_is_not_resent(
-        tmp_path: Path, faults: Faults, capsys: pytest.CaptureFixture) -> None:
+def _threaded_run(tmp_path: Path) -> tuple[tuple[Path, Path], Path, Path]:
+    """The scripts, output folder and config of a standard run whose jobs run as threads (one faults server)."""
     scripts = write_scripts(tmp_path / "scripts", SOLVE_AT)
     out = tmp_path / "out"
-    config = write_config(tmp_path / "run.yaml", scripts, out, **{**STANDARD_RUN, "parallel-mode": "threads"})
-    target = f"`{DatasetManager(DATASET).get(2).target_file_path}`"
+    return scripts, out, write_config(tmp_path / "run.yaml", scripts, out,
+                                      **{**STANDARD_RUN, "parallel-mode": "threads"})
 
-    def too_long(prompt: str) -> bool:
-        return target in prompt and "## Turn 1, step 1" in prompt
+
+def _task_2_prompt(turn: int) -> Callable[[str], bool]:
+    """Whether a prompt is task 2's first step of ``turn``."""
+    target = f"`{DatasetManager(DATASET).get(2).target_file_path}`"
+    return lambda prompt: target in prompt and f"## Turn {turn}, step 1" in prompt
+
+
+def test_a_request_refused_as_sent_stops_its_job_apart_and_is_not_resent(
+        tmp_path: Path, faults: Faults, capsys: pytest.CaptureFixture) -> None:
+    scripts, out, config = _threaded_run(tmp_path)
+    too_long = _task_2_prompt(turn=1)
 
     faults.rule = lambda spec, messages, n: (RequestFatal("context_length", "OpenAI says the prompt is too long for "
                                                           "gpt-x (context_length_exceeded)")
@@ -227,13 +236,8 @@ def test_on_tampered_stop_ends_the_job_at_its_tampered_turn(
 
 def test_a_shared_seed_refused_as_sent_stops_every_level_and_is_not_resent(
         tmp_path: Path, faults: Faults, capsys: pytest.CaptureFixture) -> None:
-    scripts = write_scripts(tmp_path / "scripts", SOLVE_AT)
-    out = tmp_path / "out"
-    config = write_config(tmp_path / "run.yaml", scripts, out, **{**STANDARD_RUN, "parallel-mode": "threads"})
-    target = f"`{DatasetManager(DATASET).get(2).target_file_path}`"
-
-    def seed_prompt(prompt: str) -> bool:
-        return target in prompt and "## Turn 0, step 1" in prompt
+    _, out, config = _threaded_run(tmp_path)
+    seed_prompt = _task_2_prompt(turn=0)
 
     faults.rule = lambda spec, messages, n: (RequestFatal("context_length", "the prompt is too long")
                                              if seed_prompt(messages[-1]["content"]) else None)
