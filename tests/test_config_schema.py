@@ -14,7 +14,7 @@ import yaml
 
 from agent.config import ConfigError, load_config
 from agent.config.schema import KEYS, KNOWN_KEYS, SECTIONS
-from agent.job.fingerprint import user_key
+from agent.job.fingerprint import diff_fingerprints, user_key
 from agent.job.layout import Job
 from agent.job.parts import RunParts
 from scripts import config_docs
@@ -91,11 +91,26 @@ def _keys_in(fingerprint: dict) -> set[str]:
 
 
 def test_fingerprint_marks_agree_with_the_fingerprint(tmp_path: Path) -> None:
-    cfg = make_config(tmp_path, guidance_level=1, guidance_type="dynamic", max_guidance_level=3)
-    parts = RunParts(cfg)
-    fingerprint = parts.fingerprint(Job(cfg.models[0], 1, parts.dataset.runnable()[0].index))
-    marked = {key.name for key in KEYS.values() if key.fingerprint}
-    assert marked == _keys_in(fingerprint)
+    """Every marked key shows in the fingerprint of the setting it shapes (the snippet setting's own key in its)."""
+    found = set()
+    for setting in ("memory_agent", "snippet"):
+        cfg = make_config(tmp_path, guidance_level=1, guidance_type="dynamic", max_guidance_level=3,
+                          evaluation_setting=setting, reindent_snippet=True)
+        parts = RunParts(cfg)
+        found |= _keys_in(parts.fingerprint(Job(cfg.models[0], 1, parts.dataset.runnable()[0].index)))
+    assert {key.name for key in KEYS.values() if key.fingerprint} == found
+
+
+def test_reindenting_snippets_is_part_of_a_snippet_jobs_identity(tmp_path: Path) -> None:
+    """A snippet job made with re-indented blocks is another trajectory; the default (verbatim) adds no key, so
+    snippet runs stored before the key entered are still accepted."""
+    def of(**keys: object) -> dict:
+        parts = RunParts(make_config(tmp_path, evaluation_setting="snippet", **keys))
+        return parts.fingerprint(Job(parts.cfg.models[0], 0, parts.dataset.runnable()[0].index))
+
+    verbatim, reindented = of(), of(reindent_snippet=True)
+    assert "reindent_snippet" not in verbatim and diff_fingerprints(verbatim, reindented) == ["reindent_snippet"]
+    assert user_key("reindent_snippet") == "reindent-snippet"
 
 
 def test_the_config_package_does_not_import_the_run_modules() -> None:

@@ -160,7 +160,7 @@ SECTIONS = (
         Key("memory-to-keep", Integer(0), 10, "protocol improved: most recent messages kept verbatim by a summary "
             "(the release keeps 5)", fingerprint=True),
         Key("reindent-snippet", Flag(), False, "snippet setting: re-indent the answered block (false = the "
-            "release's faithful verbatim insert)"),
+            "release's faithful verbatim insert)", fingerprint=True),
         Key("edit-action", Flag(), False, "true: the agent may also use EDIT <N> <M> (replace a line range; "
             "protocol improved only); the release ships it disabled", fingerprint=True),
     )),

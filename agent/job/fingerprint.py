@@ -27,7 +27,7 @@ SHOWN_CHANGES = 5  # changed keys a refusal names; the rest go to a file it poin
 _SETTING_KEYS = {
     "protocol": "protocol", "setting": "evaluation-setting", "level": "guidance-level",
     "guidance_type": "guidance-type", "max_guidance_level": "max-guidance-level", "max_steps": "max-steps",
-    "edit_action": "edit-action", "feedback_source": "feedback-source", "replayed_level": "replay-run-feedback-level",
+    "edit_action": "edit-action", "reindent_snippet": "reindent-snippet", "feedback_source": "feedback-source", "replayed_level": "replay-run-feedback-level",
     "dataset": "the task's files (work-dir)", "harness": "the harness version",
     "memory.threshold": "memory-threshold", "memory.to_keep": "memory-to-keep",
 }

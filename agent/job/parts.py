@@ -64,11 +64,15 @@ class RunParts:
         guidance = {"guidance_type": cfg.guidance_type}
         if cfg.guidance_type == "dynamic":
             guidance["max_guidance_level"] = cfg.max_guidance_level
-        tools = {"max_steps": cfg.max_steps, "edit_action": cfg.edit_action} if setting.kind == "tools" else {}
+        # Re-indenting changes the file an answered block makes; named only when on, so runs made before it
+        # entered (verbatim inserts, the default) are still accepted.
+        by_kind = {"tools": {"max_steps": cfg.max_steps, "edit_action": cfg.edit_action},
+                   "snippet": {"reindent_snippet": True} if cfg.reindent_snippet else {}}
         memory = {"threshold": cfg.memory_threshold, "to_keep": cfg.memory_to_keep} if setting.carries_memory else {}
         return job_fingerprint(
             models=models, prompts=self.protocol.prompts(), memory=memory, protocol=self.protocol.name,
-            setting=cfg.evaluation_setting, level=job.level, **guidance, **tools, feedback_source=cfg.feedback_source,
+            setting=cfg.evaluation_setting, level=job.level, **guidance, **by_kind.get(setting.kind, {}),
+            feedback_source=cfg.feedback_source,
             replayed_level=cfg.replay_run_feedback_level, dataset=self.task_fingerprint(job.task_index),
             harness=harness_version())
 
