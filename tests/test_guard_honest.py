@@ -663,6 +663,85 @@ def test_own_locals():
 '''
 
 
+EXITS_AND_CONFIG = '''\
+import argparse
+import sys
+import threading
+
+
+def main(argv):
+    """A command line's entry point: it ends with its exit code, as click's and argparse's do."""
+    parser = argparse.ArgumentParser(prog="calc")
+    parser.add_argument("op", choices=["add"])
+    parser.add_argument("numbers", type=float, nargs=2)
+    args = parser.parse_args(argv)
+    print(add(*args.numbers))
+    sys.exit(0)
+
+
+def invoke(argv):
+    """Runs ``main`` as a command line's test runner does (click's ``CliRunner``): the exit is its result."""
+    try:
+        main(argv)
+    except SystemExit as done:
+        return done.code
+    return None
+
+
+def load_config(path, binary=True):
+    """Runs a Python config file in a namespace of its own (traitlets' config loader)."""
+    namespace = {"c": {}}
+    with open(path, "rb" if binary else "r") as handle:
+        exec(compile(handle.read(), path, "exec"), namespace, namespace)
+    return namespace["c"]
+
+
+def drain(items):
+    """A worker thread that stops itself with ``sys.exit`` at the sentinel: only that thread ends."""
+    seen = []
+
+    def work():
+        for item in items:
+            if item is None:
+                sys.exit()
+            seen.append(item)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    return seen
+
+
+def add(a, b):
+    return a + b
+'''
+
+EXITS_AND_CONFIG_TEST = '''\
+import pytest
+
+from pkg.target import add, drain, invoke, load_config, main
+
+
+def test_exit_caught_by_its_runner():
+    assert invoke(["add", "2", "3"]) == 0 and invoke(["mul", "2", "3"]) == 2
+
+
+def test_exit_caught_by_the_test(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["add", "2", "3"])
+    assert done.value.code == 0 and capsys.readouterr().out == "5.0\\n"
+
+
+def test_config_file(tmp_path):
+    path = tmp_path / "config.py"
+    path.write_text("c['lr'] = 1 / 2\\nc['layers'] = [c.get('width', 4)] * 2\\n")
+    assert load_config(str(path)) == load_config(str(path), binary=False) == {"lr": 0.5, "layers": [4, 4]}
+
+
+def test_worker_exits():
+    assert drain([1, 2, None, 3]) == [1, 2] and add(1, 2) == 3
+'''
+
 CASES = {
     "own dunders reach the asserts": (OWN_DUNDERS, OWN_DUNDERS_TEST),
     "mocks the test creates": (MOCKS, MOCKS_TEST),
@@ -673,6 +752,8 @@ CASES = {
     "star imports, generated code, the test's gc callback, the test patching its module": (
         STARRED_AND_GENERATED, STARRED_AND_GENERATED_TEST),
     "capabilities spelled, not used on others": (SPELLED_NOT_DONE, SPELLED_NOT_DONE_TEST),
+    "a command line's exit caught by its runner, a config file run in its own namespace": (
+        EXITS_AND_CONFIG, EXITS_AND_CONFIG_TEST),
 }
 
 

@@ -29,6 +29,20 @@ def options_for(allowed: set[str], sandbox: str) -> RunnerOptions:
     timeout = FAST["timeout_sec"] if "timeout" in allowed else 60
     return RunnerOptions(sandbox=sandbox, **{**FAST, "timeout_sec": timeout})
 
+# Its own file's text, compiled under its own name, run in the test's namespace (a file's own text compiled under
+# its name is that file's code, except the candidate's file: that stays its code).
+OWN_FILE_IN_THE_TEST = WRONG + '''
+import sys
+import types
+
+if __name__ == "pkg.target":
+    _test = next(m for m in list(sys.modules.values()) if str(getattr(m, "__file__", "")).endswith("/test.py"))
+    with open(__file__) as _source:
+        exec(compile(_source.read(), __file__, "exec"), vars(_test))
+else:
+    canonical = types.SimpleNamespace(add=add, scale=scale)
+'''
+
 # name -> (candidate source, allowed statuses). {marker}, {dataset} and {port} are filled in per test.
 HOSTILE = {
     "infinite_loop": ("while True:\n    pass\n", {"timeout"}),
@@ -60,7 +74,13 @@ HOSTILE = {
                      "    " + line for line in WRONG.splitlines()) + "\n", {"failed"}),
     "network": ("import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2).sendall(b'hi')\n"
                 "    REACHED = True\nexcept OSError:\n    REACHED = False\n" + WRONG, {"failed"}),
-    "sys_exit_at_import": ("import sys\nsys.exit(0)\n", {"tampered"}),
+    # SystemExit is an exception: pytest records one escaping the candidate's import as an internal error (a
+    # collection error before pytest 9.2), one escaping a test as its failure; the process itself goes on.
+    "sys_exit_at_import": ("import sys\nsys.exit(0)\n", {"failed", "error"}),
+    "sys_exit_in_a_test": ("import sys\n\n\ndef add(a, b):\n    raise SystemExit(0)\n\n\n"
+                           "def scale(values, k):\n    sys.exit(0)\n", {"failed"}),
+    "sys_exit_at_interpreter_exit": ("import atexit, sys\natexit.register(sys.exit, 0)\n" + WRONG, {"failed"}),
+    "own_file_run_in_the_test": (OWN_FILE_IN_THE_TEST, {"tampered"}),
     "os_exit_at_import": ("import os\nos._exit(0)\n", {"tampered"}),
     "os_exit_spelled_around": ("import os\ngetattr(os, '_' + 'exit')(0)\n", {"tampered"}),
     "fake_junit_then_exit": (

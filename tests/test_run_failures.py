@@ -207,7 +207,7 @@ def test_truncated_feedback_says_so(tmp_path: Path, faults: Faults, capsys: pyte
 
 def test_on_tampered_stop_ends_the_job_at_its_tampered_turn(
         tmp_path: Path, faults: Faults, capsys: pytest.CaptureFixture) -> None:
-    scripts = write_scripts(tmp_path / "scripts", {2: None}, wrong_code="import sys\nsys.exit(0)\n")
+    scripts = write_scripts(tmp_path / "scripts", {2: None}, wrong_code="import os\nos._exit(0)\n")
     out = tmp_path / "out"
     keys = {**STANDARD_RUN, "task-ids": [2], "guidance-level": [0, 2], "parallel-mode": "none"}
     config = write_config(tmp_path / "run.yaml", scripts, out, **keys)

@@ -24,19 +24,22 @@ Denied to candidate code (on the stack, or in a thread it started):
 * forging code: ``types.CodeType``/``code.replace``, ``marshal.loads`` called by candidate code itself
   (``types.FunctionType`` too without the compiled helper, which sees its globals), and
   running code of its file under other globals (``exec``, ``types.FunctionType``); what it compiles, executes
-  or evaluates is its code wherever it runs;
+  or evaluates is its code wherever it runs (a file whose own text it compiles under the file's name, such as a
+  config file, stays that file's);
 * native memory: any ``ctypes`` operation called from candidate code (importing ``ctypes`` and defining
   structures is not one);
 * import hooks: ``sys.meta_path``/``path_hooks`` entries of the candidate's
   (checked at every import and every test boundary);
 * audit hooks of its own, replacing a function's ``__code__``/defaults,
   re-classing modules, classes or pytest objects;
-* ending or signalling the process: ``os._exit``, ``os.abort``, ``sys.exit``,
+* ending or signalling the process: ``os._exit``, ``os.abort``,
   ``os.kill``/``killpg`` of the test process or its parent,
   ``signal.pthread_kill``/``raise_signal``/``alarm``/``setitimer`` (installing a handler
   with ``signal.signal`` is neither),
   ``os.exec*``. The functions without an audit event are wrapped in their modules.
-  Forked children (multiprocessing workers) may exit as they please.
+  Forked children (multiprocessing workers) may exit as they please. ``sys.exit`` is not among them: it
+  raises ``SystemExit``, an exception its callers catch (a command line's test runner) and pytest records
+  as the test's failure (an internal error at collection) when none does, so it cannot end the process.
 
 Writes to attributes of modules and classes the candidate did not define are
 watched by ``recode_guard_integrity``; values that reach the test's
@@ -201,10 +204,11 @@ def _builds_code(name: str):
     """Candidate code forging code objects (``types.CodeType``, ``code.replace``, ``marshal``; and
     ``types.FunctionType`` where the compiled helper cannot see the globals it is given, see ``refuse_function``);
     and anyone running code of a file on disk that is the candidate's (its own, one it wrote, one whose name it
-    gave code it compiled) with namespaces not its own (the import system running its module is the one
-    exception). Code it builds under a name no file has (attrs' ``<attrs generated ...>`` or ``""``) runs with
-    globals it built: it stays its code (tainted by ``recode_guard_reference.audit``), so the stack checks still
-    see it."""
+    gave code it compiled that is not that file's text) with namespaces not its own: the ``exec`` event carries
+    the code only, so any run of such code but the import system's (running its module) is refused. Code it
+    builds under a name no file has (attrs' ``<attrs generated ...>`` or ``""``), or from a file's own text
+    under the file's name (a config file), runs with globals it built: it stays its code (tainted by
+    ``recode_guard_reference.audit``), so the stack checks still see it."""
     def rule(trigger: types.FrameType, args: tuple) -> None:
         forging = name in _FORGING or (name == "function.__new__" and not gated[0])
         if forging and origin.is_candidate_frame(trigger):
@@ -386,7 +390,6 @@ def _wrap_exits() -> None:
 
     for owners, name, what in (((os, posix), "_exit", "ends the test process (os._exit)"),
                                ((os, posix), "abort", "ends the test process (os.abort)"),
-                               ((sys,), "exit", "ends the test process (sys.exit)"),
                                ((signal, _signal), "raise_signal", "signals the test process (signal.raise_signal)"),
                                ((signal, _signal), "alarm", "signals the test process (signal.alarm)"),
                                ((signal, _signal), "setitimer", "signals the test process (signal.setitimer)")):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.machinery
+import importlib.util
 import inspect
 import os
 import re
@@ -516,6 +517,25 @@ def _copied_block(source: object) -> str | None:
     return None
 
 
+def _text_of(source: object, filename: str) -> bool:
+    """Whether ``source`` is the text of the file ``filename`` names. Compiling a file's own text under its name
+    (a config loader running a config file, a script runner) runs that file: the file does not become the
+    candidate's, as it does when the candidate gives its code a file's name (``compile(hack, pytest_file)``)."""
+    if not isinstance(source, (str, bytes, bytearray)):
+        return False
+    try:
+        with open(filename, "rb") as handle:
+            data = handle.read()
+    except (OSError, ValueError):
+        return False
+    if isinstance(source, str):
+        try:
+            return source == importlib.util.decode_source(data)
+        except (SyntaxError, UnicodeDecodeError, LookupError):
+            return False
+    return bytes(source) == data
+
+
 def audit(event: str, args: tuple, direct: types.FrameType) -> None:
     """Audit events through which reference code is copied, compiled or serialised (called by the guard's hook,
     which skips the guard's own work, such as compiling the reference); ``direct`` made the call."""  # the frame that called exec, compile...: audit hooks run from C
@@ -526,7 +546,8 @@ def audit(event: str, args: tuple, direct: types.FrameType) -> None:
         return
     if event == "compile":
         source, filename = (tuple(args) + (None, None))[:2]
-        if isinstance(filename, str) and not filename.startswith("<") and is_candidate_code(direct.f_code):
+        if isinstance(filename, str) and not filename.startswith("<") and is_candidate_code(direct.f_code) and \
+                not is_candidate_file(filename) and not _text_of(source, filename):
             origin.taint_file(filename)  # "<string>" and the like are left to the code objects' taint
         if is_reference_file(filename):
             evidence = "compiles the reference's source"
