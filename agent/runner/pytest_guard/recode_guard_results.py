@@ -149,11 +149,13 @@ class _Instrument(ast.NodeTransformer):
         index = len(self.functions)
         first = min([d.lineno for d in node.decorator_list] + [node.lineno])
         self.functions.append((node.name, node.lineno, first))
-        generator = _yields(node, self.lines)
-        self.current.append(None if generator else index)
+        # A generator's body ends when whoever drives it (tornado's ``gen_test``) runs it to its end; an async
+        # generator may not ``return`` a value, and no runner drives one as a test.
+        counted = not (isinstance(node, ast.AsyncFunctionDef) and _yields(node, self.lines))
+        self.current.append(index if counted else None)
         self.generic_visit(node)
         self.current.pop()
-        if not generator:
+        if counted:
             last = node.body[-1]
             node.body.append(_located(ast.Expr(_call(ENDED, [ast.Constant(index)], last)), last))
         return node
@@ -617,10 +619,37 @@ def _array_probes(value: object, rng: random.Random) -> list[tuple[str, Callable
                    ("numpy.array_equal", lambda: numpy.array_equal(value, other)),
                    ("==", lambda: (value == other).all())]
     elif numpy is not None:
-        scalar = rng.random() + 3.0
-        probes += [("numpy.allclose", lambda: numpy.allclose(value, scalar)),
-                   ("numpy.isclose", lambda: numpy.all(numpy.isclose(value, scalar)))]
+        probes += [("numpy.allclose", _beyond_empty(value, numpy, rng, lambda other: numpy.allclose(value, other))),
+                   ("numpy.isclose", _beyond_empty(value, numpy, rng,
+                                                   lambda other: numpy.all(numpy.isclose(value, other))))]
     return probes
+
+
+def _beyond_empty(value: object, numpy: types.ModuleType, rng: random.Random,
+                  compare: Callable[[object], object]) -> Callable[[], object]:
+    """``compare`` with a random number; a value numpy sees as empty (an empty unit container or array) agrees
+    with any number by numpy's own rules, so it counts only if the value also agrees with random data of a shape
+    no empty array broadcasts to (its shape with each 0 made 2): one agreeing with everything does."""
+    def probe() -> object:
+        agreed = compare(rng.random() + 3.0)
+        if _truth(agreed) is not True:
+            return agreed
+        shape = _numpy_shape(value, numpy)
+        if shape is None or all(shape):
+            return agreed
+        return compare(_generator("numpy", rng).random(tuple(size or 2 for size in shape)) + 3.0)
+    return probe
+
+
+def _numpy_shape(value: object, numpy: types.ModuleType) -> tuple | None:
+    """The shape numpy gives ``value``: an array's own (a subclass's ``shape`` does not run), else that of the
+    array numpy makes of it; None when it makes none."""
+    if is_kind(value, numpy.ndarray):
+        return numpy.ndarray.shape.__get__(value)
+    try:
+        return numpy.asarray(value).shape
+    except Exception:
+        return None
 
 
 def agreeable(value: object) -> str | None:
