@@ -105,10 +105,11 @@ def _call(name: str, args: list[ast.expr], at: ast.AST) -> ast.Call:
 
 
 def _helper(func: ast.expr) -> bool:
-    """pytest's own helpers in rewritten code (``@pytest_ar._saferepr``...) and ours."""
+    """pytest's own helpers in rewritten code (``@pytest_ar._saferepr``...) and ours; not a ``@py_assert``
+    temporary, which holds the test's own callee (``assert np.allclose(got, want)`` calls ``@py_assert1``)."""
     while isinstance(func, ast.Attribute):
         func = func.value
-    return isinstance(func, ast.Name) and func.id.startswith("@")
+    return isinstance(func, ast.Name) and func.id.startswith("@") and not func.id.startswith("@py_assert")
 
 
 def _yields(node: ast.AST, lines: list[bytes]) -> bool:
