@@ -11,8 +11,9 @@ is instrumented before compilation:
   unchanged after looking at its type (and into tuples, lists, dicts, object
   arrays and the attributes of the candidate's objects);
 * every function of the test module reports when it returns normally
-  (``return`` and falling off the end), so the guard knows whether a test's
-  body ran to its end, not merely that no exception reached pytest.
+  (``return`` and falling off the end; a generator when its driver runs it
+  to its end), so the guard knows whether a test's body ran to its end, not
+  merely that no exception reached pytest.
 
 ``check`` reports a value whose class the candidate gave comparison, truth,
 conversion or dispatch code of its own (``__eq__``, ``__bool__``,
