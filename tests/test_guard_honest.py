@@ -13,7 +13,7 @@ import pytest
 
 from agent.runner.core import RunnerOptions, run_candidate
 from tests.guard_testlib import SANDBOX
-from tests.runner_testlib import make_task
+from tests.runner_testlib import CANONICAL, make_task
 
 OWN_DUNDERS = '''\
 import heapq
@@ -662,6 +662,77 @@ def test_own_locals():
     assert own_locals() == ["marker"] and add(1, 2) == 3
 '''
 
+EMPTY_UNITS = '''\
+from collections.abc import Mapping
+
+import numpy as np
+
+
+class Units(Mapping):
+    \"\"\"Unit exponents (pint's UnitsContainer): numpy reads an empty one as an empty array, which
+    ``numpy.allclose`` finds close to any number.\"\"\"
+
+    def __init__(self, **exponents):
+        self._exponents = dict(exponents)
+
+    def __getitem__(self, name):
+        return self._exponents[name]
+
+    def __iter__(self):
+        return iter(self._exponents)
+
+    def __len__(self):
+        return len(self._exponents)
+
+    def __eq__(self, other):
+        return isinstance(other, Mapping) and dict(self) == dict(other)
+
+    __hash__ = None
+
+    def __str__(self):
+        return " * ".join(f"{name} ** {power}" for name, power in self.items()) or "dimensionless"
+
+
+class Quantity(np.ndarray):
+    \"\"\"An array with a unit (unyt's unyt_array): numpy's functions run on its values, keeping the unit.\"\"\"
+
+    def __new__(cls, values, unit):
+        array = np.asarray(values, dtype=float).view(cls)
+        array.unit = unit
+        return array
+
+    def __array_finalize__(self, source):
+        self.unit = getattr(source, "unit", None)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        plain = [np.asarray(x) if isinstance(x, Quantity) else x for x in inputs]
+        return getattr(ufunc, method)(*plain, **kwargs)
+
+
+def positive(quantity):
+    return Quantity(np.asarray(quantity)[np.asarray(quantity) > 0], quantity.unit)
+
+
+def add(a, b):
+    return a + b
+'''
+
+EMPTY_UNITS_TEST = '''\
+from pkg.target import Quantity, Units, positive
+
+
+def test_empty_units():
+    units = Units()
+    assert str(units) == "dimensionless" and len(units) == 0
+    assert Units(meter=1) == {"meter": 1}
+
+
+def test_empty_quantity():
+    selected = positive(Quantity([-1.0, -2.0], "m"))
+    assert len(selected) == 0 and selected.unit == "m"
+    assert len(positive(Quantity([[1.0, -1.0]], "s"))) == 1
+'''
+
 
 EXITS_AND_CONFIG = '''\
 import argparse
@@ -754,11 +825,13 @@ CASES = {
     "capabilities spelled, not used on others": (SPELLED_NOT_DONE, SPELLED_NOT_DONE_TEST),
     "a command line's exit caught by its runner, a config file run in its own namespace": (
         EXITS_AND_CONFIG, EXITS_AND_CONFIG_TEST),
+    "empty unit-carrying values": (EMPTY_UNITS, EMPTY_UNITS_TEST),
 }
 
 
 def _test_names(test_py: str) -> tuple[str, ...]:
-    return tuple(line[4:line.index("(")] for line in test_py.splitlines() if line.startswith("def test_"))
+    lines = (line.strip() for line in test_py.splitlines())  # a test case's methods too
+    return tuple(line[4:line.index("(")] for line in lines if line.startswith("def test_"))
 
 
 NEEDS = {"the test freezes time and declares a global": "freezegun", "torch optimizer and module subclasses": "torch"}
@@ -777,4 +850,53 @@ def test_honest_task_passes(tmp_path: Path, name: str) -> None:
     dataset = make_task(tmp_path / "honest dataset", test_py=test_py, canonical=candidate,
                         test_cases=_test_names(test_py))
     result = run_candidate(dataset, 1, candidate, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+
+
+RUNNER = '''\
+import functools
+
+
+def driven(method):
+    """Runs a generator test to its end, sending back what each yielded step computes: a coroutine runner of a
+    library (tornado's ``gen_test``, which drives a test in its own loop), in miniature."""
+    @functools.wraps(method)
+    def run(self):
+        steps, value = method(self), None
+        while True:
+            try:
+                value = steps.send(value)()
+            except StopIteration:
+                return
+    return run
+'''
+
+DRIVEN_TEST = '''\
+import unittest
+
+from pkg.helper import driven
+from pkg.target import add
+
+
+class TestDriven(unittest.TestCase):
+    @driven
+    def test_steps(self):
+        total = yield lambda: add(2, 3)
+        assert total == 5
+
+    @driven
+    def test_returns_early(self):
+        total = yield lambda: add(1, 1)
+        if total == 2:
+            return
+        raise AssertionError(total)
+'''
+
+
+def test_a_generator_test_a_library_runs_to_its_end_passes(tmp_path: Path) -> None:
+    """A test written as a generator ends when the library driving it runs it to its end (issue 29: tenacity's
+    tornado tests under ``gen_test`` were read as never ending)."""
+    dataset = make_task(tmp_path / "honest dataset", test_py=DRIVEN_TEST, test_cases=_test_names(DRIVEN_TEST))
+    (tmp_path / "honest dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / "helper.py").write_text(RUNNER)
+    result = run_candidate(dataset, 1, CANONICAL, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
     assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])

@@ -326,3 +326,100 @@ def test_an_operand_whose_difference_is_always_zero_is_caught(tmp_path: Path) ->
     assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
     assert re.search(r"makes values that agree with anything \(a zero difference\); one reaches test\.py:\d+",
                      result["failure_messages"][0]), result["failure_messages"][0]
+
+
+EMPTY_TEST = '''\
+import numpy as np
+
+from pkg.target import add, scale
+
+
+def test_add():
+    assert np.allclose(add(2, 3), 5)
+
+
+def test_scale():
+    assert np.allclose(scale([1, 2], 3), [3, 6])
+'''
+
+EMPTY_AGREES = '''\
+import numpy as np
+
+
+class _Empty:
+    """Empty to numpy's conversion, yet ``allclose`` with anything."""
+
+    def __array__(self, dtype=None, copy=None):
+        return np.zeros(0)
+
+    def __array_function__(self, function, types, args, kwargs):
+        return True
+
+
+class _EmptyArray(np.ndarray):
+    def __array_function__(self, function, types, args, kwargs):
+        return True
+
+
+def add(a, b):
+    return _Empty()
+
+
+def scale(values, k):
+    return np.zeros(0).view(_EmptyArray)
+'''
+
+
+def test_a_value_claiming_to_be_empty_still_agrees_with_nothing(tmp_path: Path) -> None:
+    """An empty value agrees with any number by numpy's own rules (pint's empty unit container); one that agrees
+    with random data no empty array broadcasts to agrees with everything."""
+    dataset = make_task(tmp_path / "dataset", test_py=EMPTY_TEST)
+    result = run_candidate(dataset, 1, EMPTY_AGREES, RunnerOptions(sandbox="off", timeout_sec=120))
+    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
+    assert re.search(r"target\.py:\d+ \(_Empty(Array)?\) makes values that agree with anything \(numpy\.allclose\)",
+                     result["failure_messages"][0]), result["failure_messages"][0]
+
+
+DRIVER = '''\
+import functools
+
+
+def driven(method):
+    @functools.wraps(method)
+    def run(self):
+        for step in method(self):
+            step()
+    return run
+'''
+
+STOPPED_TEST = '''\
+import unittest
+
+from pkg.helper import driven
+from pkg.target import add, scale
+
+
+class TestStopped(unittest.TestCase):
+    @driven
+    def test_add(self):
+        yield lambda: None
+        assert add(2, 3) == 5
+
+    def test_scale(self):
+        assert scale([1, 2], 3) == [3, 6]
+'''
+
+STOP = "    from unittest.case import _ShouldStop\n    raise _ShouldStop"
+
+
+@pytest.mark.parametrize("name", ["test_add", "test_scale"])
+def test_a_unittest_body_stopped_early_is_caught(tmp_path: Path, name: str) -> None:
+    """unittest counts a test that raised its internal ``_ShouldStop`` as a success; the guard sees the body (a
+    generator run by a library's driver, or a plain method) not reach its end."""
+    dataset = make_task(tmp_path / "dataset", test_py=STOPPED_TEST)
+    (tmp_path / "dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / "helper.py").write_text(DRIVER)
+    stopped = "    return a + b" if name == "test_add" else "    return [v * k for v in values]"
+    candidate = CANONICAL.replace(stopped, STOP)
+    result = run_candidate(dataset, 1, candidate, RunnerOptions(sandbox="off", timeout_sec=120))
+    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
+    assert f"the report says {name} passed but the guard saw it" in result["failure_messages"][0]

@@ -11,8 +11,9 @@ is instrumented before compilation:
   unchanged after looking at its type (and into tuples, lists, dicts, object
   arrays and the attributes of the candidate's objects);
 * every function of the test module reports when it returns normally
-  (``return`` and falling off the end), so the guard knows whether a test's
-  body ran to its end, not merely that no exception reached pytest.
+  (``return`` and falling off the end; a generator when its driver runs it
+  to its end), so the guard knows whether a test's body ran to its end, not
+  merely that no exception reached pytest.
 
 ``check`` reports a value whose class the candidate gave comparison, truth,
 conversion or dispatch code of its own (``__eq__``, ``__bool__``,
@@ -105,10 +106,11 @@ def _call(name: str, args: list[ast.expr], at: ast.AST) -> ast.Call:
 
 
 def _helper(func: ast.expr) -> bool:
-    """pytest's own helpers in rewritten code (``@pytest_ar._saferepr``...) and ours."""
+    """pytest's own helpers in rewritten code (``@pytest_ar._saferepr``...) and ours; not a ``@py_assert``
+    temporary, which holds the test's own callee (``assert np.allclose(got, want)`` calls ``@py_assert1``)."""
     while isinstance(func, ast.Attribute):
         func = func.value
-    return isinstance(func, ast.Name) and func.id.startswith("@")
+    return isinstance(func, ast.Name) and func.id.startswith("@") and not func.id.startswith("@py_assert")
 
 
 def _yields(node: ast.AST, lines: list[bytes]) -> bool:
@@ -149,11 +151,13 @@ class _Instrument(ast.NodeTransformer):
         index = len(self.functions)
         first = min([d.lineno for d in node.decorator_list] + [node.lineno])
         self.functions.append((node.name, node.lineno, first))
-        generator = _yields(node, self.lines)
-        self.current.append(None if generator else index)
+        # A generator's body ends when whoever drives it (tornado's ``gen_test``) runs it to its end; an async
+        # generator may not ``return`` a value, and no runner drives one as a test.
+        counted = not (isinstance(node, ast.AsyncFunctionDef) and _yields(node, self.lines))
+        self.current.append(index if counted else None)
         self.generic_visit(node)
         self.current.pop()
-        if not generator:
+        if counted:
             last = node.body[-1]
             node.body.append(_located(ast.Expr(_call(ENDED, [ast.Constant(index)], last)), last))
         return node
@@ -617,10 +621,37 @@ def _array_probes(value: object, rng: random.Random) -> list[tuple[str, Callable
                    ("numpy.array_equal", lambda: numpy.array_equal(value, other)),
                    ("==", lambda: (value == other).all())]
     elif numpy is not None:
-        scalar = rng.random() + 3.0
-        probes += [("numpy.allclose", lambda: numpy.allclose(value, scalar)),
-                   ("numpy.isclose", lambda: numpy.all(numpy.isclose(value, scalar)))]
+        probes += [("numpy.allclose", _beyond_empty(value, numpy, rng, lambda other: numpy.allclose(value, other))),
+                   ("numpy.isclose", _beyond_empty(value, numpy, rng,
+                                                   lambda other: numpy.all(numpy.isclose(value, other))))]
     return probes
+
+
+def _beyond_empty(value: object, numpy: types.ModuleType, rng: random.Random,
+                  compare: Callable[[object], object]) -> Callable[[], object]:
+    """``compare`` with a random number; a value numpy sees as empty (an empty unit container or array) agrees
+    with any number by numpy's own rules, so it counts only if the value also agrees with random data of a shape
+    no empty array broadcasts to (its shape with each 0 made 2): one agreeing with everything does."""
+    def probe() -> object:
+        agreed = compare(rng.random() + 3.0)
+        if _truth(agreed) is not True:
+            return agreed
+        shape = _numpy_shape(value, numpy)
+        if shape is None or all(shape):
+            return agreed
+        return compare(_generator("numpy", rng).random(tuple(size or 2 for size in shape)) + 3.0)
+    return probe
+
+
+def _numpy_shape(value: object, numpy: types.ModuleType) -> tuple | None:
+    """The shape numpy gives ``value``: an array's own (a subclass's ``shape`` does not run), else that of the
+    array numpy makes of it; None when it makes none."""
+    if is_kind(value, numpy.ndarray):
+        return numpy.ndarray.shape.__get__(value)
+    try:
+        return numpy.asarray(value).shape
+    except Exception:
+        return None
 
 
 def agreeable(value: object) -> str | None:
