@@ -70,6 +70,14 @@ def test_collected_names_are_the_junit_names() -> None:
     assert collected_names(output) == ["test_one[1-2]", "test_two", "test_url[https://[::1]:80/]"]
 
 
+def test_collected_names_come_from_the_tree_when_the_packages_addopts_say_verbose() -> None:
+    """mako's addopts hold ``-v``, so ``--collect-only -q`` prints the collection tree, not node ids."""
+    output = ("<Dir ws>\n  <Dir test>\n    <Module test_a.py>\n      <Class ATest>\n        <Function test_one>\n"
+              "          Its docstring.\n        <Function test_two[x-1]>\n    <Module test_b.py>\n"
+              "      <Function test_three>\n\n=== 3 tests collected in 0.1s ===\n")
+    assert collected_names(output) == ["test_one", "test_three", "test_two[x-1]"]
+
+
 def test_a_skip_under_bare_pytest_keeps_the_task_out_of_the_count() -> None:
     junit = (b'<testsuites><testsuite name="pytest"><testcase classname="t" name="a"/>'
              b'<testcase classname="t" name="b"><skipped message="no"/></testcase></testsuite></testsuites>')
