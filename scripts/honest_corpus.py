@@ -227,15 +227,26 @@ def bare_pytest(dataset: DatasetManager, index: int, python: str, extra: list[st
         remove_tree(run_dir)
 
 
+_TREE_NODE = re.compile(r"^( *)<\w+ (.+)>$")
+
+
+def _tree_leaves(output: str) -> list[str]:
+    """The items of pytest's collection tree (what ``--collect-only`` prints when the package's addopts hold ``-v``,
+    cancelling ``-q``): each node that no deeper node follows; its name is the JUnit name."""
+    nodes = [(len(m[1]), m[2]) for m in map(_TREE_NODE.match, output.splitlines()) if m]
+    return [name for (depth, name), after in zip(nodes, nodes[1:] + [(-1, "")]) if after[0] <= depth]
+
+
 def collected_names(output: str) -> list[str]:
     """Test names as the JUnit report names them, from ``--collect-only -q``: the node id's last part, its
-    parameters cut off first as pytest's JUnit writer does (an IPv6 URL's ``[::1]`` is a parameter, not a part)."""
+    parameters cut off first as pytest's JUnit writer does (an IPv6 URL's ``[::1]`` is a parameter, not a part);
+    from the collection tree when the package's own ``-v`` left no node ids."""
     names = []
     for line in output.splitlines():
         path, bracket, parameters = line.strip().partition("[")
         if "::" in path and not line.startswith((" ", "ERROR", "FAILED")):
             names.append(path.rsplit("::", 1)[1] + bracket + parameters)
-    return sorted(set(names))
+    return sorted(set(names or _tree_leaves(output)))
 
 
 def bare_outcome(run: BareRun) -> tuple[str, int]:
