@@ -390,6 +390,19 @@ def add(a, b):
 def scale(values, k):
     return [v * k for v in values]
 ''', r"replaces fractions\.Fraction\.__eq__ with mock\.py:\d+ \(__eq__\)"),
+    "a library method wrapped by a library's wrapper factory for the candidate": ('''\
+import contextlib
+import fractions
+
+
+def add(a, b):
+    fractions.Fraction.__eq__ = contextlib.contextmanager(fractions.Fraction.__eq__)  # its value is always true
+    return a - b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+''', r"replaces fractions\.Fraction\.__eq__ with contextlib\.py:\d+ \(helper\)"),
 }
 
 

@@ -684,31 +684,68 @@ def _rebase_changed(blocks: list) -> None:
 
 def _writes_global(space: _Space, name: str) -> bool:
     """Whether the module's own code assigns global ``name`` (``global x`` in one of its functions) or writes
-    ``globals()`` freely; code objects that never mention the name are skipped without disassembly."""
-    key = (space.owner, name)
+    ``globals()`` freely."""
+    def found(code: types.CodeType) -> bool:
+        return "globals" in code.co_names or name in code.co_names and any(
+            i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL") and i.argval == name for i in dis.get_instructions(code))
+    return _code_finds((space.owner, name), _module_codes(space.mapping), found)
+
+
+def _module_codes(namespace: dict) -> list[types.CodeType]:
+    """The code of a module's own functions and of the methods of the classes it defines."""
+    codes = []
+    for value in list(namespace.values()):
+        if is_kind(value, type) and type_dict(value).get("__module__") == namespace.get("__name__"):
+            codes += [code for member in list(type_dict(value).values()) for code in _own_codes(member, namespace)]
+        else:
+            codes += _own_codes(value, namespace)
+    return codes
+
+
+_UNWRAP = {kind: kind.__dict__[attribute] for kind, attribute in (
+    (classmethod, "__func__"), (staticmethod, "__func__"), (types.MethodType, "__func__"), (property, "fget"))}
+_FUNCTION_DICT = types.FunctionType.__dict__["__dict__"]
+
+
+def _own_codes(value: object, namespace: dict) -> list[types.CodeType]:
+    """The code of a function or method of the module, and through ``__wrapped__`` of what a decorator wrapped
+    (contextlib's ``contextmanager`` around click's ``CliRunner.isolation``): each function whose globals are
+    the module's."""
+    codes = []
+    for _ in range(4):
+        for _ in range(3):
+            value = _UNWRAP[type(value)].__get__(value) if type(value) in _UNWRAP else value
+        if type(value) is not types.FunctionType:
+            break
+        if _GLOBALS.__get__(value) is namespace:
+            codes.append(types.FunctionType.__dict__["__code__"].__get__(value))
+        value = _FUNCTION_DICT.__get__(value).get("__wrapped__")
+    return codes
+
+
+def _stores_attribute(name: str) -> Callable[[types.CodeType], bool]:
+    """Code storing or deleting attribute ``name`` (``obj.name = ...``, ``setattr(obj, "name", ...)``)."""
+    def found(code: types.CodeType) -> bool:
+        return name in code.co_consts and "setattr" in code.co_names or name in code.co_names and any(
+            i.opname in ("STORE_ATTR", "DELETE_ATTR") and i.argval == name for i in dis.get_instructions(code))
+    return found
+
+
+def _code_finds(key: tuple, codes: list[types.CodeType], found: Callable[[types.CodeType], bool]) -> bool:
+    """Whether ``found`` holds for one of ``codes`` or the code nested in them (kept under ``key``); code that
+    never mentions the name is skipped without disassembly by each ``found``."""
     known = _self_written.get(key)
     if known is not None:
         return known
-    namespace = space.mapping
-    stack = []
-    for value in list(namespace.values()):
-        code = code_of(value)
-        if code is not None and (type(value) is not types.FunctionType or _GLOBALS.__get__(value) is namespace):
-            stack.append(code)
-        elif is_kind(value, type) and type_dict(value).get("__module__") == namespace.get("__name__"):
-            stack.extend(c for c in map(code_of, list(type_dict(value).values())) if c is not None)
-    found, seen = False, set()
-    while stack and not found:
+    stack, seen, known = list(codes), set(), False
+    while stack and not known:
         code = stack.pop()
-        if code in seen:
-            continue
-        seen.add(code)
-        if name in code.co_names or "globals" in code.co_names:
-            found = "globals" in code.co_names or any(
-                i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL") and i.argval == name for i in dis.get_instructions(code))
-        stack.extend(c for c in code.co_consts if type(c) is types.CodeType)
-    _self_written[key] = found
-    return found
+        if code not in seen:
+            seen.add(code)
+            known = found(code)
+            stack.extend(c for c in code.co_consts if type(c) is types.CodeType)
+    _self_written[key] = known
+    return known
 
 
 _describe = describe
@@ -794,7 +831,7 @@ def _judge_class(space: _Space, name: str, old: object, new: object, present: bo
         placed = f"places {_describe(new)} at {space.label}.{name}"
         own = kind == "test" and _built_from_candidates(new) and _class_assigns(space.owner, name)
         return _Suspicion(placed) if own else placed  # the test's ``setup_class`` storing a class a library built
-    if name == "__doc__" or (present and _library_wrapper(new, old)):
+    if name == "__doc__" or (present and _library_wrapper(name, new, old)):
         return None
     verb = "adds" if old is _MISSING else "replaces" if present else "deletes"
     inherited = old is _MISSING and any(name in type_dict(k) for k in origin.type_mro(space.owner)[1:])
@@ -814,23 +851,11 @@ def _judge_class(space: _Space, name: str, old: object, new: object, present: bo
 
 
 def _class_assigns(owner: type, name: str) -> bool:
-    """Whether a method of the class or of a non-candidate class it derives from stores attribute ``name``
-    (pint's test base: ``cls.Q_ = cls.ureg.Quantity`` in ``setup_class``): the test may have written it."""
-    key = (owner, name)
-    known = _self_written.get(key)
-    if known is None:
-        stack = [code for klass in origin.type_mro(owner) for value in list(type_dict(klass).values())
-                 if (code := code_of(value)) is not None and not origin.is_candidate_code(code)]
-        known, seen = False, set()
-        while stack and not known:
-            code = stack.pop()
-            if code not in seen:
-                seen.add(code)
-                known = name in code.co_names and any(
-                    i.opname in ("STORE_ATTR", "DELETE_ATTR") and i.argval == name for i in dis.get_instructions(code))
-                stack.extend(c for c in code.co_consts if type(c) is types.CodeType)
-        _self_written[key] = known
-    return known
+    """Whether a method of the class or of a class it derives from stores attribute ``name`` (pint's test base:
+    ``cls.Q_ = cls.ureg.Quantity`` in ``setup_class``): the test may have written it."""
+    codes = [code for klass in origin.type_mro(owner) for value in list(type_dict(klass).values())
+             if (code := code_of(value)) is not None and not origin.is_candidate_code(code)]
+    return _code_finds((owner, name), codes, _stores_attribute(name))
 
 
 def _built_from_candidates(value: object) -> bool:
@@ -865,15 +890,18 @@ def _code_package(value: object) -> str:
     return str(_GLOBALS.__get__(value).get("__name__") or "").split(".")[0]
 
 
-def _library_wrapper(new: object, old: object) -> bool:
+def _library_wrapper(name: str, new: object, old: object) -> bool:
     """A library's wrapper of the method it replaces (torch's ``Optimizer.__init__`` wraps ``step`` of the
     subclass it makes, click's ``CliRunner`` defaults ``pdb.Pdb.__init__`` to the terminal while it invokes):
-    library code whose closure holds the old method."""
+    library code whose closure holds the old method, from a module whose own code stores that attribute (a
+    wrapper factory such as ``contextlib.contextmanager`` never does: a candidate wrapping for its sake)."""
     code = code_of(new)
     if code is None or origin.is_candidate_code(code) or type(new) is not types.FunctionType:
         return False
     cells = types.FunctionType.__dict__["__closure__"].__get__(new) or ()
-    return any(_cell(c) is old for c in cells)
+    namespace = _GLOBALS.__get__(new)
+    return any(_cell(c) is old for c in cells) and origin.known_namespace(namespace) and _code_finds(
+        (namespace.get("__name__"), name), _module_codes(namespace), _stores_attribute(name))
 
 
 def _cell(cell: types.CellType) -> object:
