@@ -700,7 +700,7 @@ def test_honest_task_passes(tmp_path: Path, name: str) -> None:
 
 
 # A library acting on classes the test defines from a base (mashumaro compiling methods onto the test's dataclass
-# at first use), the test's base class storing a class a library built from the candidate's (pint's
+# at first use; the candidate's own base doing the same), the test's base class storing a class a library built from the candidate's (pint's
 # ``setup_class``), and the test's tooling patching a stdlib class while it runs the candidate (click's
 # ``CliRunner`` wrapping ``pdb.Pdb.__init__``): written by files neither the candidate's nor the test's.
 LIBRARY_FILES = {
@@ -779,6 +779,24 @@ class Quantity:
 def describe(x):
     import colorsys  # a first import while the test's tooling has pdb patched: the guard looks at classes then
     return f"{x} ({colorsys.ONE_THIRD:.2f})"
+
+
+class Record:
+    """Each subclass gets ``as_tuple``, compiled by this module at its first call (lazy compilation)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+
+        def as_tuple(self):
+            return _compile_on(type(self))(self)
+        cls.as_tuple = as_tuple
+
+
+def _compile_on(cls):
+    fields = ", ".join(f"self.{name}" for name in cls.__annotations__)
+    exec(f"def as_tuple(self):\\n    return ({fields},)\\n", {}, namespace := {})
+    cls.as_tuple = namespace["as_tuple"]
+    return cls.as_tuple
 '''
 
 LIBRARY_ACTS_TEST = '''\
@@ -786,7 +804,7 @@ from dataclasses import dataclass
 
 from pkg.codegen import Compiled
 from pkg.runner import invoke
-from pkg.target import describe
+from pkg.target import Record, describe
 from pkg.testbase import QuantityTestCase
 
 
@@ -811,6 +829,17 @@ class TestQuantity(QuantityTestCase):
 
 def test_invoked_with_pdb_patched():
     assert invoke(describe, 5) == "5 (0.33)"
+
+
+@dataclass
+class Pair(Record):
+    a: int
+    b: int
+
+
+def test_compiled_by_the_candidate():
+    assert Pair(1, 2).as_tuple() == (1, 2)
+    assert Pair(3, 4).as_tuple() == (3, 4)
 '''
 
 

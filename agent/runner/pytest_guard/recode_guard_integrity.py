@@ -828,6 +828,8 @@ def _judge_class(space: _Space, name: str, old: object, new: object, present: bo
     """A class attribute that changed (class writes raise no event: every change is judged here)."""
     kind = _protected_kind(space)
     if present and candidate_object(new):
+        if kind == "test" and (code := code_of(old)) is not None and origin.is_candidate_code(code):
+            return None  # the candidate's base re-wiring its own method on the test's subclass (lazy compiling)
         placed = f"places {_describe(new)} at {space.label}.{name}"
         own = kind == "test" and _built_from_candidates(new) and _class_assigns(space.owner, name)
         return _Suspicion(placed) if own else placed  # the test's ``setup_class`` storing a class a library built
