@@ -900,3 +900,157 @@ def test_a_generator_test_a_library_runs_to_its_end_passes(tmp_path: Path) -> No
     (tmp_path / "honest dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / "helper.py").write_text(RUNNER)
     result = run_candidate(dataset, 1, CANONICAL, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
     assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+
+
+# A library acting on classes the test defines from a base (mashumaro compiling methods onto the test's dataclass
+# at first use; the candidate's own base doing the same), the test's base class storing a class a library built from the candidate's (pint's
+# ``setup_class``), and the test's tooling patching a stdlib class while it runs the candidate (click's
+# ``CliRunner`` wrapping ``pdb.Pdb.__init__``): written by files neither the candidate's nor the test's.
+LIBRARY_FILES = {
+    "codegen.py": '''\
+class Compiled:
+    """Each subclass gets ``as_dict``, compiled from generated source the first time it is called."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        exec("def as_dict(self):\\n    return compile_on(type(self))(self)\\n", globals(), namespace := {})
+        cls.as_dict = namespace["as_dict"]
+
+
+def compile_on(cls):
+    fields = ", ".join(f"{name!r}: self.{name}" for name in cls.__annotations__)
+    exec(f"def as_dict(self):\\n    return {{{fields}}}\\n", globals().copy(), namespace := {})
+    cls.as_dict = namespace["as_dict"]
+    return cls.as_dict
+''',
+    "registry.py": '''\
+from pkg.target import Quantity
+
+
+def build_quantity(scale):
+    return type("ScaledQuantity", (Quantity,), {"scale": scale})
+''',
+    "testbase.py": '''\
+from pkg.registry import build_quantity
+
+
+class QuantityTestCase:
+    @classmethod
+    def setup_class(cls):
+        cls.Q_ = build_quantity(2)
+
+    @classmethod
+    def teardown_class(cls):
+        cls.Q_ = None
+''',
+    "runner.py": '''\
+import contextlib
+import pdb
+
+
+@contextlib.contextmanager
+def isolation():
+    old_init = pdb.Pdb.__init__
+
+    def patched_init(self, completekey="tab", stdin=None, stdout=None, **kwargs):
+        old_init(self, completekey=completekey, stdin=stdin, stdout=stdout, **kwargs)
+
+    pdb.Pdb.__init__ = patched_init
+    try:
+        yield
+    finally:
+        pdb.Pdb.__init__ = old_init
+
+
+def invoke(function, *args):
+    with isolation():
+        return function(*args)
+''',
+}
+
+LIBRARY_ACTS = '''\
+class Quantity:
+    scale = 1
+
+    def __init__(self, magnitude):
+        self.magnitude = magnitude
+
+    def scaled(self):
+        return self.magnitude * self.scale
+
+
+def describe(x):
+    import colorsys  # a first import while the test's tooling has pdb patched: the guard looks at classes then
+    return f"{x} ({colorsys.ONE_THIRD:.2f})"
+
+
+class Record:
+    """Each subclass gets ``as_tuple``, compiled by this module at its first call (lazy compilation)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+
+        def as_tuple(self):
+            return _compile_on(type(self))(self)
+        cls.as_tuple = as_tuple
+
+
+def _compile_on(cls):
+    fields = ", ".join(f"self.{name}" for name in cls.__annotations__)
+    exec(f"def as_tuple(self):\\n    return ({fields},)\\n", {}, namespace := {})
+    cls.as_tuple = namespace["as_tuple"]
+    return cls.as_tuple
+'''
+
+LIBRARY_ACTS_TEST = '''\
+from dataclasses import dataclass
+
+from pkg.codegen import Compiled
+from pkg.runner import invoke
+from pkg.target import Record, describe
+from pkg.testbase import QuantityTestCase
+
+
+@dataclass
+class Point(Compiled):
+    x: int
+    y: int
+
+
+def test_compiled_at_first_use():
+    assert Point(1, 2).as_dict() == {"x": 1, "y": 2}
+    assert Point(3, 4).as_dict() == {"x": 3, "y": 4}
+
+
+class TestQuantity(QuantityTestCase):
+    def test_scaled(self):
+        assert self.Q_(3).scaled() == 6
+
+    def test_magnitude(self):
+        assert self.Q_(4).magnitude == 4
+
+
+def test_invoked_with_pdb_patched():
+    assert invoke(describe, 5) == "5 (0.33)"
+
+
+@dataclass
+class Pair(Record):
+    a: int
+    b: int
+
+
+def test_compiled_by_the_candidate():
+    assert Pair(1, 2).as_tuple() == (1, 2)
+    assert Pair(3, 4).as_tuple() == (3, 4)
+'''
+
+
+def test_a_library_acting_on_the_tests_classes_passes(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "honest dataset", test_py=LIBRARY_ACTS_TEST, canonical=LIBRARY_ACTS,
+                        test_cases=_test_names(LIBRARY_ACTS_TEST) + ("test_scaled", "test_magnitude"))
+    for name, text in LIBRARY_FILES.items():
+        (tmp_path / "honest dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / name).write_text(text)
+    result = run_candidate(dataset, 1, LIBRARY_ACTS, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+    assert any("TestQuantity.Q_" in note for note in result.get("suspicious", [])), result.get("suspicious")

@@ -155,7 +155,7 @@ if _WATCH:
     reference.configure(candidate=_CANDIDATE, references=_REFERENCES, report=_report_access, note=_note)
     capabilities.configure(_flag)
     results.configure(_flag, _TEST, _suspect)
-    integrity.configure(_flag, test=_TEST, references=_REFERENCES, repo=_REPO)
+    integrity.configure(_flag, test=_TEST, references=_REFERENCES, repo=_REPO, suspect=_suspect)
 
 
 # --------------------------------------------------------------- file-system rules

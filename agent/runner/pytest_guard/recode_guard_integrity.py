@@ -96,6 +96,7 @@ _SYS_FREE = frozenset({"stdout", "stderr", "stdin", "argv", "displayhook", "exce
                        "dont_write_bytecode", "breakpointhook"})
 _BUILTIN_NAMES = frozenset(dir(builtins))
 _report: list[Callable[[str], None]] = []
+_suspect: list[Callable[[str], None]] = []
 _state: dict = {"checkpoint": "collection"}
 
 
@@ -253,10 +254,13 @@ _items: dict[str, tuple] = {}
 _hooks: dict = {}
 
 
-def configure(report: Callable[[str], None], *, test: str, references: tuple[str, ...], repo: str) -> None:
+def configure(report: Callable[[str], None], *, test: str, references: tuple[str, ...], repo: str,
+              suspect: Callable[[str], None] = lambda text: None) -> None:
     """Watch every module from now on: those loaded so far, and each one the import system creates (with the
-    compiled helper when ``origin`` has it, else in Python, at a higher cost)."""
+    compiled helper when ``origin`` has it, else in Python, at a higher cost). ``suspect`` takes what a rule
+    notices but cannot attribute exactly."""
     _report.append(report)
+    _suspect.append(suspect)
     _state["repo"] = repo
     _protected_paths[test] = "test"
     for path in references:
@@ -680,31 +684,68 @@ def _rebase_changed(blocks: list) -> None:
 
 def _writes_global(space: _Space, name: str) -> bool:
     """Whether the module's own code assigns global ``name`` (``global x`` in one of its functions) or writes
-    ``globals()`` freely; code objects that never mention the name are skipped without disassembly."""
-    key = (space.owner, name)
+    ``globals()`` freely."""
+    def found(code: types.CodeType) -> bool:
+        return "globals" in code.co_names or name in code.co_names and any(
+            i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL") and i.argval == name for i in dis.get_instructions(code))
+    return _code_finds((space.owner, name), _module_codes(space.mapping), found)
+
+
+def _module_codes(namespace: dict) -> list[types.CodeType]:
+    """The code of a module's own functions and of the methods of the classes it defines."""
+    codes = []
+    for value in list(namespace.values()):
+        if is_kind(value, type) and type_dict(value).get("__module__") == namespace.get("__name__"):
+            codes += [code for member in list(type_dict(value).values()) for code in _own_codes(member, namespace)]
+        else:
+            codes += _own_codes(value, namespace)
+    return codes
+
+
+_UNWRAP = {kind: kind.__dict__[attribute] for kind, attribute in (
+    (classmethod, "__func__"), (staticmethod, "__func__"), (types.MethodType, "__func__"), (property, "fget"))}
+_FUNCTION_DICT = types.FunctionType.__dict__["__dict__"]
+
+
+def _own_codes(value: object, namespace: dict) -> list[types.CodeType]:
+    """The code of a function or method of the module, and through ``__wrapped__`` of what a decorator wrapped
+    (contextlib's ``contextmanager`` around click's ``CliRunner.isolation``): each function whose globals are
+    the module's."""
+    codes = []
+    for _ in range(4):
+        for _ in range(3):
+            value = _UNWRAP[type(value)].__get__(value) if type(value) in _UNWRAP else value
+        if type(value) is not types.FunctionType:
+            break
+        if _GLOBALS.__get__(value) is namespace:
+            codes.append(types.FunctionType.__dict__["__code__"].__get__(value))
+        value = _FUNCTION_DICT.__get__(value).get("__wrapped__")
+    return codes
+
+
+def _stores_attribute(name: str) -> Callable[[types.CodeType], bool]:
+    """Code storing or deleting attribute ``name`` (``obj.name = ...``, ``setattr(obj, "name", ...)``)."""
+    def found(code: types.CodeType) -> bool:
+        return name in code.co_consts and "setattr" in code.co_names or name in code.co_names and any(
+            i.opname in ("STORE_ATTR", "DELETE_ATTR") and i.argval == name for i in dis.get_instructions(code))
+    return found
+
+
+def _code_finds(key: tuple, codes: list[types.CodeType], found: Callable[[types.CodeType], bool]) -> bool:
+    """Whether ``found`` holds for one of ``codes`` or the code nested in them (kept under ``key``); code that
+    never mentions the name is skipped without disassembly by each ``found``."""
     known = _self_written.get(key)
     if known is not None:
         return known
-    namespace = space.mapping
-    stack = []
-    for value in list(namespace.values()):
-        code = code_of(value)
-        if code is not None and (type(value) is not types.FunctionType or _GLOBALS.__get__(value) is namespace):
-            stack.append(code)
-        elif is_kind(value, type) and type_dict(value).get("__module__") == namespace.get("__name__"):
-            stack.extend(c for c in map(code_of, list(type_dict(value).values())) if c is not None)
-    found, seen = False, set()
-    while stack and not found:
+    stack, seen, known = list(codes), set(), False
+    while stack and not known:
         code = stack.pop()
-        if code in seen:
-            continue
-        seen.add(code)
-        if name in code.co_names or "globals" in code.co_names:
-            found = "globals" in code.co_names or any(
-                i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL") and i.argval == name for i in dis.get_instructions(code))
-        stack.extend(c for c in code.co_consts if type(c) is types.CodeType)
-    _self_written[key] = found
-    return found
+        if code not in seen:
+            seen.add(code)
+            known = found(code)
+            stack.extend(c for c in code.co_consts if type(c) is types.CodeType)
+    _self_written[key] = known
+    return known
 
 
 _describe = describe
@@ -779,17 +820,25 @@ def _top_of_file(path: str) -> str:
     return ""
 
 
+class _Suspicion(str):
+    """A finding whose author a baseline cannot tell: noted as suspicious, never a verdict."""
+
+
 def _judge_class(space: _Space, name: str, old: object, new: object, present: bool) -> str | None:
     """A class attribute that changed (class writes raise no event: every change is judged here)."""
-    if present and candidate_object(new):
-        return f"places {_describe(new)} at {space.label}.{name}"
-    if name == "__doc__" or (present and _library_wrapper(new, old)):
-        return None
     kind = _protected_kind(space)
+    if present and candidate_object(new):
+        if kind == "test" and (code := code_of(old)) is not None and origin.is_candidate_code(code):
+            return None  # the candidate's base re-wiring its own method on the test's subclass (lazy compiling)
+        placed = f"places {_describe(new)} at {space.label}.{name}"
+        own = kind == "test" and _built_from_candidates(new) and _class_assigns(space.owner, name)
+        return _Suspicion(placed) if own else placed  # the test's ``setup_class`` storing a class a library built
+    if name == "__doc__" or (present and _library_wrapper(name, new, old)):
+        return None
     verb = "adds" if old is _MISSING else "replaces" if present else "deletes"
     inherited = old is _MISSING and any(name in type_dict(k) for k in origin.type_mro(space.owner)[1:])
     if kind == "test":
-        if old is _MISSING or type(old) is not types.FunctionType:
+        if old is _MISSING or type(old) is not types.FunctionType or _base_protocol(space.owner, old, new):
             return None  # pytest injects its fixtures into test classes
         return f"{verb} {space.label}.{name}"
     if kind in ("verdict", "reference"):
@@ -803,18 +852,58 @@ def _judge_class(space: _Space, name: str, old: object, new: object, present: bo
     return f"{verb} {space.label}.{name}" + (f" with {_describe(new)}" if present else "")
 
 
-def _library_wrapper(new: object, old: object) -> bool:
+def _class_assigns(owner: type, name: str) -> bool:
+    """Whether a method of the class or of a class it derives from stores attribute ``name`` (pint's test base:
+    ``cls.Q_ = cls.ureg.Quantity`` in ``setup_class``): the test may have written it."""
+    codes = [code for klass in origin.type_mro(owner) for value in list(type_dict(klass).values())
+             if (code := code_of(value)) is not None and not origin.is_candidate_code(code)]
+    return _code_finds((owner, name), codes, _stores_attribute(name))
+
+
+def _built_from_candidates(value: object) -> bool:
+    """A class the candidate's only through its bases (pint's registry deriving ``Quantity`` from the candidate's
+    class): its own namespace neither names a module of the candidate's nor holds its code."""
+    if not is_kind(value, type):
+        return False
+    namespace = type_dict(value)
+    return namespace.get("__module__") not in origin.candidate_modules() and not any(
+        (code := code_of(member)) is not None and origin.is_candidate_code(code) for member in list(namespace.values()))
+
+
+def _base_protocol(owner: type, old: object, new: object) -> bool:
+    """A library re-wiring its protocol method on a class derived from its base (mashumaro compiling
+    ``__mashumaro_to_dict__`` onto the test's dataclass at first use): the method replaced and its replacement
+    are both code of the package of a library class the class derives from."""
+    package = _code_package(old)
+    return bool(package) and package == _code_package(new) and any(
+        str(type_dict(klass).get("__module__", "")).split(".")[0] == package for klass in origin.type_mro(owner)[1:])
+
+
+def _code_package(value: object) -> str:
+    """Top-level package of a library's function: its file's module, or for code it generated (``exec`` under
+    its module's globals, as mashumaro and dataclasses do) the module its globals name; '' for the candidate's
+    and the test's."""
+    code = code_of(value)
+    if code is None or origin.is_candidate_code(code) or _test_file(code.co_filename):
+        return ""
+    package = _top_of_file(code.co_filename)
+    if package or type(value) is not types.FunctionType:
+        return package
+    return str(_GLOBALS.__get__(value).get("__name__") or "").split(".")[0]
+
+
+def _library_wrapper(name: str, new: object, old: object) -> bool:
     """A library's wrapper of the method it replaces (torch's ``Optimizer.__init__`` wraps ``step`` of the
-    subclass it makes): library code that holds the old method and names it ``__wrapped__``."""
+    subclass it makes, click's ``CliRunner`` defaults ``pdb.Pdb.__init__`` to the terminal while it invokes):
+    library code whose closure holds the old method, from a module whose own code stores that attribute (a
+    wrapper factory such as ``contextlib.contextmanager`` never does: a candidate wrapping for its sake)."""
     code = code_of(new)
     if code is None or origin.is_candidate_code(code) or type(new) is not types.FunctionType:
         return False
     cells = types.FunctionType.__dict__["__closure__"].__get__(new) or ()
-    return _function_dict(new).get("__wrapped__") is old and any(_cell(c) is old for c in cells)
-
-
-def _function_dict(function: types.FunctionType) -> dict:
-    return types.FunctionType.__dict__["__dict__"].__get__(function)
+    namespace = _GLOBALS.__get__(new)
+    return any(_cell(c) is old for c in cells) and origin.known_namespace(namespace) and _code_finds(
+        (namespace.get("__name__"), name), _module_codes(namespace), _stores_attribute(name))
 
 
 def _cell(cell: types.CellType) -> object:
@@ -833,7 +922,7 @@ def _judge(space: _Space) -> None:
             continue
         finding = judge(space, name, old, new, new is not _MISSING)
         if finding:
-            _flag(f"{finding} (seen {_state['checkpoint']})")
+            (_suspect[0] if type(finding) is _Suspicion else _flag)(f"{finding} (seen {_state['checkpoint']})")
     space.rebase(current)
     _make_volatile(space)
 
