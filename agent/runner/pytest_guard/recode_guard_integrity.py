@@ -830,6 +830,8 @@ def _judge_class(space: _Space, name: str, old: object, new: object, present: bo
     if present and candidate_object(new):
         if kind == "test" and (code := code_of(old)) is not None and origin.is_candidate_code(code):
             return None  # the candidate's base re-wiring its own method on the test's subclass (lazy compiling)
+        if kind == "test" and (old is _MISSING or old is None) and space.owner in origin.type_mro(type(new)):
+            return None  # the test's class caching its own instance in an empty slot (traitlets' singletons)
         placed = f"places {_describe(new)} at {space.label}.{name}"
         own = kind == "test" and _built_from_candidates(new) and _class_assigns(space.owner, name)
         return _Suspicion(placed) if own else placed  # the test's ``setup_class`` storing a class a library built
