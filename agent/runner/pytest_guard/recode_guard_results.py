@@ -89,21 +89,14 @@ def instrumented(module: types.ModuleType) -> bool:
 
 def _located(node: ast.AST, at: ast.AST) -> ast.AST:
     """``node`` and the new nodes in it get ``at``'s position (pytest's own inserted nodes lack an end; whole-tree
-    ``fix_missing_locations`` would give them an invalid one). A node that has a position holds only nodes that
-    have one (pytest's tree compiles, and each node made here is located when made), so the walk stops there:
-    walking every wrapped operand again made instrumenting a large test file quadratic in its nesting."""
+    ``fix_missing_locations`` would give them an invalid one)."""
     line = getattr(at, "lineno", 1)
     end = getattr(at, "end_lineno", None)
     end = line if end is None or end < line else end
-    stack = [node]
-    while stack:
-        child = stack.pop()
-        if "lineno" in child._attributes:
-            if getattr(child, "lineno", None) is not None:
-                continue
+    for child in ast.walk(node):
+        if "lineno" in child._attributes and getattr(child, "lineno", None) is None:
             child.lineno, child.col_offset = line, getattr(at, "col_offset", 0)
             child.end_lineno, child.end_col_offset = end, getattr(at, "end_col_offset", None) or child.col_offset
-        stack.extend(ast.iter_child_nodes(child))
     return node
 
 
@@ -139,35 +132,11 @@ def _yields(node: ast.AST, lines: list[bytes]) -> bool:
 _HARNESS_NAMES = ("_Recode", "_recode")
 
 
-_NO_OPERANDS = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop, ast.Constant, ast.alias)
-
-
 class _Instrument(ast.NodeTransformer):
-    """The transform. Its walk is ``NodeTransformer``'s, minus what no method here needs (a method returning
-    None or a list, the deprecated ``visit_Num`` family): a test file of 1,500 lines has some 20,000 nodes."""
-
     def __init__(self, lines: list[bytes]) -> None:
         self.lines = lines
         self.functions: list[tuple[str, int, int]] = []
         self.current: list[int | None] = []
-        self.methods: dict[type, Callable] = {}
-
-    def visit(self, node: ast.AST) -> ast.AST:
-        method = self.methods.get(type(node))
-        if method is None:
-            method = self.methods[type(node)] = getattr(self, "visit_" + type(node).__name__, self.generic_visit)
-        return method(node)
-
-    def generic_visit(self, node: ast.AST) -> ast.AST:
-        if isinstance(node, _NO_OPERANDS):
-            return node
-        for name in node._fields:
-            value = getattr(node, name, None)
-            if type(value) is list:
-                value[:] = [self.visit(item) if isinstance(item, ast.AST) else item for item in value]
-            elif isinstance(value, ast.AST):
-                setattr(node, name, self.visit(value))
-        return node
 
     def wrap(self, node: ast.expr | None, name: str = CHECK) -> ast.expr | None:
         if node is None or isinstance(node, (ast.Constant, ast.JoinedStr, ast.Lambda, ast.Starred)):
