@@ -59,8 +59,9 @@ Guaranteed, with the bubblewrap sandbox (default when available):
 Not guaranteed: the candidate runs inside the pytest process. What the guard
 cannot see: memory written by compiled code (an extension module the task
 imports, or a numpy array built over a raw address other than by a class's
-interface attribute, which is refused before running); library functions that hand frame objects to their
-caller other than ``inspect``'s and ``traceback``'s; in-place changes inside
+interface attribute, which is refused before running); library functions
+that hand frame objects to their caller other than ``inspect``'s and
+``traceback``'s; in-place changes inside
 library data structures (a dict of default tolerances) that are not
 namespace bindings; code a library compiles from a string the candidate
 gave it (it runs as the library's, though with the candidate below it on the
