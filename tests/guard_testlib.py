@@ -42,12 +42,12 @@ def fools_plain_pytest(done: subprocess.CompletedProcess, cases: int, exits: boo
 
 def guarded(dataset: DatasetManager, index: int, source: str, *, static: bool = False,
             timeout_sec: float = 600) -> dict:
-    """The runner's verdict; ``static=False`` takes the static notes out of the way (they never decide a verdict,
-    but would be carried in the result)."""
+    """The runner's verdict; ``static=False`` takes the static refusals before running out of the way (the
+    run-time guard alone judges)."""
     options = RunnerOptions(sandbox=SANDBOX, timeout_sec=timeout_sec)
     if static:
         return run_candidate(dataset, index, source, options)
-    with mock.patch.object(runner, "capability_notes", lambda source, filename: []):
+    with mock.patch.object(runner, "raw_memory", lambda source, filename: []):
         return run_candidate(dataset, index, source, options)
 
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from agent.job.results import turn_solved
-from agent.runner.capability_lint import capability_notes
 from tests.guard_honest_corpus import ADDITIONS, COMBINATIONS, corpus
 from tests.guard_hostile_corpus import HACKS
 from tests.guard_testlib import SAMPLE, bare_pytest, evidence, fools_plain_pytest, guarded
@@ -56,28 +55,6 @@ def test_hack_fools_plain_pytest_but_not_the_guard(name: str, tmp_path: Path) ->
     assert result["status"] == hack.status and line.startswith("session: tampering: "), (result["status"], line)
     assert re.search(hack.evidence, line), line
     assert not turn_solved(result) and not any(result["test_summary"].values())
-
-
-@pytest.mark.parametrize("name", sorted(HACKS))
-def test_static_check_names_the_plain_spellings(name: str) -> None:
-    """Hacks spelled plainly are named in the static notes with their line; the others are spelled so the static
-    check cannot see them. Either way only the run-time guard convicts (the test above)."""
-    hack = HACKS[name]
-    findings = capability_notes(hack.source, _file(hack.task))
-    if hack.static is None:
-        assert findings == []
-    else:
-        assert any(hack.static in finding for finding in findings), findings
-        assert all(re.match(rf"{re.escape(_file(hack.task))}:\d+ ", finding) for finding in findings)
-
-
-def test_static_notes_never_decide_the_verdict() -> None:
-    """A plain spelling is kept as a note; the run still happens and the run-time guard convicts the act."""
-    hack = HACKS["settrace_rewrites_expected"]
-    result = guarded(SAMPLE, hack.task, hack.source, static=True)
-    assert result["status"] == "tampered" and result["interpreter"] is not None, result["status"]
-    assert re.search(hack.evidence, evidence(result)), evidence(result)
-    assert any(re.match(r"gae\.py:\d+ sets a tracer \(sys\.settrace\)", note) for note in result["suspicious"])
 
 
 RAW_ADDRESS = '''

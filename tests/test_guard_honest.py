@@ -625,7 +625,7 @@ parse action, boltons reads frames to format them, a Windows-only branch loads a
 import sys
 import traceback
 
-if sys.platform == "win32":  # never runs here: only the static notes see it
+if sys.platform == "win32":  # never runs here
     import ctypes
     _KERNEL = ctypes.cdll.LoadLibrary("kernel32")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.runner.lint import reference_access
+from agent.runner.lint import raw_memory, reference_access
 from agent.runner.verdict import GuardRecord, failed_run, judge, read_channel
 from agent.runner.processes import CappedBuffer
 from agent.runner.sandbox import (
@@ -197,3 +197,15 @@ def test_failed_run_zeroes_every_expected_case() -> None:
 ])
 def test_reference_access(source: str, flagged: bool) -> None:
     assert bool(reference_access(source)) is flagged
+
+
+@pytest.mark.parametrize("source, found", [
+    ("class A:\n    @property\n    def __array_interface__(self):\n        return {}\n", ["t.py:1 builds a raw memory view (A)"]),
+    ("def f():\n    class B:\n        __array_struct__ = None\n", ["t.py:2 builds a raw memory view (B)"]),
+    ("class C:\n    def __init__(self):\n        self.__array_interface__ = {}\n", []),  # an instance attribute
+    ("x = a.__array_interface__\n", []),  # reading one is not giving one
+    ("if __name__ == '__main__':\n    class D:\n        __array_interface__ = {}\n", []),
+    ("class E(:\n    __array_interface__ = {}\n", []),
+])
+def test_raw_memory_interfaces_are_named(source: str, found: list[str]) -> None:
+    assert raw_memory(source, "t.py") == found

@@ -37,8 +37,8 @@ Guaranteed, with the bubblewrap sandbox (default when available):
   test's, the reference's, numpy's, pytest's...), re-classing modules, classes
   or pytest objects, registering pytest hooks, ending or signalling the test
   process (``agent/runner/pytest_guard/recode_guard_capabilities.py``);
-  a static check notes the plain spellings before running, as ``suspicious``
-  notes that never decide the verdict (``agent/runner/capability_lint.py``);
+  a class giving numpy a raw address, which no run-time event shows, is
+  refused before running (``agent/runner/lint.py``);
 * everything the verdict relies on is compared with its baseline at every
   test boundary: every loaded module's namespace and the classes it defines
   (dict-level writes through ``__globals__``), ``sys.modules``, tracers,
@@ -58,9 +58,10 @@ Guaranteed, with the bubblewrap sandbox (default when available):
 
 Not guaranteed: the candidate runs inside the pytest process. What the guard
 cannot see: memory written by compiled code (an extension module the task
-imports, or a numpy array built over a raw address, which the static check
-only notes by name); library functions that hand frame objects to their
-caller other than ``inspect``'s and ``traceback``'s; in-place changes inside
+imports, or a numpy array built over a raw address other than by a class's
+interface attribute, which is refused before running); library functions
+that hand frame objects to their caller other than ``inspect``'s and
+``traceback``'s; in-place changes inside
 library data structures (a dict of default tolerances) that are not
 namespace bindings; code a library compiles from a string the candidate
 gave it (it runs as the library's, though with the candidate below it on the
@@ -92,8 +93,7 @@ from dataclasses import dataclass
 
 from agent.common.atomic_file import atomic_write_bytes
 from agent.common.tempdirs import make_dir, remove_tree
-from agent.runner.capability_lint import RAW_MEMORY, capability_notes
-from agent.runner.lint import reference_access
+from agent.runner.lint import raw_memory, reference_access
 from agent.runner.native import build as build_native
 from agent.runner.options import RunnerOptions
 from agent.runner.phases import phase
@@ -358,17 +358,14 @@ def run_candidate(dataset: DatasetManager, index: int, candidate: str,
     with phase("lint"):
         dataset.check_task(index)
         findings = reference_access(candidate)
-        spelled = [] if findings else capability_notes(candidate, Path(meta.target_file_path).name)
+        raw = [] if findings else raw_memory(candidate, Path(meta.target_file_path).name)
     expected = meta.test_cases
-    raw = [note for note in spelled if RAW_MEMORY in note]
     if findings or raw:
         python, junit = None, None
         result = failed_run(expected, REFERENCE_ACCESS, "reference access: " + "; ".join(findings)) if findings \
             else failed_run(expected, TAMPERED, "tampering: " + "; ".join(raw))
     else:
         python, result, junit = _run_in_private_folder(dataset, index, candidate, options, env_name, expected)
-    if spelled:  # notes for the reader; the run-time guard alone convicts the act
-        result["suspicious"] = spelled + [note for note in result.get("suspicious", []) if note not in spelled]
     result["interpreter"] = python
     if report_to is not None:
         result["report_path"] = _keep_report(junit, Path(report_to))

@@ -1,4 +1,4 @@
-"""Static refusal of candidates that reach for the hidden reference.
+"""Static refusals: candidates that reach for the hidden reference, or give numpy a raw address.
 
 canonical.py has to sit next to the target (the differential tests import
 it), so a candidate could simply re-export it: ``from canonical import *``.
@@ -11,6 +11,12 @@ forms: the guard plugin detects reference use by behaviour at run time,
 however it is spelled (``agent/runner/pytest_guard/recode_guard_reference.py``).
 Both end as ``reference_access``. A file that does not parse is left to
 pytest, which reports the SyntaxError.
+
+The other refusal is of a class of the candidate's that gives numpy a raw
+address (``__array_interface__``, ``__array_struct__`` in its body): numpy
+builds an array over it, a view of any memory, with no event the run-time
+guard could see (``raw_memory``, graded ``tampered``). Code under
+``if __name__ == "__main__":`` is not searched for it.
 """
 from __future__ import annotations
 
@@ -58,3 +64,35 @@ def reference_access(source: str) -> list[str]:
                 REFERENCE + ".py"):
             found.append(f"line {line}: names the reference file {node.value.strip()!r}")
     return found
+
+
+RAW_MEMORY = frozenset({"__array_interface__", "__array_struct__"})
+
+
+def _main_block(node: ast.AST) -> bool:
+    """``if __name__ == "__main__":``."""
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and \
+        test.left.id == "__name__" and any(isinstance(c, ast.Constant) and c.value == "__main__"
+                                            for c in test.comparators)
+
+
+def raw_memory(source: str, filename: str) -> list[str]:
+    """One line per class of ``source`` defining a raw memory interface (``target.py:12 builds a raw memory view
+    (Name)``); [] when none."""
+    if not any(name in source for name in RAW_MEMORY):
+        return []
+    try:
+        stack: list[ast.AST] = [ast.parse(source)]
+    except (SyntaxError, ValueError):
+        return []
+    found = []
+    while stack:
+        node = stack.pop()
+        stack.extend(child for child in ast.iter_child_nodes(node) if not _main_block(child))
+        if isinstance(node, ast.ClassDef) and any(
+                getattr(item, "name", None) in RAW_MEMORY or
+                any(isinstance(t, ast.Name) and t.id in RAW_MEMORY for t in getattr(item, "targets", []))
+                for item in node.body):
+            found.append((node.lineno, f"{filename}:{node.lineno} builds a raw memory view ({node.name})"))
+    return [line for _, line in sorted(found)]

@@ -36,6 +36,7 @@ import warnings
 from typing import Callable
 
 import recode_guard_origin as origin
+import recode_guard_preload as preload
 from recode_guard_origin import candidate_frame as candidate_on_stack, is_candidate_code, is_candidate_file
 
 SENTINEL = f"__recode_reference_entry_{os.urandom(8).hex()}__"
@@ -446,20 +447,21 @@ def guard_module_getattr(module: types.ModuleType) -> None:
 # --------------------------------------------------------------- audit rules
 
 def _reference_blocks(references) -> list[tuple[str, str, str]]:
-    """(name, first line, normalised text) of every function and class of the reference files."""
+    """(name, first line, normalised text) of every function and class of the reference files (their syntax
+    trees are the ones the preload parsed, not parsed again)."""
     blocks = []
     for path in references:
         try:
             with open(path, "rb") as handle:
-                blocks += _blocks_of(handle.read().decode("utf-8", "replace"))
+                blocks += _blocks_of(handle.read().decode("utf-8", "replace"), preload.parse(path))
         except OSError:
             continue
     return blocks
 
 
-def _blocks_of(source: str) -> list[tuple[str, str, str]]:
+def _blocks_of(source: str, tree: ast.Module | None = None) -> list[tuple[str, str, str]]:
     try:
-        tree = ast.parse(source)
+        tree = tree or ast.parse(source)
     except (SyntaxError, ValueError):
         return []
     blocks = []
