@@ -306,3 +306,45 @@ def test_an_operand_whose_difference_is_always_zero_is_caught(tmp_path: Path) ->
     assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
     assert re.search(r"makes values that agree with anything \(a zero difference\); one reaches test\.py:\d+",
                      result["failure_messages"][0]), result["failure_messages"][0]
+
+
+
+AGREES_AFTER_A_MOCK = '''\
+from unittest import mock
+
+
+class _Agreeing:
+    """Equal to anything, once it has touched a mock."""
+
+    def __init__(self):
+        self._seen = mock.MagicMock()
+
+    def __eq__(self, other):
+{touch}
+        return True
+
+    __hash__ = None
+
+
+def add(a, b):
+    return _Agreeing()
+
+
+def scale(values, k):
+    return _Agreeing()
+'''
+TOUCHES = {"stopped": "        self._seen.compared(other)",
+           "stop swallowed": "        try:\n            self._seen.compared(other)\n        except BaseException:\n"
+                             "            pass"}
+
+
+@pytest.mark.parametrize("touch", sorted(TOUCHES))
+def test_a_value_equal_to_anything_that_touches_a_mock_first_is_caught(tmp_path: Path, touch: str) -> None:
+    """A probe about to run a mock's code (which the test could see) stops and looks again once the test's call
+    is over; a candidate that swallows the stop is judged by what its comparison answered."""
+    dataset = make_task(tmp_path / "dataset")
+    source = AGREES_AFTER_A_MOCK.replace("{touch}", TOUCHES[touch])
+    result = run_candidate(dataset, 1, source, RunnerOptions(sandbox="off", timeout_sec=120))
+    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
+    assert re.search(r"makes values that agree with anything \(== object\); one reaches test\.py:\d+",
+                     result["failure_messages"][0]), result["failure_messages"][0]
