@@ -675,6 +675,15 @@ def raised_in(error):
     return [frame.f_code.co_name for frame, _ in traceback.walk_tb(error.__traceback__)]
 
 
+def locals_below(tb):
+    """The names each finished frame of a traceback holds (boltons' tbutils shows their values)."""
+    names = []
+    while tb is not None:
+        names.append(sorted(tb.tb_frame.f_locals))
+        tb = tb.tb_next
+    return names
+
+
 def own_locals():
     marker = 1
     return sorted(name for name in sys._getframe().f_locals if name == "marker")
@@ -685,11 +694,25 @@ def add(a, b):
 '''
 
 SPELLED_NOT_DONE_TEST = '''\
-from pkg.target import add, own_locals, raised_in
+from pkg.target import add, locals_below, own_locals, raised_in
 
 
 def _fail():
     raise ValueError("x")
+
+
+def _traceback():
+    def inner(depth):
+        secret = depth * 2
+        raise KeyError(secret)
+    try:
+        inner(21)
+    except KeyError as error:
+        return error.__traceback__
+
+
+def test_locals_of_a_finished_traceback():
+    assert locals_below(_traceback()) == [["inner"], ["depth", "secret"]]
 
 
 def test_walk_tb():

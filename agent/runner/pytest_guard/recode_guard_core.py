@@ -153,7 +153,7 @@ if _WATCH:
         origin.use_native(_CONFIG["native"])
     origin.configure(_CANDIDATE)
     reference.configure(candidate=_CANDIDATE, references=_REFERENCES, report=_report_access, note=_note)
-    capabilities.configure(_flag)
+    capabilities.configure(_flag, _TEST)
     results.configure(_flag, _TEST, _suspect)
     integrity.configure(_flag, test=_TEST, references=_REFERENCES, repo=_REPO)
 
