@@ -13,9 +13,10 @@ Denied to candidate code (on the stack, or in a thread it started):
 * tracers and profilers: ``sys.settrace``, ``sys.setprofile``, their
   all-threads forms and ``sys.monitoring`` callbacks (from anywhere, except the
   debuggers and coverage tools pytest itself may run);
-* frames: reading the locals of a frame not its own (``f_locals``, which the
-  compiled helper gates, directly or through a library such as
-  ``inspect.getargvalues``); without the helper, holding a frame object that is
+* frames: reading the locals of a running frame not its own (``f_locals``, which
+  the compiled helper gates, directly or through a library such as
+  ``inspect.getargvalues``; the test's finished frames a traceback holds are
+  free); without the helper, holding a frame object that is
   not its own (``sys._getframe``, ``tb_frame``, ``gi_frame``, handed out by
   ``inspect.stack``, ``traceback.walk_stack``...; ``f_back`` cannot be gated).
   Libraries the candidate calls may still look at frames for their own use
