@@ -184,7 +184,7 @@ def refuse_frame(frame: types.FrameType) -> None:
         cand = next((f for f in (reader, reader.f_back) if f is not None and origin.is_candidate_frame(f)), None)
         refused = cand is not None and not origin.is_candidate_frame(frame) and not _finished_test_frame(frame)
     if refused:
-        deny(cand, reader, "reads the interpreter's frames (f_locals)")
+        deny(cand, reader, f"reads the interpreter's frames (f_locals) of {where(frame)} ({frame.f_code.co_name})")
 
 
 _test_file: list[str] = []
