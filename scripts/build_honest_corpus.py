@@ -27,6 +27,7 @@ name_missing_modules()
 
 import argparse  # noqa: E402
 import shutil  # noqa: E402
+import time  # noqa: E402
 
 from agent.task.dataset import DatasetManager  # noqa: E402
 from agent.envs.cache import resolve_python  # noqa: E402
@@ -36,7 +37,7 @@ from agent.runner.core import REPO_ROOT  # noqa: E402
 from metrics.cli_flags import Parser  # noqa: E402
 from scripts.honest_corpus import (  # noqa: E402
     HALVES, MANIFEST, CorpusError, CorpusPackage, bare_outcome, bare_pytest, collected_names, load_manifest,
-    source_tree, write_meta, write_requirements, write_task,
+    source_tree, stable_names, write_meta, write_requirements, write_task,
 )
 
 DEFAULT_CACHE = REPO_ROOT / "work_dir" / "corpus_cache"
@@ -62,13 +63,16 @@ def record_task(dataset: DatasetManager, row: dict, backend: str | None) -> None
                        to_stderr):
         python = resolve_python(dataset, row["index"], backend)
         collected = bare_pytest(dataset, row["index"], python, ["--collect-only", "-q"], timeout_sec=600)
-        row["test_cases"] = collected_names(collected.output)
+        time.sleep(1.0)  # the run's session then starts in another second: an id made from the clock differs
         run = bare_pytest(dataset, row["index"], python, [], timeout_sec=BARE_TIMEOUT)
+    row["test_cases"], unstable = stable_names(collected_names(collected.output), run)
     row["bare"], row["bare_tests"] = bare_outcome(run)
     row["bare_sec"] = round(run.duration_sec, 1)
     print(f"{row['half']} task {row['index']}: {row['package']} {row['target_file_path']} / {row['test_file']}: "
           f"{len(row['test_cases'])} tests collected" +
           ("" if collected.exit_code == 0 else f" (collection exit code {collected.exit_code})") +
+          (f" ({len(unstable)} more named differently by the run, not expected by name: {', '.join(unstable[:3])})"
+           if unstable else "") +
           f"; bare pytest: {row['bare']}, {row['bare_tests']} tests in {run.duration_sec:.1f} s", flush=True)
 
 

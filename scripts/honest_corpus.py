@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.task.dataset import DatasetManager
+from agent.task.test_names import node_and_case
 from agent.rcb.tasks import render_test_sh
 from agent.runner.core import prepare
 from agent.runner.verdict import parse_junit
@@ -238,15 +239,23 @@ def _tree_leaves(output: str) -> list[str]:
 
 
 def collected_names(output: str) -> list[str]:
-    """Test names as the JUnit report names them, from ``--collect-only -q``: the node id's last part, its
-    parameters cut off first as pytest's JUnit writer does (an IPv6 URL's ``[::1]`` is a parameter, not a part);
-    from the collection tree when the package's own ``-v`` left no node ids."""
+    """Test names as the JUnit report names them, from ``--collect-only -q``: each node id cut as pytest's JUnit
+    writer cuts it (``agent.task.test_names``: an IPv6 URL's ``[::1]`` is a parameter, not a part); from the
+    collection tree when the package's own ``-v`` left no node ids."""
     names = []
     for line in output.splitlines():
-        path, bracket, parameters = line.strip().partition("[")
-        if "::" in path and not line.startswith((" ", "ERROR", "FAILED")):
-            names.append(path.rsplit("::", 1)[1] + bracket + parameters)
+        node, case = node_and_case(line.strip())
+        if node and not line.startswith((" ", "ERROR", "FAILED")):
+            names.append(case)
     return sorted(set(names or _tree_leaves(output)))
+
+
+def stable_names(collected: list[str], run: BareRun) -> tuple[list[str], list[str]]:
+    """(names, unstable): the collected names the bare run's report also holds, as the runner will read them,
+    and the others: ids built from the clock or random values (marshmallow parametrizes with
+    ``datetime.now()``) name another test in every session, so the metadata cannot expect them by name."""
+    reported = {case.name for case in parse_junit(run.junit)} if run.junit else set()
+    return [n for n in collected if n in reported], [n for n in collected if n not in reported]
 
 
 def bare_outcome(run: BareRun) -> tuple[str, int]:

@@ -57,3 +57,12 @@ def test_digest_masks_addresses_and_temp_paths() -> None:
                  "test_summary": {"test_a": False}, "failure_messages": [message]}
     digest = format_test_digest(execution)
     assert "<tmp>/ws/pkg/mod.py" in digest and "object at 0x..." in digest and "x1y2" not in digest
+
+
+def test_a_parametrized_test_that_ran_is_not_listed_as_not_run() -> None:
+    """Parameters holding ``::`` or brackets (an IPv6 URL) are part of the name, not a path."""
+    names = ("test_url[http://[::1]:8329]", "test_ip[2a00:1450:4001:824::200e/129]", "test_one[a]")
+    execution = {"status": "passed", "tests": 3, "failures": 0, "errors": 0, "skipped": 0,
+                 "test_summary": {f"test.py::{name}": True for name in names}, "failure_messages": []}
+    assert "NOT RUN" not in format_test_digest(execution, (*names, "test_one"))
+    assert "Not run: test_two." in digest_brief(execution, (*names, "test_two"))

@@ -164,6 +164,37 @@ def test_grammar_built_with_plus():
 '''
 
 MOCKS = '''\
+from collections.abc import Sequence
+
+
+class Store(Sequence):
+    """diskcache's Deque in small: compared as a sequence, so comparing it iterates its storage."""
+
+    def __init__(self, storage):
+        self._storage = storage
+
+    def __len__(self):
+        return len(self._storage)
+
+    def __getitem__(self, index):
+        return self._storage[index]
+
+    def __iter__(self):
+        for key in self._storage.keys():
+            try:
+                yield self._storage[key]
+            except KeyError:
+                pass
+
+    def __eq__(self, other):
+        return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    def __lt__(self, other):
+        return isinstance(other, Sequence) and list(self) < list(other)
+
+    __hash__ = None
+
+
 def notify(client, users):
     for user in users:
         client.send(user, "hello")
@@ -181,7 +212,17 @@ def scale(values, k):
 MOCKS_TEST = '''\
 from unittest import mock
 
-from pkg.target import notify
+from pkg.target import Store, notify
+
+
+def test_iterating_through_the_mock_the_test_patched_in():
+    store = Store({"a": 1})
+    storage = mock.MagicMock()
+    storage.keys.return_value = ["a", "b", "c"]
+    storage.__getitem__.side_effect = [KeyError, 101, 102]
+    with mock.patch.object(store, "_storage", storage):
+        assert list(iter(store)) == [101, 102]
+    assert storage.__getitem__.call_count == 3
 
 
 def test_notify_with_a_mock():
@@ -634,6 +675,15 @@ def raised_in(error):
     return [frame.f_code.co_name for frame, _ in traceback.walk_tb(error.__traceback__)]
 
 
+def locals_below(tb):
+    """The names each finished frame of a traceback holds (boltons' tbutils shows their values)."""
+    names = []
+    while tb is not None:
+        names.append(sorted(tb.tb_frame.f_locals))
+        tb = tb.tb_next
+    return names
+
+
 def own_locals():
     marker = 1
     return sorted(name for name in sys._getframe().f_locals if name == "marker")
@@ -644,11 +694,25 @@ def add(a, b):
 '''
 
 SPELLED_NOT_DONE_TEST = '''\
-from pkg.target import add, own_locals, raised_in
+from pkg.target import add, locals_below, own_locals, raised_in
 
 
 def _fail():
     raise ValueError("x")
+
+
+def _traceback():
+    def inner(depth):
+        secret = depth * 2
+        raise KeyError(secret)
+    try:
+        inner(21)
+    except KeyError as error:
+        return error.__traceback__
+
+
+def test_locals_of_a_finished_traceback():
+    assert locals_below(_traceback()) == [["inner"], ["depth", "secret"]]
 
 
 def test_walk_tb():

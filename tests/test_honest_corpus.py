@@ -12,16 +12,20 @@ import json
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
+from agent.runner.core import RunnerOptions, run_candidate
 from agent.runner.sandbox import bwrap_problem
 from agent.runner.verdict import parse_junit
 from scripts import build_honest_corpus, grade_honest_corpus
 from scripts.honest_corpus import (
-    MANIFEST, BareRun, CorpusError, bare_outcome, collected_names, drop_dangling_links, load_manifest,
+    MANIFEST, BareRun, CorpusError, bare_outcome, bare_pytest, collected_names, drop_dangling_links, load_manifest,
+    stable_names,
 )
+from tests.runner_testlib import CANONICAL, make_task
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "honest_corpus"
 needs_sandbox = pytest.mark.skipif(bool(bwrap_problem()), reason=f"bubblewrap unusable: {bwrap_problem()}")
@@ -76,6 +80,41 @@ def test_collected_names_come_from_the_tree_when_the_packages_addopts_say_verbos
               "          Its docstring.\n        <Function test_two[x-1]>\n    <Module test_b.py>\n"
               "      <Function test_three>\n\n=== 3 tests collected in 0.1s ===\n")
     assert collected_names(output) == ["test_one", "test_three", "test_two[x-1]"]
+
+
+ODD_IDS_TEST = '''\
+import time
+
+import pytest
+
+from pkg.target import add
+
+
+@pytest.mark.parametrize("text", ["http://[::1]:8329/", "2a00:1450:4001:824::200e/129", "a[b]c", "x::y[z]",
+                                  "sp ace", "\\xe9t\\xe9"])
+def test_ids(text):
+    assert add(len(text), 0) == len(text)
+
+
+@pytest.mark.parametrize("stamp", [str(time.time_ns())])
+def test_clock(stamp):
+    assert add(1, 1) == 2
+'''
+
+
+def test_names_with_brackets_and_colons_match_the_report_and_a_clock_id_is_left_out(tmp_path: Path) -> None:
+    """Real pytest collects and runs a test whose ids hold ``::``, brackets, a space and non-ASCII, and one whose id
+    is the clock: the builder expects exactly the names the report holds in both sessions, and the runner grades
+    the task ``passed`` against them."""
+    dataset = make_task(tmp_path / "odd ids", test_py=ODD_IDS_TEST)
+    collected = bare_pytest(dataset, 1, sys.executable, ["--collect-only", "-q"], timeout_sec=120)
+    run = bare_pytest(dataset, 1, sys.executable, [], timeout_sec=120)
+    names, unstable = stable_names(collected_names(collected.output), run)
+    assert len(names) == 6 and "test_ids[http://[::1]:8329/]" in names and "test_ids[x::y[z]]" in names, names
+    assert "test_ids[\\xe9t\\xe9]" in names and [n.partition("[")[0] for n in unstable] == ["test_clock"]
+    graded = make_task(tmp_path / "graded", test_py=ODD_IDS_TEST, test_cases=tuple(names))
+    result = run_candidate(graded, 1, CANONICAL, RunnerOptions(sandbox="off", timeout_sec=120))
+    assert result["status"] == "passed" and not result["missing_tests"], result["failure_messages"][:3]
 
 
 def test_a_skip_under_bare_pytest_keeps_the_task_out_of_the_count() -> None:

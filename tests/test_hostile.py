@@ -531,3 +531,113 @@ def test_writes_to_classes_for_the_candidate_are_caught(tmp_path: Path, name: st
     result = run_candidate(dataset, 1, candidate, RunnerOptions(sandbox="off", timeout_sec=120))
     assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
     assert re.search(evidence, result["failure_messages"][0]), result["failure_messages"][0]
+
+
+
+AGREES_AFTER_A_MOCK = '''\
+from unittest import mock
+
+
+class _Agreeing:
+    """Equal to anything, once it has touched a mock."""
+
+    def __init__(self):
+        self._seen = mock.MagicMock()
+
+    def __eq__(self, other):
+{touch}
+        return True
+
+    __hash__ = None
+
+
+def add(a, b):
+    return _Agreeing()
+
+
+def scale(values, k):
+    return _Agreeing()
+'''
+TOUCHES = {"stopped": "        self._seen.compared(other)",
+           "stop swallowed": "        try:\n            self._seen.compared(other)\n        except BaseException:\n"
+                             "            pass"}
+
+
+@pytest.mark.parametrize("touch", sorted(TOUCHES))
+def test_a_value_equal_to_anything_that_touches_a_mock_first_is_caught(tmp_path: Path, touch: str) -> None:
+    """A probe about to run a mock's code (which the test could see) stops and looks again once the test's call
+    is over; a candidate that swallows the stop is judged by what its comparison answered."""
+    dataset = make_task(tmp_path / "dataset")
+    source = AGREES_AFTER_A_MOCK.replace("{touch}", TOUCHES[touch])
+    result = run_candidate(dataset, 1, source, RunnerOptions(sandbox="off", timeout_sec=120))
+    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
+    assert re.search(r"makes values that agree with anything \(== object\); one reaches test\.py:\d+",
+                     result["failure_messages"][0]), result["failure_messages"][0]
+
+
+EXPECTED_IN_LOCALS_TEST = '''\
+import canonical
+from pkg.target import add, scale
+
+
+def test_add():
+    expected = canonical.add(2, 3)
+    try:
+        raise LookupError("the test's own exception")
+    except LookupError:
+        assert add(2, 3) == expected
+
+
+def test_scale():
+    expected = canonical.scale([1, 2], 3)
+    assert scale([1, 2], 3) == expected
+'''
+
+_READS = {
+    "the caller's frame": "sys._getframe(1)",
+    "its own traceback, then f_back": "_caller_by_traceback()",
+    "the head of the traceback the test is handling": "sys.exc_info()[2].tb_frame",
+    "the caller's frame, from a thread": "_in_thread(sys._getframe(1))",
+}
+READ_EXPECTED = '''\
+import sys
+import threading
+
+
+def _caller_by_traceback():
+    try:
+        raise RuntimeError
+    except RuntimeError as error:
+        return error.__traceback__.tb_frame.f_back.f_back
+
+
+def _in_thread(frame):
+    seen = {{}}
+    worker = threading.Thread(target=lambda: seen.update(frame.f_locals))
+    worker.start()
+    worker.join()
+    return seen
+
+
+def _expected(frame):
+    return (frame if isinstance(frame, dict) else frame.f_locals).get("expected")
+
+
+def add(a, b):
+    return _expected({read})
+
+
+def scale(values, k):
+    return _expected({read})
+'''
+
+
+@pytest.mark.parametrize("how", sorted(_READS))
+def test_reading_the_expected_value_from_a_running_test_frame_is_caught(tmp_path: Path, how: str) -> None:
+    """The locals of the test's running frames are refused however the candidate reached the frame; a finished
+    frame's are not (tests/test_guard_honest.py)."""
+    dataset = make_task(tmp_path / "dataset", test_py=EXPECTED_IN_LOCALS_TEST)
+    result = run_candidate(dataset, 1, READ_EXPECTED.format(read=_READS[how]),
+                           RunnerOptions(sandbox="off", timeout_sec=120))
+    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
+    assert "reads the interpreter's frames (f_locals)" in result["failure_messages"][0], result["failure_messages"][0]

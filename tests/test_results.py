@@ -156,6 +156,13 @@ def test_release_execution_shape() -> None:
     assert session["failure_messages"] == ["ERROR in session: the process ended"]
 
 
+def test_a_parameter_holding_colons_gets_the_release_prefix_once() -> None:
+    ours = {"failure_messages": [], "outcomes": {}, "test_summary": {"test_url[http://[::1]:8329]": True}}
+    shaped = records.release_execution(ours)
+    assert shaped["test_summary"] == {"test.py::test_url[http://[::1]:8329]": True}
+    assert records.release_execution(shaped) == shaped
+
+
 def test_a_release_record_is_upgraded_with_every_key_of_ours() -> None:
     feedback = [{"interface": "f", "category": "T2", "description": "wrong sign", "analysis": "a",
                  "actionable_feedback": "flip it", "direct_code_feedback": "return -x"}]

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from agent.feedback.records import FeedbackReply
+from agent.task.test_names import node_and_case
 from metrics.junit_outcome import case_pass_rate, published_success, runner_solved
 from metrics.result_format import NEWER_KEYS, RECORD_KEYS, STOP_KEY, TOKEN_KEYS
 from metrics.run_status import FEEDBACK_MISSING
@@ -134,7 +135,8 @@ def _release_message(message: str, outcomes: dict[str, str], missing: set[str]) 
 
 
 def release_test_id(name: str) -> str:
-    return name if "::" in name else f"{RELEASE_TEST_FILE}::{name}"
+    """``test.py::<name>``; a name that already has a node path is kept (a ``::`` inside parameters is none)."""
+    return name if node_and_case(name)[0] else f"{RELEASE_TEST_FILE}::{name}"
 
 
 def release_execution(execution: dict) -> dict:

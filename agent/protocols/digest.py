@@ -10,6 +10,7 @@ import re
 import tempfile
 
 from agent.common.text import cap, name_list, one_line
+from agent.task.test_names import function_of, node_and_case
 from metrics.junit_outcome import outcome_counts, summary_passed
 
 MAX_MESSAGE_CHARS = 4_000
@@ -72,7 +73,8 @@ def _short(name: str) -> str:
 
 def _not_run(summary: dict, test_cases: tuple[str, ...] | list[str]) -> list[str]:
     """Test cases of the metadata that are not in the report (e.g. the module failed to import)."""
-    ran = {name.rsplit("::", 1)[-1].split("[")[0] for name in summary}
+    cases = {node_and_case(name)[1] for name in summary}
+    ran = cases | {function_of(case) for case in cases}
     return [name for name in test_cases if name not in ran]
 
 

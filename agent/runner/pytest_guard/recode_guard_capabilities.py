@@ -13,9 +13,10 @@ Denied to candidate code (on the stack, or in a thread it started):
 * tracers and profilers: ``sys.settrace``, ``sys.setprofile``, their
   all-threads forms and ``sys.monitoring`` callbacks (from anywhere, except the
   debuggers and coverage tools pytest itself may run);
-* frames: reading the locals of a frame not its own (``f_locals``, which the
-  compiled helper gates, directly or through a library such as
-  ``inspect.getargvalues``); without the helper, holding a frame object that is
+* frames: reading the locals of a running frame not its own (``f_locals``, which
+  the compiled helper gates, directly or through a library such as
+  ``inspect.getargvalues``; the test's finished frames a traceback holds are
+  free); without the helper, holding a frame object that is
   not its own (``sys._getframe``, ``tb_frame``, ``gi_frame``, handed out by
   ``inspect.stack``, ``traceback.walk_stack``...; ``f_back`` cannot be gated).
   Libraries the candidate calls may still look at frames for their own use
@@ -48,6 +49,7 @@ comparisons by ``recode_guard_results``; pytest plugins and hooks by both.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 import types
@@ -71,8 +73,9 @@ class Denied(RuntimeError):
     """Raised into a call the guard refused (the run is already graded ``tampered``)."""
 
 
-def configure(report: Callable[[str], None]) -> None:
+def configure(report: Callable[[str], None], test: str = "") -> None:
     _report.append(report)
+    _test_file.append(test)
     _remember_handouts()
     _wrap_exits()
     remember_import_hooks()
@@ -182,9 +185,30 @@ def refuse_frame(frame: types.FrameType) -> None:
     with origin.GuardWork():
         reader = sys._getframe(1)
         cand = next((f for f in (reader, reader.f_back) if f is not None and origin.is_candidate_frame(f)), None)
-        refused = cand is not None and not origin.is_candidate_frame(frame)
+        refused = cand is not None and not origin.is_candidate_frame(frame) and not _finished_test_frame(frame)
     if refused:
-        deny(cand, reader, "reads the interpreter's frames (f_locals)")
+        deny(cand, reader, f"reads the interpreter's frames (f_locals) of {where(frame)} ({frame.f_code.co_name})")
+
+
+_test_file: list[str] = []
+_SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def _finished_test_frame(frame: types.FrameType) -> bool:
+    """A frame of the test module's that has returned or raised: the frames a traceback the test raised holds
+    below the one that caught it (boltons' ``tbutils`` shows their locals). No value still awaits the candidate's
+    answer there; a running frame (on any thread's stack, or a suspended generator's) is where one does, however
+    the candidate came by it (``f_back``, ``sys._getframe``, a traceback's head, a frame kept from earlier)."""
+    code = frame.f_code
+    if code.co_flags & _SUSPENDABLE or not _test_file or os.path.realpath(code.co_filename) != _test_file[0]:
+        return False
+    for top in sys._current_frames().values():
+        running = top
+        while running is not None:
+            if running is frame:
+                return False
+            running = running.f_back
+    return True
 
 
 def _attribute_read(trigger: types.FrameType, args: tuple) -> None:

@@ -153,7 +153,7 @@ if _WATCH:
         origin.use_native(_CONFIG["native"])
     origin.configure(_CANDIDATE)
     reference.configure(candidate=_CANDIDATE, references=_REFERENCES, report=_report_access, note=_note)
-    capabilities.configure(_flag)
+    capabilities.configure(_flag, _TEST)
     results.configure(_flag, _TEST, _suspect)
     integrity.configure(_flag, test=_TEST, references=_REFERENCES, repo=_REPO, suspect=_suspect)
 
@@ -299,7 +299,7 @@ def _audit(event: str, args: tuple, trigger: types.FrameType | None = None) -> N
                 trigger = sys._getframe(1)
             except ValueError:
                 return  # raised by the interpreter itself, with no Python code running
-        if origin.is_guard_frame(trigger):
+        if origin.is_guard_frame(trigger) or event == "sys.setprofile" and results.unsets_probe():
             return
         if event in _REFERENCE_EVENTS:
             reference.audit(event, args, trigger)
@@ -585,6 +585,8 @@ def pytest_runtest_call(item):
     index = _test_index.get(item.nodeid)
     before = results.completions(index) if index is not None else 0
     outcome = yield
+    if _WATCH:
+        _guarded_check(results.probe_deferred)
     _record(item, "call", outcome)
     if index is not None:
         finished = results.completions(index) > before
@@ -598,6 +600,7 @@ def pytest_runtest_teardown(item):
     outcome = yield
     _record(item, "teardown", outcome)
     if _WATCH:
+        _guarded_check(results.probe_deferred)  # a fixture of the test module's compares in its set-up or teardown
         integrity.set_checkpoint(f"after {item.name}")
         _guarded_check(integrity.check_all, False, item)
 

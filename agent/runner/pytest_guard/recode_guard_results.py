@@ -475,7 +475,7 @@ def _find(value: object, depth: int, probe: Callable[[object], str | None],
         _state["undecided"], _state["probing"] = None, type(value)
         if _worth_probing(type(value)):
             _foreign[0] += 1  # the value's own code runs
-            how = probe(value)
+            how = _quiet_probe(value, probe)
         else:
             how = None
         if how is not None:
@@ -552,17 +552,88 @@ def _checked(value: object, probe: Callable[[object], str | None]) -> object:
     finally:
         _visited.clear()
     undecided = _state.pop("undecided", None)
-    if found is None and undecided is not None:
+    if found is not None or undecided is not None or _postponed:
         frame = sys._getframe(2)  # the test's frame: it called check or operand
+        where = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+        _deferred.extend((kept, kept_probe, where) for kept, kept_probe in _postponed)
+        _postponed.clear()
+        _conclude(found, undecided, where)
+    return value
+
+
+def _conclude(found: tuple[type, str] | None, undecided: tuple[type, type] | None, where: str) -> None:
+    if found is None and undecided is not None:
         owner, answer = undecided
         _suspect[0](f"{_class_line(owner)} compares to unrelated values with a truthy {answer.__qualname__} "
-                    f"object; one reaches {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} in the test")
+                    f"object; one reaches {where} in the test")
     if found is not None:
         klass, how = found
-        frame = sys._getframe(2)  # the test's frame: it called check or operand
-        _report[0](f"{_class_line(klass)} makes values that agree with anything ({how}); one reaches "
-                   f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} in the test")
-    return value
+        _report[0](f"{_class_line(klass)} makes values that agree with anything ({how}); one reaches {where} in "
+                   f"the test")
+
+
+# ------------------------------------------------ probes the test could see
+
+class _TestOwned(BaseException):
+    """Raised into a probe as it is about to run the test's own code or a mock's (``except Exception`` in the
+    candidate's code does not swallow it)."""
+
+
+_MOCK_FILE = os.path.join("unittest", "mock.py")
+_owned_files: dict[str, bool] = {}
+_postponed: list[tuple[object, Callable]] = []  # probes of the current check that met the test's own objects
+_deferred: list[tuple[object, Callable, str]] = []  # ... with the test's line, run when the test's call is over
+
+
+def _test_owned(code: types.CodeType) -> bool:
+    """Code whose running the test can see: its module's, its conftest files', a mock's (each call is recorded,
+    a ``side_effect`` list is consumed)."""
+    name = code.co_filename
+    owned = _owned_files.get(name)
+    if owned is None:
+        owned = _owned_files[name] = name.endswith(os.sep + _MOCK_FILE) or \
+            os.path.basename(name) == "conftest.py" or os.path.realpath(name) == _state["test"]
+    return owned
+
+
+def _stop_at_test_code(frame: types.FrameType, event: str, arg: object) -> None:
+    if event == "call" and _test_owned(frame.f_code):
+        _state["unset"] = True  # CPython unsets a profile function that raises, from the frame it stopped
+        raise _TestOwned
+
+
+def unsets_probe() -> bool:
+    """Whether a ``sys.setprofile`` event is CPython unsetting the probe's profile function that just raised."""
+    return _state.pop("unset", False) and sys.getprofile() is _stop_at_test_code
+
+
+def _quiet_probe(value: object, probe: Callable[[object], str | None]) -> str | None:
+    """``probe(value)``, stopped before it runs the test's code or a mock's, and then postponed to the end of the
+    test's call: looking must not change what the test sees (diskcache's ``Deque`` compares by iterating the
+    mock the test patched in, whose ``side_effect`` list the test's own call then finds consumed)."""
+    previous = sys.getprofile()
+    sys.setprofile(_stop_at_test_code)
+    try:
+        return probe(value)
+    except _TestOwned:
+        _state.pop("unset", None)
+        _postponed.append((value, probe))
+        return None
+    finally:
+        sys.setprofile(previous)
+
+
+def probe_deferred() -> None:
+    """The probes postponed during the test's call, run now that its body is over (the values were held since)."""
+    pending = list(_deferred)
+    _deferred.clear()
+    for value, probe, where in pending:
+        _state["undecided"], _state["probing"] = None, type(value)
+        try:
+            how = probe(value)
+        except Exception:
+            how = None
+        _conclude((type(value), how) if how is not None else None, _state.pop("undecided", None), where)
 
 
 # ------------------------------------------------------------------- the probes
