@@ -13,7 +13,8 @@ a non-literal, aliased and changed, mutated through a subscript, an augmented
 assignment or a method call, or named by a string (``setattr``,
 ``mock.patch.object(TestX, "atol")``, ``monkeypatch.setattr``). A change to a
 value the source hands to a non-library call (which may be the candidate's,
-mutating its argument) is only suspicious. Classes with a metaclass of their
+mutating its argument) is only suspicious, and so is a literal already changed
+when first seen (a class decorator may rewrite its class). Classes with a metaclass of their
 own (``Enum``, traitlets' ``HasTraits``, pydantic) rewrite their bodies and are
 left out.
 """
@@ -158,7 +159,7 @@ def check(module: types.ModuleType, plan_: Plan, module_plan: sources.Plan, labe
                 allowed = plan_.assigned.get(name, []) + ([detail] if kind == "literal" else [])
                 where = f"{label}.{'.'.join(path)}.{name}"
                 report = suspect if _handed(module, module_plan, plan_, name) else flag
-                _judge(plan_, (path, name), value, allowed, kind == "value", where, report)
+                _judge(plan_, (path, name), value, allowed, kind == "value", where, report, suspect)
 
 
 def _class(module: types.ModuleType, path: tuple[str, ...]) -> type | None:
@@ -173,16 +174,18 @@ def _class(module: types.ModuleType, path: tuple[str, ...]) -> type | None:
 
 
 def _judge(plan_: Plan, key: tuple, value: object, allowed: list, built: bool, where: str,
-           report: Callable[[str], None]) -> None:
+           report: Callable[[str], None], suspect: Callable[[str], None]) -> None:
     """One attribute: a literal it must equal, or (a built value) the object first seen, with its contents; a
-    value judged before and unchanged since is not judged again."""
+    value judged before and unchanged since is not judged again. A literal already changed when first seen
+    may be a class decorator's or a library metaclass's doing (attrs' slotted classes): only suspicious."""
     kept = plan_.seen.get(key)
     same = kept is not None and kept[0] is value
     if same and (kept[1] is _MISSING or _equal(kept[1], value)):
         return
     if not (any(_equal(literal, value) for literal in allowed) or (built and kept is None)):
-        report(f"changes the contents of {where} in place" if same else
-               f"{where} is not what its source assigns ({origin.describe(value)})")
+        (report if kept is not None else suspect)(
+            f"changes the contents of {where} in place" if same else
+            f"{where} is not what its source assigns ({origin.describe(value)})")
     plan_.seen[key] = (value, sources._snapshot(value))
 
 
