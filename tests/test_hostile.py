@@ -523,6 +523,49 @@ def scale(values, k):
 }
 
 
+# The data of the test's classes (rule 11 for classes): a class-body literal, and what ``setup_class`` stores.
+CLASS_BODY_TEST = CLASSES_TEST.replace('''class Expected:
+    @classmethod
+    def setup_class(cls):
+        cls.expected = [3, 6]''', '''class Expected:
+    expected = [3, 6]''')
+CLASS_DATA_HACKS = {
+    "a class-body literal rebound": (CLASS_BODY_TEST, "_test().Expected.expected = [0]",
+                                     r"the test\.Expected\.expected is not what its source assigns"),
+    "a class-body literal changed in place": (CLASS_BODY_TEST, "_test().Expected.expected[:] = [0]",
+                                              r"changes the contents of the test\.Expected\.expected in place"),
+    "what setup_class stores, rebound": (CLASSES_TEST, "_test().TestScale.expected = [0]",
+                                         r"the test\.TestScale\.expected is not what its source assigns"),
+    "what setup_class stores, changed in place": (
+        CLASSES_TEST, "_test().TestScale.expected[:] = [0]",
+        r"changes the contents of the test\.TestScale\.expected in place"),
+    "what setup_class stores, rebound to the test class's own instance": (
+        CLASSES_TEST, "_test().TestScale.expected = _test().TestScale()",
+        r"the test\.TestScale\.expected is not what its source assigns \(a test\.TestScale object\)"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLASS_DATA_HACKS))
+def test_the_data_of_the_tests_classes_is_kept(tmp_path: Path, name: str) -> None:
+    """No write to a class raises an event; the guard compares the test's classes with what its source binds."""
+    test_py, act, evidence = CLASS_DATA_HACKS[name]
+    returned = "[0]" if "TestScale()" not in act else "_test().TestScale.expected"
+    candidate = _FIND_TEST + f'''
+
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    {act}
+    return {returned}
+'''
+    dataset = make_task(tmp_path / "data set", test_py=test_py, test_cases=("test_scale", "test_add", "test_fraction"))
+    result = run_candidate(dataset, 1, candidate, RunnerOptions(sandbox="off", timeout_sec=120))
+    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
+    assert re.search(evidence, result["failure_messages"][0]), result["failure_messages"][0]
+
+
 @pytest.mark.parametrize("name", sorted(CLASS_HACKS))
 def test_writes_to_classes_for_the_candidate_are_caught(tmp_path: Path, name: str) -> None:
     candidate, evidence = CLASS_HACKS[name]
