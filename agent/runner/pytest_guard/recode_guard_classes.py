@@ -58,9 +58,11 @@ def plan(tree: ast.Module, module_plan: sources.Plan) -> Plan:
     aliases: dict[str, set[str]] = {}
     for node in ast.walk(tree):
         _read_node(node, result, aliases)
-    for name, attributes in aliases.items():
+    for name, attributes in aliases.items():  # ``rows = self.rows``: what the source does to ``rows``
         if name in module_plan.mutated or name in module_plan.changed:
             result.free |= attributes
+        for attribute in attributes:
+            result.calls.setdefault(attribute, set()).update(result.calls.get(name, ()))
     return result
 
 
