@@ -831,6 +831,7 @@ def total(values):
 CLASS_DATA_TEST = '''\
 """The test's classes changing their own data: rule 11 judges only what the test never writes itself."""
 import enum
+import typing
 import unittest
 from dataclasses import dataclass, field
 from unittest import mock
@@ -849,6 +850,11 @@ class Color(enum.Enum):
 class Settings:
     scale: int = 2
     tags: list = field(default_factory=list)
+
+
+class Case(typing.NamedTuple):  # its defaults become field getters of a class ``namedtuple`` builds
+    text: str = "ab"
+    size: int = 2
 
 
 class TestCounting:
@@ -915,6 +921,7 @@ class TestShared(unittest.TestCase):
         self.assertEqual(add(*Outer.Inner.pair), 3)
         self.assertEqual(Color.RED.value, 1)
         self.assertEqual(Settings().scale, 2)
+        self.assertEqual(add(len(Case().text), 0), Case().size)
 '''
 
 
@@ -1163,7 +1170,8 @@ def test_a_library_acting_on_the_tests_classes_passes(tmp_path: Path) -> None:
 
 def test_the_tests_classes_changing_their_own_data_pass(tmp_path: Path) -> None:
     """Rule 11 for classes judges only data the test's source never writes: its methods' own changes, what
-    ``setup_class`` stores, ``mock.patch.object`` and ``monkeypatch`` on its classes, an enum, a dataclass; a
+    ``setup_class`` stores, ``mock.patch.object`` and ``monkeypatch`` on its classes, an enum, a dataclass, a
+    ``NamedTuple``; a
     class list handed to the candidate, which sorts it in place, is only noted."""
     dataset = make_task(tmp_path / "honest dataset", test_py=CLASS_DATA_TEST, canonical=CLASS_DATA,
                         test_cases=_test_names(CLASS_DATA_TEST))

@@ -11,12 +11,14 @@ equal to one the source stores. An attribute the source writes, mutates or
 hands out any other way is the test's own state and is not judged: stored from
 a non-literal, aliased and changed, mutated through a subscript, an augmented
 assignment or a method call, or named by a string (``setattr``,
-``mock.patch.object(TestX, "atol")``, ``monkeypatch.setattr``). A change to a
-value the source hands to a non-library call (which may be the candidate's,
-mutating its argument) is only suspicious, and so is a literal already changed
-when first seen (a class decorator may rewrite its class). Classes with a metaclass of their
-own (``Enum``, traitlets' ``HasTraits``, pydantic) rewrite their bodies and are
-left out.
+``mock.patch.object(TestX, "atol")``, ``monkeypatch.setattr``). Only suspicious,
+since who changed it cannot be told: a change to a value the source hands to a
+non-library call (which may be the candidate's, mutating its argument), to an
+attribute the code of a base class from elsewhere names (a library's test base),
+and a literal already changed when first seen (a class decorator may rewrite its
+class; a descriptor not the candidate's in its place, as ``NamedTuple`` and
+slots leave, is the class's). Classes with a metaclass of their own (``Enum``,
+traitlets' ``HasTraits``, pydantic) rewrite their bodies and are left out.
 """
 from __future__ import annotations
 
@@ -188,6 +190,10 @@ def _judge(plan_: Plan, key: tuple, value: object, allowed: list, built: bool, w
     value judged before and unchanged since is not judged again. A literal already changed when first seen
     may be a class decorator's or a library metaclass's doing (attrs' slotted classes): only suspicious."""
     kept = plan_.seen.get(key)
+    if kept is None and any("__get__" in origin.type_dict(k) for k in origin.type_mro(type(value))) and \
+            not origin.candidate_object(value):
+        plan_.seen[key] = (value, _MISSING)  # a class a library built (``NamedTuple``'s field getters, slots)
+        return
     same = kept is not None and kept[0] is value
     if same and (kept[1] is _MISSING or _kept(kept[1], value)):
         return
