@@ -10,8 +10,9 @@ test's methods store as ``cls.NAME = <literal>`` (``setup_class``) keeps a value
 equal to one the source stores. An attribute the source writes, mutates or
 hands out any other way is the test's own state and is not judged: stored from
 a non-literal, aliased and changed, mutated through a subscript, an augmented
-assignment or a method call, or named by a string (``setattr``,
-``mock.patch.object(TestX, "atol")``, ``monkeypatch.setattr``). Only suspicious,
+assignment or a method call, or named by a string a call is given (``setattr``,
+``mock.patch.object(TestX, "atol")``, ``monkeypatch.setattr``, ``mock.patch``) or
+by a keyword of ``mock.patch.multiple``. Only suspicious,
 since who changed it cannot be told: a change to a value the source hands to a
 non-library call (which may be the candidate's, mutating its argument), to an
 attribute the code of a base class from elsewhere names (a library's test base),
@@ -103,13 +104,15 @@ def _read_node(node: ast.AST, result: Plan, aliases: dict[str, set[str]]) -> Non
         if isinstance(node.func, ast.Attribute):
             result.free.update(_chain(node.func.value))
         root = _callee_root(node.func)
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "multiple":  # ``mock.patch.multiple``
+            result.free.update(k.arg for k in node.keywords if k.arg)
         for argument in [*node.args, *(k.value for k in node.keywords)]:
             argument = argument.value if isinstance(argument, ast.Starred) else argument
+            if isinstance(argument, ast.Constant) and isinstance(argument.value, str) and len(argument.value) < 200:
+                result.free.update(part for part in argument.value.split(".") if part.isidentifier())
             names = [argument.id] if isinstance(argument, ast.Name) else _chain(argument)  # a class body's own
             for name in names:
                 result.calls.setdefault(name, set()).add(root)
-    elif isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value) < 200:
-        result.free.update(part for part in node.value.split(".") if part.isidentifier())
 
 
 def _read_store(node: ast.AST, result: Plan, aliases: dict[str, set[str]]) -> None:
