@@ -52,7 +52,7 @@ class Plan:
     assigned: dict[str, list[object]] = field(default_factory=dict)  # attribute -> literals stored to it
     free: set[str] = field(default_factory=set)  # attributes the source writes or hands out otherwise
     calls: dict[str, set[str]] = field(default_factory=dict)  # attribute -> roots of the callees it is passed to
-    seen: dict[tuple[tuple[str, ...], str], tuple[object, object]] = field(default_factory=dict)  # value, copy
+    seen: dict[tuple[type, str], tuple[object, object]] = field(default_factory=dict)  # (class, name) -> value, copy
     used: dict[tuple[type, str], bool] = field(default_factory=dict)  # whether a base from elsewhere reads it
 
 
@@ -173,7 +173,7 @@ def check(module: types.ModuleType, plan_: Plan, module_plan: sources.Plan, labe
                 where = f"{label}.{'.'.join(path)}.{name}"
                 report = suspect if _handed(module, module_plan, plan_, name) or _bases_use(
                     plan_, owner, name, namespace.get("__module__")) else flag
-                _judge(plan_, (path, name), value, allowed, kind == "value", where, report, suspect)
+                _judge(plan_, (owner, name), value, allowed, kind == "value", where, report, suspect)
 
 
 def _class(module: types.ModuleType, path: tuple[str, ...]) -> type | None:
