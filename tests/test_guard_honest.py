@@ -877,6 +877,118 @@ def test_worker_exits():
     assert drain([1, 2, None, 3]) == [1, 2] and add(1, 2) == 3
 '''
 
+CLASS_DATA = '''\
+def add(a, b):
+    return a + b
+
+
+def normalize(values):
+    """Sorts its argument in place, as many numeric helpers do, and returns it."""
+    values.sort()
+    return values
+
+
+def total(values):
+    return sum(values)
+'''
+
+CLASS_DATA_TEST = '''\
+"""The test's classes changing their own data: rule 11 judges only what the test never writes itself."""
+import enum
+import typing
+import unittest
+from dataclasses import dataclass, field
+from unittest import mock
+
+import pytest
+
+from pkg.target import add, normalize, total
+
+
+class Color(enum.Enum):
+    RED = 1
+    GREEN = 2
+
+
+@dataclass
+class Settings:
+    scale: int = 2
+    tags: list = field(default_factory=list)
+
+
+class Case(typing.NamedTuple):  # its defaults become field getters of a class ``namedtuple`` builds
+    text: str = "ab"
+    size: int = 2
+
+
+class TestCounting:
+    count = 0
+    cache = []
+    rows = [1, 2, 3]
+    atol = 1e-9
+    limit = 3
+
+    @classmethod
+    def setup_class(cls):
+        cls.expected = [3, 6]
+        cls.table = {name: len(name) for name in ("a", "bb")}
+
+    def test_count(self):
+        type(self).count += 1
+        self.cache.append(add(1, 2))
+        assert self.count == 1 and self.cache == [3]
+
+    def test_alias(self):
+        rows = self.rows
+        rows.append(4)
+        assert total(self.rows) == 10
+
+    def test_expected(self):
+        assert [add(v, v) for v in (1.5, 3)] == self.expected
+
+    def test_patched_tolerance(self):
+        with mock.patch.object(TestCounting, "atol", 1.0):
+            assert abs(add(0.5, 0.4) - 1) <= self.atol
+
+    @pytest.fixture
+    def loose(self, monkeypatch):
+        monkeypatch.setattr(TestCounting, "limit", 10)
+
+    def test_fixture_patches_the_class(self, loose):
+        assert add(4, 5) < self.limit
+
+
+class TestHandedToTheCandidate:
+    data = [3, 1, 2]
+
+    def test_normalize(self):
+        assert normalize(self.data) == [1, 2, 3]
+
+
+class Outer:
+    class Inner:
+        pair = (1, 2)
+
+
+class TestShared(unittest.TestCase):
+    maxDiff = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.shared = {"a": 1}
+
+    def test_shared(self):
+        self.shared["b"] = add(1, 1)
+        self.assertEqual(self.shared, {"a": 1, "b": 2})
+
+    def test_nested_and_enum(self):
+        self.assertEqual(add(*Outer.Inner.pair), 3)
+        self.assertEqual(Color.RED.value, 1)
+        self.assertEqual(Settings().scale, 2)
+        self.assertEqual(add(len(Case().text), 0), Case().size)
+'''
+
+
 CASES = {
     "own dunders reach the asserts": (OWN_DUNDERS, OWN_DUNDERS_TEST),
     "mocks the test creates": (MOCKS, MOCKS_TEST),
@@ -1118,3 +1230,15 @@ def test_a_library_acting_on_the_tests_classes_passes(tmp_path: Path) -> None:
     result = run_candidate(dataset, 1, LIBRARY_ACTS, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
     assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
     assert any("TestQuantity.Q_" in note for note in result.get("suspicious", [])), result.get("suspicious")
+
+
+def test_the_tests_classes_changing_their_own_data_pass(tmp_path: Path) -> None:
+    """Rule 11 for classes judges only data the test's source never writes: its methods' own changes, what
+    ``setup_class`` stores, ``mock.patch.object`` and ``monkeypatch`` on its classes, an enum, a dataclass, a
+    ``NamedTuple``; a
+    class list handed to the candidate, which sorts it in place, is only noted."""
+    dataset = make_task(tmp_path / "honest dataset", test_py=CLASS_DATA_TEST, canonical=CLASS_DATA,
+                        test_cases=_test_names(CLASS_DATA_TEST))
+    result = run_candidate(dataset, 1, CLASS_DATA, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+    assert result.get("suspicious") == ["changes the contents of the test.TestHandedToTheCandidate.data in place"]

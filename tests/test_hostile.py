@@ -523,6 +523,82 @@ def scale(values, k):
 }
 
 
+# The data of the test's classes (rule 11 for classes): a class-body literal, and what ``setup_class`` stores.
+CLASS_BODY_TEST = CLASSES_TEST.replace('''class Expected:
+    @classmethod
+    def setup_class(cls):
+        cls.expected = [3, 6]''', '''class Expected:
+    expected = [3, 6]''')
+TOLERANCES_TEST = '''\
+import unittest
+
+from pkg.target import add, scale
+
+
+class Tolerances:
+    class Inner:
+        atol = 1e-5
+
+
+class TestScale(unittest.TestCase):
+    atol = 1e-5
+    tol = {"atol": 1e-5}
+
+    def test_scale(self):
+        close = [abs(a - b) <= self.atol + self.tol["atol"] for a, b in zip(scale([1, 2], 3), [3, 6])]
+        self.assertTrue(all(close))
+
+    def test_add(self):
+        self.assertTrue(abs(add(2, 3) - 5) < Tolerances.Inner.atol)
+
+
+def test_fraction():
+    assert add(1, 2) == 3
+'''
+CLASS_DATA_HACKS = {
+    "a unittest class's tolerance rebound": (TOLERANCES_TEST, "_test().TestScale.atol = 100.0",
+                                            r"the test\.TestScale\.atol is not what its source assigns"),
+    "a unittest class's tolerance dict changed in place": (
+        TOLERANCES_TEST, "_test().TestScale.tol['atol'] = 100.0",
+        r"changes the contents of the test\.TestScale\.tol in place"),
+    "a nested class's tolerance rebound": (TOLERANCES_TEST, "_test().Tolerances.Inner.atol = 100.0",
+                                           r"the test\.Tolerances\.Inner\.atol is not what its source assigns"),
+    "a class-body literal rebound": (CLASS_BODY_TEST, "_test().Expected.expected = [0]",
+                                     r"the test\.Expected\.expected is not what its source assigns"),
+    "a class-body literal changed in place": (CLASS_BODY_TEST, "_test().Expected.expected[:] = [0]",
+                                              r"changes the contents of the test\.Expected\.expected in place"),
+    "what setup_class stores, rebound": (CLASSES_TEST, "_test().TestScale.expected = [0]",
+                                         r"the test\.TestScale\.expected is not what its source assigns"),
+    "what setup_class stores, changed in place": (
+        CLASSES_TEST, "_test().TestScale.expected[:] = [0]",
+        r"changes the contents of the test\.TestScale\.expected in place"),
+    "what setup_class stores, rebound to the test class's own instance": (
+        CLASSES_TEST, "_test().TestScale.expected = _test().TestScale()",
+        r"the test\.TestScale\.expected is not what its source assigns \(a test\.TestScale object\)"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLASS_DATA_HACKS))
+def test_the_data_of_the_tests_classes_is_kept(tmp_path: Path, name: str) -> None:
+    """No write to a class raises an event; the guard compares the test's classes with what its source binds."""
+    test_py, act, evidence = CLASS_DATA_HACKS[name]
+    returned = "_test().TestScale.expected" if "TestScale()" in act else "[0]" if "expected" in act else "[0.0, 0.0]"
+    candidate = _FIND_TEST + f'''
+
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    {act}
+    return {returned}
+'''
+    dataset = make_task(tmp_path / "data set", test_py=test_py, test_cases=("test_scale", "test_add", "test_fraction"))
+    result = run_candidate(dataset, 1, candidate, RunnerOptions(sandbox="off", timeout_sec=120))
+    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
+    assert re.search(evidence, result["failure_messages"][0]), result["failure_messages"][0]
+
+
 @pytest.mark.parametrize("name", sorted(CLASS_HACKS))
 def test_writes_to_classes_for_the_candidate_are_caught(tmp_path: Path, name: str) -> None:
     candidate, evidence = CLASS_HACKS[name]

@@ -60,6 +60,7 @@ import recode_guard_origin as origin
 import recode_guard_preload as preload
 import recode_guard_reference as reference
 import recode_guard_results as results
+import recode_guard_classes as classes
 import recode_guard_sources as sources
 from recode_guard_origin import candidate_frame, in_candidate_thread, is_candidate_file
 
@@ -424,23 +425,29 @@ def _probe_attributes(tests: list, candidates: list, attributes: dict[str, set[s
 
 
 _plans: dict[str, "sources.Plan"] = {}
+_class_plans: dict[str, "classes.Plan"] = {}  # the test's classes (``recode_guard_classes``)
 _planned: dict[str, list] = {}  # the modules of those files, found after collection and at the end
 
 
 def _check_sources(find: bool = False) -> None:
     """The test's and the reference's namespaces against what their sources bind (``recode_guard_sources``);
-    their modules are looked up in ``sys.modules`` when ``find``, else those found last."""
+    their modules are looked up in ``sys.modules`` when ``find``, else those found last. The data of the test's
+    own classes is judged too."""
     if not _plans:
         for path in (_TEST, *_REFERENCES):
             tree = preload.parse(path)
             if tree is not None:
                 _plans[path] = sources.plan(path, tree)
+                if path == _TEST:
+                    _class_plans[path] = classes.plan(tree, _plans[path])
     if find or not _planned:
         _planned.update(_modules_by_file(tuple(_plans)))
     for path, modules in _planned.items():
         label = "the test" if path == _TEST else os.path.basename(path)
         for module in modules:
             sources.check(module, _plans[path], label, _flag, _suspect)
+            if path in _class_plans:
+                classes.check(module, _class_plans[path], _plans[path], label, _flag, _suspect)
 
 
 def _check_test_functions(items: list) -> None:
