@@ -30,6 +30,7 @@ import unittest
 from dataclasses import dataclass, field
 from typing import Callable
 
+import recode_guard_integrity as integrity
 import recode_guard_origin as origin
 import recode_guard_sources as sources
 
@@ -53,7 +54,6 @@ class Plan:
     free: set[str] = field(default_factory=set)  # attributes the source writes or hands out otherwise
     calls: dict[str, set[str]] = field(default_factory=dict)  # attribute -> roots of the callees it is passed to
     seen: dict[tuple[type, str], tuple[object, object]] = field(default_factory=dict)  # (class, name) -> value, copy
-    used: dict[tuple[type, str], bool] = field(default_factory=dict)  # whether a base from elsewhere reads it
 
 
 def plan(tree: ast.Module, module_plan: sources.Plan) -> Plan:
@@ -172,7 +172,7 @@ def check(module: types.ModuleType, plan_: Plan, module_plan: sources.Plan, labe
                 allowed = plan_.assigned.get(name, []) + ([detail] if kind == "literal" else [])
                 where = f"{label}.{'.'.join(path)}.{name}"
                 report = suspect if _handed(module, module_plan, plan_, name) or _bases_use(
-                    plan_, owner, name, namespace.get("__module__")) else flag
+                    owner, name, namespace.get("__module__")) else flag
                 _judge(plan_, (owner, name), value, allowed, kind == "value", where, report, suspect)
 
 
@@ -257,20 +257,11 @@ def _handed(module: types.ModuleType, module_plan: sources.Plan, plan_: Plan, na
                for root in plan_.calls.get(name, ()))
 
 
-def _bases_use(plan_: Plan, owner: type, name: str, module_name: object) -> bool:
+def _bases_use(owner: type, name: str, module_name: object) -> bool:
     """Whether code of a base class defined elsewhere (a library's test base, the candidate's class) names the
     attribute: it may change the class's data itself (traitlets' ``TraitTestBase`` moves ``None`` within
     ``_bad_values``), which cannot be told from the candidate's change."""
-    key = (owner, name)
-    if key not in plan_.used:
-        codes = [code for klass in origin.type_mro(owner)[1:] if origin.type_dict(klass).get("__module__") !=
-                 module_name for member in list(origin.type_dict(klass).values())
-                 if (code := origin.code_of(member)) is not None]
-        plan_.used[key] = any(map(_names(name), codes))
-    return plan_.used[key]
-
-
-def _names(name: str) -> Callable[[types.CodeType], bool]:
-    def found(code: types.CodeType) -> bool:
-        return name in code.co_names or any(found(c) for c in code.co_consts if type(c) is types.CodeType)
-    return found
+    return integrity._code_finds(("named by a base", owner, name), lambda: [
+        code for klass in origin.type_mro(owner)[1:] if origin.type_dict(klass).get("__module__") != module_name
+        for member in list(origin.type_dict(klass).values()) if (code := origin.code_of(member)) is not None],
+        lambda code: name in code.co_names)

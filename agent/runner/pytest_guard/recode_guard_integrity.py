@@ -242,7 +242,7 @@ _native = origin.native  # the compiled helper (recode_guard_native), when the r
 _blocks: dict[str, list] = {"module": [], "class": [], "hot": [], "volatile": []}
 _classes: list[_ClassTable] = []  # with the helper, the one table of every class ("class" blocks are it)
 _by_owner: dict[object, _Space] = {}  # modules and classes hash by identity: no id() (an audit event)
-_self_written: dict[tuple[object, str], bool] = {}
+_self_written: dict[tuple, bool] = {}
 _guarded: dict[type, type] = {}
 _base_class: dict[type, type] = {}
 _modules: dict[str, object] = {}
@@ -688,7 +688,7 @@ def _writes_global(space: _Space, name: str) -> bool:
     def found(code: types.CodeType) -> bool:
         return "globals" in code.co_names or name in code.co_names and any(
             i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL") and i.argval == name for i in dis.get_instructions(code))
-    return _code_finds((space.owner, name), _module_codes(space.mapping), found)
+    return _code_finds((space.owner, name), lambda: _module_codes(space.mapping), found)
 
 
 def _module_codes(namespace: dict) -> list[types.CodeType]:
@@ -731,13 +731,13 @@ def _stores_attribute(name: str) -> Callable[[types.CodeType], bool]:
     return found
 
 
-def _code_finds(key: tuple, codes: list[types.CodeType], found: Callable[[types.CodeType], bool]) -> bool:
-    """Whether ``found`` holds for one of ``codes`` or the code nested in them (kept under ``key``); code that
-    never mentions the name is skipped without disassembly by each ``found``."""
+def _code_finds(key: tuple, codes: Callable[[], list[types.CodeType]], found: Callable[[types.CodeType], bool]) -> bool:
+    """Whether ``found`` holds for one of the ``codes()`` or the code nested in them (kept under ``key``, so the
+    codes are gathered once); code that never mentions the name is skipped without disassembly by each ``found``."""
     known = _self_written.get(key)
     if known is not None:
         return known
-    stack, seen, known = list(codes), set(), False
+    stack, seen, known = codes(), set(), False
     while stack and not known:
         code = stack.pop()
         if code not in seen:
@@ -857,9 +857,9 @@ def _judge_class(space: _Space, name: str, old: object, new: object, present: bo
 def _class_assigns(owner: type, name: str) -> bool:
     """Whether a method of the class or of a class it derives from stores attribute ``name`` (pint's test base:
     ``cls.Q_ = cls.ureg.Quantity`` in ``setup_class``): the test may have written it."""
-    codes = [code for klass in origin.type_mro(owner) for value in list(type_dict(klass).values())
-             if (code := code_of(value)) is not None and not origin.is_candidate_code(code)]
-    return _code_finds((owner, name), codes, _stores_attribute(name))
+    return _code_finds((owner, name), lambda: [
+        code for klass in origin.type_mro(owner) for value in list(type_dict(klass).values())
+        if (code := code_of(value)) is not None and not origin.is_candidate_code(code)], _stores_attribute(name))
 
 
 def _built_from_candidates(value: object) -> bool:
@@ -905,7 +905,7 @@ def _library_wrapper(name: str, new: object, old: object) -> bool:
     cells = types.FunctionType.__dict__["__closure__"].__get__(new) or ()
     namespace = _GLOBALS.__get__(new)
     return any(_cell(c) is old for c in cells) and origin.known_namespace(namespace) and _code_finds(
-        (namespace.get("__name__"), name), _module_codes(namespace), _stores_attribute(name))
+        (namespace.get("__name__"), name), lambda: _module_codes(namespace), _stores_attribute(name))
 
 
 def _cell(cell: types.CellType) -> object:
