@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent.runner.core import RunnerOptions, run_candidate
+from agent.task.dataset import DatasetManager
 from agent.runner.sandbox import bwrap_problem, pids_cgroup_root
 from tests.runner_testlib import CANONICAL, TEST_CASES, WRONG, make_task, tree_digest
 
@@ -139,6 +140,14 @@ class Listener:
         self.server.close()
 
 
+def assert_tampered(dataset: DatasetManager, candidate: str, evidence: str) -> None:
+    """The candidate, run without the sandbox (the guard alone), is graded ``tampered`` with ``evidence`` (a
+    regular expression) found in its first failure message."""
+    result = run_candidate(dataset, 1, candidate, RunnerOptions(sandbox="off", timeout_sec=120))
+    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
+    assert re.search(evidence, result["failure_messages"][0]), result["failure_messages"][0]
+
+
 def marked_processes(marker: str) -> list[int]:
     found = []
     for entry in os.scandir("/proc"):
@@ -240,9 +249,7 @@ def test_a_star_import_covers_only_the_names_it_gives(tmp_path: Path) -> None:
     """The test star-imports the candidate's module; builtins written into its namespace while it imports are
     not what the star import gives (issue 29: judged against what the test's source binds)."""
     dataset = make_task(tmp_path / "dataset", test_py=STAR_TEST)
-    result = run_candidate(dataset, 1, STAR_HOSTILE, RunnerOptions(sandbox="off", timeout_sec=120))
-    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
-    assert re.search(r"adds the test\.(abs|all) ", result["failure_messages"][0])
+    assert_tampered(dataset, STAR_HOSTILE, r"adds the test\.(abs|all) ")
 
 
 HELPERS_TEST = '''\
@@ -284,9 +291,7 @@ def scale(values, k):
 def test_the_tests_own_functions_swapped_are_caught(tmp_path: Path) -> None:
     """Placing the test's own function in its namespace is judged against what the test's source binds there."""
     dataset = make_task(tmp_path / "dataset", test_py=HELPERS_TEST)
-    result = run_candidate(dataset, 1, HELPERS_SWAPPED, RunnerOptions(sandbox="off", timeout_sec=120))
-    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
-    assert re.search(r"test\._same", result["failure_messages"][0]), result["failure_messages"][0]
+    assert_tampered(dataset, HELPERS_SWAPPED, r"test\._same")
 
 
 CLOSE_TEST = '''\
@@ -322,10 +327,8 @@ def scale(values, k):
 def test_an_operand_whose_difference_is_always_zero_is_caught(tmp_path: Path) -> None:
     """Operands of the test's arithmetic are judged by what arithmetic makes of them."""
     dataset = make_task(tmp_path / "dataset", test_py=CLOSE_TEST)
-    result = run_candidate(dataset, 1, NO_DIFFERENCE, RunnerOptions(sandbox="off", timeout_sec=120))
-    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
-    assert re.search(r"makes values that agree with anything \(a zero difference\); one reaches test\.py:\d+",
-                     result["failure_messages"][0]), result["failure_messages"][0]
+    assert_tampered(dataset, NO_DIFFERENCE,
+                    r"makes values that agree with anything \(a zero difference\); one reaches test\.py:\d+")
 
 
 EMPTY_TEST = '''\
@@ -374,10 +377,8 @@ def test_a_value_claiming_to_be_empty_still_agrees_with_nothing(tmp_path: Path) 
     """An empty value agrees with any number by numpy's own rules (pint's empty unit container); one that agrees
     with random data no empty array broadcasts to agrees with everything."""
     dataset = make_task(tmp_path / "dataset", test_py=EMPTY_TEST)
-    result = run_candidate(dataset, 1, EMPTY_AGREES, RunnerOptions(sandbox="off", timeout_sec=120))
-    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
-    assert re.search(r"target\.py:\d+ \(_Empty(Array)?\) makes values that agree with anything \(numpy\.allclose\)",
-                     result["failure_messages"][0]), result["failure_messages"][0]
+    assert_tampered(dataset, EMPTY_AGREES,
+                    r"target\.py:\d+ \(_Empty(Array)?\) makes values that agree with anything \(numpy\.allclose\)")
 
 
 DRIVER = '''\
@@ -420,9 +421,7 @@ def test_a_unittest_body_stopped_early_is_caught(tmp_path: Path, name: str) -> N
     (tmp_path / "dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / "helper.py").write_text(DRIVER)
     stopped = "    return a + b" if name == "test_add" else "    return [v * k for v in values]"
     candidate = CANONICAL.replace(stopped, STOP)
-    result = run_candidate(dataset, 1, candidate, RunnerOptions(sandbox="off", timeout_sec=120))
-    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
-    assert f"the report says {name} passed but the guard saw it" in result["failure_messages"][0]
+    assert_tampered(dataset, candidate, re.escape(f"the report says {name} passed but the guard saw it"))
 
 
 CLASSES_TEST = '''\
@@ -594,9 +593,7 @@ def scale(values, k):
     return {returned}
 '''
     dataset = make_task(tmp_path / "data set", test_py=test_py, test_cases=("test_scale", "test_add", "test_fraction"))
-    result = run_candidate(dataset, 1, candidate, RunnerOptions(sandbox="off", timeout_sec=120))
-    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
-    assert re.search(evidence, result["failure_messages"][0]), result["failure_messages"][0]
+    assert_tampered(dataset, candidate, evidence)
 
 
 @pytest.mark.parametrize("name", sorted(CLASS_HACKS))
@@ -604,10 +601,7 @@ def test_writes_to_classes_for_the_candidate_are_caught(tmp_path: Path, name: st
     candidate, evidence = CLASS_HACKS[name]
     dataset = make_task(tmp_path / "dataset", test_py=CLASSES_TEST, test_cases=("test_scale", "test_add",
                                                                                  "test_fraction"))
-    result = run_candidate(dataset, 1, candidate, RunnerOptions(sandbox="off", timeout_sec=120))
-    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
-    assert re.search(evidence, result["failure_messages"][0]), result["failure_messages"][0]
-
+    assert_tampered(dataset, candidate, evidence)
 
 
 AGREES_AFTER_A_MOCK = '''\
@@ -645,10 +639,8 @@ def test_a_value_equal_to_anything_that_touches_a_mock_first_is_caught(tmp_path:
     is over; a candidate that swallows the stop is judged by what its comparison answered."""
     dataset = make_task(tmp_path / "dataset")
     source = AGREES_AFTER_A_MOCK.replace("{touch}", TOUCHES[touch])
-    result = run_candidate(dataset, 1, source, RunnerOptions(sandbox="off", timeout_sec=120))
-    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
-    assert re.search(r"makes values that agree with anything \(== object\); one reaches test\.py:\d+",
-                     result["failure_messages"][0]), result["failure_messages"][0]
+    assert_tampered(dataset, source,
+                    r"makes values that agree with anything \(== object\); one reaches test\.py:\d+")
 
 
 EXPECTED_IN_LOCALS_TEST = '''\
@@ -713,7 +705,5 @@ def test_reading_the_expected_value_from_a_running_test_frame_is_caught(tmp_path
     """The locals of the test's running frames are refused however the candidate reached the frame; a finished
     frame's are not (tests/test_guard_honest.py)."""
     dataset = make_task(tmp_path / "dataset", test_py=EXPECTED_IN_LOCALS_TEST)
-    result = run_candidate(dataset, 1, READ_EXPECTED.format(read=_READS[how]),
-                           RunnerOptions(sandbox="off", timeout_sec=120))
-    assert result["status"] == "tampered", (result["status"], result["failure_messages"][:1])
-    assert "reads the interpreter's frames (f_locals)" in result["failure_messages"][0], result["failure_messages"][0]
+    assert_tampered(dataset, READ_EXPECTED.format(read=_READS[how]),
+                    re.escape("reads the interpreter's frames (f_locals)"))
