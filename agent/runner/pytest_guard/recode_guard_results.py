@@ -34,6 +34,7 @@ import os
 import random
 import string
 import sys
+import time
 import types
 from typing import Callable
 
@@ -451,16 +452,32 @@ def _elements(value: object, kind: object) -> list:
 
 
 _probed: dict[type, int] = {}
-PROBE_ALWAYS, PROBE_THEN = 32, 1 / 32
+PROBE_ALWAYS, PROBE_THEN, PROBE_OVER_BUDGET = 32, 1 / 32, 1 / 1024
+PROBE_SHARE = 0.1  # of the run's time so far, that the sampled probes may take
 _sampler = random.Random()
+_probe_clock = {"start": time.perf_counter(), "spent": 0.0}
 
 
 def _worth_probing(kind: type) -> bool:
-    """Every one of the first ``PROBE_ALWAYS`` values of a type is probed, then a random ``PROBE_THEN`` of them: a
-    suite comparing thousands of values of one class (a units library's arrays) is not slowed a hundredfold,
-    and a type that agrees with everything cannot tell which of its values are looked at."""
+    """Every one of the first ``PROBE_ALWAYS`` values of a type is probed, then a random ``PROBE_THEN`` of them
+    while the probes have taken under ``PROBE_SHARE`` of the run so far, and a random ``PROBE_OVER_BUDGET``
+    beyond: a suite comparing a hundred thousand values of one class (a units library's arrays) is not slowed
+    several times over, and a type that agrees with everything cannot tell which of its values are looked at."""
     seen = _probed[kind] = _probed.get(kind, 0) + 1
-    return seen <= PROBE_ALWAYS or _sampler.random() < PROBE_THEN
+    if seen <= PROBE_ALWAYS:
+        return True
+    elapsed = time.perf_counter() - _probe_clock["start"]
+    rate = PROBE_THEN if _probe_clock["spent"] <= PROBE_SHARE * elapsed else PROBE_OVER_BUDGET
+    return _sampler.random() < rate
+
+
+def _timed_probe(value: object, probe: Callable[[object], str | None]) -> str | None:
+    """``_quiet_probe``, its time added to what the probes have spent."""
+    start = time.perf_counter()
+    try:
+        return _quiet_probe(value, probe)
+    finally:
+        _probe_clock["spent"] += time.perf_counter() - start
 
 
 def _find(value: object, depth: int, probe: Callable[[object], str | None],
@@ -475,7 +492,7 @@ def _find(value: object, depth: int, probe: Callable[[object], str | None],
         _state["undecided"], _state["probing"] = None, type(value)
         if _worth_probing(type(value)):
             _foreign[0] += 1  # the value's own code runs
-            how = _quiet_probe(value, probe)
+            how = _timed_probe(value, probe)
         else:
             how = None
         if how is not None:
