@@ -322,9 +322,24 @@ def _is_candidate_module(module: types.ModuleType) -> bool:
     return False
 
 
+def _scratch_child(module: types.ModuleType) -> bool:
+    """A module loaded from outside the repository into a package the import system did not make (a scratch
+    module built at run time, as jinja2's ``ModuleLoader`` builds one for its compiled templates, kept only by
+    its loader): like its package, nobody's to protect. The guard keeps nothing of it (no baseline, no judged
+    writes), so it lives only as long as its maker keeps it, as without the guard."""
+    namespace = _real_dict(module) or {}
+    name, path = namespace.get("__name__"), namespace.get("__file__")
+    package = sys.modules.get(name.rpartition(".")[0], _MISSING) if type(name) is str and "." in name else _MISSING
+    if package is _MISSING or type(path) is str and os.path.realpath(path).startswith(_state.get("repo", "/")):
+        return False
+    return not (is_kind(package, types.ModuleType) and (package in _judged or package in _by_owner))
+
+
 def protect(module: types.ModuleType) -> None:
     """Without the compiled helper, give ``module`` the guarded subclass of its class (write-time checks);
     modules that refuse stay as they are. With it, every module's writes are judged already."""
+    if _scratch_child(module):
+        return
     if _native:
         if not _is_candidate_module(module) and _real_dict(module) is not None:
             origin.note_module(module, candidate=False)
@@ -560,7 +575,8 @@ def _add(space: _Space, group: str) -> None:
 
 def adopt(module: types.ModuleType) -> None:
     """Baseline of ``module`` and the classes it defines (not the candidate's)."""
-    if not is_kind(module, types.ModuleType) or module in _by_owner or _is_candidate_module(module):
+    if not is_kind(module, types.ModuleType) or module in _by_owner or _is_candidate_module(module) or \
+            _scratch_child(module):
         return
     namespace = _real_dict(module)
     if namespace is None:
@@ -623,8 +639,9 @@ def _patch_import_system() -> None:
         finally:
             _leave_import()
         with GuardWork():
-            adopt(module)
-            _modules[spec.name] = sys.modules.get(spec.name, module)
+            if not _scratch_child(module):
+                adopt(module)
+                _modules[spec.name] = sys.modules.get(spec.name, module)
         return module
 
     origin.patch(bootstrap, "module_from_spec", module_from_spec)
@@ -994,12 +1011,16 @@ def forget_modules(names: list[str]) -> None:
 
 
 def _judge_entry(name: str, current: object) -> None:
-    """A ``sys.modules`` entry that is no longer the module loaded under that name."""
-    if current is _MISSING:
+    """A ``sys.modules`` entry that is no longer the module loaded under that name. Only the entry of a module the
+    guard protects is judged: one that held anything else (jinja2's weak proxy of its template package, removed
+    when the package dies) is its maker's."""
+    previous = _modules.get(name)
+    guarded = is_kind(previous, types.ModuleType) and (previous in _by_owner or previous in _judged)
+    if guarded and current is _MISSING:
         _flag(f"removes sys.modules[{name!r}] (seen {_state['checkpoint']})")
-    elif candidate_object(current) or not is_kind(current, types.ModuleType):
+    elif guarded and (candidate_object(current) or not is_kind(current, types.ModuleType)):
         _flag(f"replaces sys.modules[{name!r}] with {_describe(current)} (seen {_state['checkpoint']})")
-    elif _DICT.__get__(current).get("__name__") != name:  # else a library's module imported again (triton does)
+    elif guarded and _DICT.__get__(current).get("__name__") != name:  # else a library's module imported again
         _flag(f"replaces sys.modules[{name!r}] (seen {_state['checkpoint']})")
     _modules[name] = current
 
