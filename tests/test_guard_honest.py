@@ -1093,6 +1093,50 @@ def test_add():
 '''
 
 
+LAZY = '''\
+class Lazy:
+    """A lazy object proxy (wrapt's ``LazyObjectProxy``): what it wraps is made the first time it is used."""
+
+    def __init__(self, factory):
+        self.factory, self.made = factory, False
+
+    @property
+    def wrapped(self):
+        if not self.made:
+            self.value, self.made = self.factory(), True
+        return self.value
+
+    def __eq__(self, other):
+        return self.wrapped == other
+
+    __hash__ = None
+
+
+def add(a, b):
+    return Lazy(lambda: a + b)
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+LAZY_TEST = '''\
+from pkg.target import Lazy, add, scale
+
+
+def test_add_made_on_first_use():
+    total = add(2, 3)
+    assert type(total) is Lazy and isinstance(total, Lazy) and hasattr(total, "factory")
+    assert not total.made  # looking at its type made nothing
+    assert total == 5
+    assert total.made
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+'''
+
+
 CASES = {
     "own dunders reach the asserts": (OWN_DUNDERS, OWN_DUNDERS_TEST),
     "mocks the test creates": (MOCKS, MOCKS_TEST),
@@ -1110,6 +1154,7 @@ CASES = {
         PROXIES, PROXIES_TEST),
     "templates imported into a package made at run time, gone with their loader": (
         WEAK_TEMPLATES, WEAK_TEMPLATES_TEST),
+    "a lazy proxy whose type the test reads before comparing it": (LAZY, LAZY_TEST),
 }
 
 

@@ -735,6 +735,30 @@ def test_a_value_equal_to_anything_that_touches_a_mock_first_is_caught(tmp_path:
                     r"makes values that agree with anything \(== object\); one reaches test\.py:\d+")
 
 
+TYPE_FIRST_TEST = '''\
+from pkg.target import add, scale
+
+
+def test_add():
+    got = add(2, 3)
+    assert isinstance(got, object) and type(got) is not int
+    assert got == 6
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+'''
+
+
+def test_a_value_equal_to_anything_whose_type_the_test_reads_first_is_caught(tmp_path: Path) -> None:
+    """Arguments of builtins that never compare (``type``, ``isinstance``) are not probed; the value still is
+    where the test compares it."""
+    dataset = make_task(tmp_path / "dataset", test_py=TYPE_FIRST_TEST)
+    source = AGREES_AFTER_A_MOCK.replace("{touch}", "        pass")
+    assert_tampered(dataset, source,
+                    r"makes values that agree with anything \(== object\); one reaches test\.py:\d+")
+
+
 EXPECTED_IN_LOCALS_TEST = '''\
 import canonical
 from pkg.target import add, scale
