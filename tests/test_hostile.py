@@ -386,6 +386,41 @@ def test_a_modules_entry_replaced_in_sys_modules_is_caught(tmp_path: Path) -> No
     assert_tampered(dataset, HELPER_ENTRY_REPLACED, r"replaces sys\.modules\['pkg\.helper'\]")
 
 
+UNITTEST_TEST = '''\
+import unittest
+
+from pkg.target import add, scale
+
+
+class TestAdd(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(add(2, 3), 6)
+
+    def test_scale(self):
+        self.assertEqual(scale([1, 2], 3), [3, 6])
+'''
+
+ASSERT_EQUAL_SILENCED = '''\
+import unittest.case
+
+
+def add(a, b):
+    unittest.case.TestCase.assertEqual = lambda self, first, second, msg=None: None
+    return a + b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+
+def test_a_library_module_imported_by_its_package_is_guarded(tmp_path: Path) -> None:
+    """``unittest.case`` precedes its package in ``sys.modules`` (a package's ``__init__`` imports it, and the
+    package is re-inserted when its own import ends): it is guarded like any library module."""
+    dataset = make_task(tmp_path / "dataset", test_py=UNITTEST_TEST)
+    assert_tampered(dataset, ASSERT_EQUAL_SILENCED, r"unittest\.case\.TestCase\.assertEqual")
+
+
 CLOSE_TEST = '''\
 from pkg.target import add, scale
 

@@ -330,16 +330,15 @@ def _scratch_child(module: types.ModuleType) -> bool:
     namespace = _real_dict(module) or {}
     name, path = namespace.get("__name__"), namespace.get("__file__")
     package = sys.modules.get(name.rpartition(".")[0], _MISSING) if type(name) is str and "." in name else _MISSING
-    if package is _MISSING or type(path) is str and os.path.realpath(path).startswith(_state.get("repo", "/")):
-        return False
-    return not (is_kind(package, types.ModuleType) and (package in _judged or package in _by_owner))
+    if package is _MISSING or is_kind(package, types.ModuleType) and (
+            package in _judged or package in _by_owner or type(package) in _base_class):
+        return False  # a package the import system made (judged, or given the guarded class, as it imports)
+    return not (type(path) is str and os.path.realpath(path).startswith(_state.get("repo", "/")))
 
 
 def protect(module: types.ModuleType) -> None:
     """Without the compiled helper, give ``module`` the guarded subclass of its class (write-time checks);
     modules that refuse stay as they are. With it, every module's writes are judged already."""
-    if _scratch_child(module):
-        return
     if _native:
         if not _is_candidate_module(module) and _real_dict(module) is not None:
             origin.note_module(module, candidate=False)
@@ -369,6 +368,7 @@ def protect(module: types.ModuleType) -> None:
 
 _DELETING = object()
 _judged: "weakref.WeakSet[types.ModuleType]" = weakref.WeakSet()  # modules the import system made, or adopted
+_scratch: "weakref.WeakSet[types.ModuleType]" = weakref.WeakSet()  # made by it in a scratch package (_scratch_child)
 
 
 def _judge_write(module, name, value, writer: types.FrameType | None = None) -> bool:
@@ -575,8 +575,8 @@ def _add(space: _Space, group: str) -> None:
 
 def adopt(module: types.ModuleType) -> None:
     """Baseline of ``module`` and the classes it defines (not the candidate's)."""
-    if not is_kind(module, types.ModuleType) or module in _by_owner or _is_candidate_module(module) or \
-            _scratch_child(module):
+    if not is_kind(module, types.ModuleType) or module in _by_owner or module in _scratch or \
+            _is_candidate_module(module):
         return
     namespace = _real_dict(module)
     if namespace is None:
@@ -628,7 +628,10 @@ def _patch_import_system() -> None:
         module = make(spec)
         if is_kind(module, types.ModuleType):
             with GuardWork():
-                protect(module)
+                if _scratch_child(module):  # its package exists, protected already if the import system made it
+                    _scratch.add(module)
+                else:
+                    protect(module)
         return module
 
     def _load_unlocked(spec):
@@ -639,7 +642,7 @@ def _patch_import_system() -> None:
         finally:
             _leave_import()
         with GuardWork():
-            if not _scratch_child(module):
+            if module not in _scratch:
                 adopt(module)
                 _modules[spec.name] = sys.modules.get(spec.name, module)
         return module
