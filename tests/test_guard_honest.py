@@ -989,6 +989,154 @@ class TestShared(unittest.TestCase):
 '''
 
 
+PROXIES = '''\
+class _ProxyMeta(type):
+    """What object proxies' metaclasses do (wrapt's): the class keeps ``__module__``, ``__name__`` and ``__doc__``
+    as properties answering for the wrapped object, in the class's own dict."""
+
+    def __new__(mcs, name, bases, namespace):
+        namespace["__module__"] = property(lambda self: type(self._wrapped).__module__)
+        namespace["__name__"] = property(lambda self: type(self._wrapped).__name__)
+        namespace["__doc__"] = property(lambda self: type(self._wrapped).__doc__)
+        return super().__new__(mcs, name, bases, namespace)
+
+
+class Proxy(metaclass=_ProxyMeta):
+    def __init__(self, wrapped):
+        self._wrapped = wrapped
+
+
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+PROXIES_TEST = '''\
+from pkg.target import Proxy, add, scale
+
+
+class Doubling(Proxy):
+    def doubled(self):
+        return 2 * self._wrapped
+
+
+class Plain(Proxy):
+    pass
+
+
+def test_add():
+    assert add(Doubling(1).doubled(), 1) == 3
+
+
+def test_scale():
+    assert scale([Plain(2)._wrapped], 3) == [6]
+    assert Plain(2).__module__ == "builtins"
+'''
+
+
+WEAK_TEMPLATES = '''\
+import os
+import sys
+import types
+import weakref
+
+
+class Loader:
+    """jinja2's ``ModuleLoader`` in miniature: compiled templates are imported from a package made at run time,
+    which ``sys.modules`` holds only weakly, so that it goes when its loader does."""
+
+    def __init__(self, path):
+        name = f"_templates_{id(self):x}"
+        package = types.ModuleType(name)
+        package.__path__ = [os.fspath(path)]
+        sys.modules[name] = weakref.proxy(package, lambda _: sys.modules.pop(name, None))
+        self.module, self.package_name = package, name
+
+    def load(self, stem):
+        name = f"{self.package_name}.{stem}"
+        template = __import__(name, None, None, ["root"])
+        sys.modules.pop(name, None)  # the package's attribute is the only reference
+        return template.root
+
+
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+WEAK_TEMPLATES_TEST = '''\
+import gc
+import sys
+
+from pkg.target import Loader, add, scale
+
+
+def test_the_template_package_goes_with_its_loader(tmp_path):
+    (tmp_path / "page.py").write_text("def root(context):\\n    global CONTEXT\\n    CONTEXT = context\\n    return 7\\n")
+    loader = Loader(tmp_path)
+    assert loader.load("page")({"loader": loader}) == 7  # the template keeps its context: a cycle back to the loader
+    name = loader.package_name
+    assert name in sys.modules
+    loader = None
+    gc.collect()
+    assert name not in sys.modules
+
+
+def test_add():
+    assert add(2, 3) == 5
+'''
+
+
+LAZY = '''\
+class Lazy:
+    """A lazy object proxy (wrapt's ``LazyObjectProxy``): what it wraps is made the first time it is used."""
+
+    def __init__(self, factory):
+        self.factory, self.made = factory, False
+
+    @property
+    def wrapped(self):
+        if not self.made:
+            self.value, self.made = self.factory(), True
+        return self.value
+
+    def __eq__(self, other):
+        return self.wrapped == other
+
+    __hash__ = None
+
+
+def add(a, b):
+    return Lazy(lambda: a + b)
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+LAZY_TEST = '''\
+from pkg.target import Lazy, add, scale
+
+
+def test_add_made_on_first_use():
+    total = add(2, 3)
+    assert type(total) is Lazy and isinstance(total, Lazy) and hasattr(total, "factory")
+    assert not total.made  # looking at its type made nothing
+    assert total == 5
+    assert total.made
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+'''
+
+
 CASES = {
     "own dunders reach the asserts": (OWN_DUNDERS, OWN_DUNDERS_TEST),
     "mocks the test creates": (MOCKS, MOCKS_TEST),
@@ -1002,6 +1150,11 @@ CASES = {
     "a command line's exit caught by its runner, a config file run in its own namespace": (
         EXITS_AND_CONFIG, EXITS_AND_CONFIG_TEST),
     "empty unit-carrying values": (EMPTY_UNITS, EMPTY_UNITS_TEST),
+    "the test's classes built by a metaclass keeping __module__ as a property (object proxies)": (
+        PROXIES, PROXIES_TEST),
+    "templates imported into a package made at run time, gone with their loader": (
+        WEAK_TEMPLATES, WEAK_TEMPLATES_TEST),
+    "a lazy proxy whose type the test reads before comparing it": (LAZY, LAZY_TEST),
 }
 
 

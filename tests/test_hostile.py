@@ -294,6 +294,133 @@ def test_the_tests_own_functions_swapped_are_caught(tmp_path: Path) -> None:
     assert_tampered(dataset, HELPERS_SWAPPED, r"test\._same")
 
 
+PROXY_CLASS_TEST = '''\
+from pkg.target import Proxy, add, scale
+
+
+class Doubling(Proxy):
+    def doubled(self):
+        return 2 * self._wrapped
+
+
+FACTOR = scale([1], 1)[0]
+
+
+def test_add():
+    assert add(Doubling(1).doubled(), 1) == 3
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+'''
+
+PROXY_CLASS_SWAPPED = '''\
+import sys
+
+
+class _ProxyMeta(type):
+    def __new__(mcs, name, bases, namespace):
+        namespace["__module__"] = property(lambda self: "proxied")  # as object proxies keep it
+        return super().__new__(mcs, name, bases, namespace)
+
+
+class Proxy(metaclass=_ProxyMeta):
+    def __init__(self, wrapped):
+        self._wrapped = wrapped
+
+
+def add(a, b):
+    return a + b + 1
+
+
+def scale(values, k):
+    test = next(m for m in list(sys.modules.values()) if str(getattr(m, "__file__", "")).endswith("/test.py"))
+    if "Doubling" in vars(test):  # the test is still importing: no baseline exists yet
+        vars(test)["Doubling"] = _ProxyMeta("Doubling", (Proxy,), {"doubled": lambda self: 1})
+    return [v * k for v in values]
+'''
+
+
+def test_a_proxy_class_of_the_test_replaced_while_it_imports_is_caught(tmp_path: Path) -> None:
+    """A class whose dict holds a property for ``__module__`` (object proxies) is judged by the functions its
+    statement compiled from the test file: a same-named class the candidate built in its place is not it."""
+    dataset = make_task(tmp_path / "dataset", test_py=PROXY_CLASS_TEST)
+    assert_tampered(dataset, PROXY_CLASS_SWAPPED, r"the test\.Doubling is not what its source binds")
+
+
+HELPER_ENTRY_TEST = '''\
+import importlib
+
+from pkg.target import add, scale
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_helper():
+    assert importlib.import_module("pkg.helper").HELP == 2
+'''
+
+HELPER_ENTRY_REPLACED = '''\
+import sys
+import types
+
+import pkg.helper
+
+
+def add(a, b):
+    sys.modules["pkg.helper"] = types.SimpleNamespace(HELP=2)  # what the test imports next
+    return a + b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+
+def test_a_modules_entry_replaced_in_sys_modules_is_caught(tmp_path: Path) -> None:
+    """Only the ``sys.modules`` entries of modules the guard protects are judged (an entry someone registered
+    otherwise, jinja2's weak proxy of its template package, is its maker's): a library module's still is."""
+    dataset = make_task(tmp_path / "dataset", test_py=HELPER_ENTRY_TEST)
+    assert_tampered(dataset, HELPER_ENTRY_REPLACED, r"replaces sys\.modules\['pkg\.helper'\]")
+
+
+UNITTEST_TEST = '''\
+import unittest
+
+from pkg.target import add, scale
+
+
+class TestAdd(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(add(2, 3), 6)
+
+    def test_scale(self):
+        self.assertEqual(scale([1, 2], 3), [3, 6])
+'''
+
+ASSERT_EQUAL_SILENCED = '''\
+import unittest.case
+
+
+def add(a, b):
+    unittest.case.TestCase.assertEqual = lambda self, first, second, msg=None: None
+    return a + b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+
+def test_a_library_module_imported_by_its_package_is_guarded(tmp_path: Path) -> None:
+    """``unittest.case`` precedes its package in ``sys.modules`` (a package's ``__init__`` imports it, and the
+    package is re-inserted when its own import ends): it is guarded like any library module."""
+    dataset = make_task(tmp_path / "dataset", test_py=UNITTEST_TEST)
+    assert_tampered(dataset, ASSERT_EQUAL_SILENCED, r"unittest\.case\.TestCase\.assertEqual")
+
+
 CLOSE_TEST = '''\
 from pkg.target import add, scale
 
@@ -639,6 +766,30 @@ def test_a_value_equal_to_anything_that_touches_a_mock_first_is_caught(tmp_path:
     is over; a candidate that swallows the stop is judged by what its comparison answered."""
     dataset = make_task(tmp_path / "dataset")
     source = AGREES_AFTER_A_MOCK.replace("{touch}", TOUCHES[touch])
+    assert_tampered(dataset, source,
+                    r"makes values that agree with anything \(== object\); one reaches test\.py:\d+")
+
+
+TYPE_FIRST_TEST = '''\
+from pkg.target import add, scale
+
+
+def test_add():
+    got = add(2, 3)
+    assert isinstance(got, object) and type(got) is not int
+    assert got == 6
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+'''
+
+
+def test_a_value_equal_to_anything_whose_type_the_test_reads_first_is_caught(tmp_path: Path) -> None:
+    """Arguments of builtins that never compare (``type``, ``isinstance``) are not probed; the value still is
+    where the test compares it."""
+    dataset = make_task(tmp_path / "dataset", test_py=TYPE_FIRST_TEST)
+    source = AGREES_AFTER_A_MOCK.replace("{touch}", "        pass")
     assert_tampered(dataset, source,
                     r"makes values that agree with anything \(== object\); one reaches test\.py:\d+")
 

@@ -51,6 +51,7 @@ class GuardRecord:
     seal: dict | None
     problem: str | None
     suspicious: tuple[str, ...] = ()  # what no exact rule could decide: carried in the result, never a verdict
+    notes: tuple[str, ...] = ()  # how the guard ran the tests (in one process) or where a check of its failed
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ def read_channel(data: bytes, key: bytes) -> GuardRecord:
     flags: list[str] = []
     access: list[str] = []
     suspicious: list[str] = []
+    notes: list[str] = []
     seals: list[dict] = []
     forged = 0
     for raw in data.decode("utf-8", "replace").splitlines():
@@ -82,6 +84,8 @@ def read_channel(data: bytes, key: bytes) -> GuardRecord:
             access.append(rest)
         elif kind == "suspect" and rest:
             suspicious.append(rest)
+        elif kind == "note" and rest and rest not in notes:
+            notes.append(rest)
         elif kind == "seal":
             body, _, mac = rest.rpartition(" ")
             expected = hmac.new(key, body.encode("utf-8"), hashlib.sha256).hexdigest()
@@ -98,7 +102,7 @@ def read_channel(data: bytes, key: bytes) -> GuardRecord:
     access += [line for line in (seal or {}).get("access", []) if line not in access]
     suspicious += [line for line in (seal or {}).get("suspicious", []) if line not in suspicious]
     return GuardRecord(hello=hello, flags=tuple(flags), access=tuple(access), seal=seal, problem=problem,
-                       suspicious=tuple(suspicious))
+                       suspicious=tuple(suspicious), notes=tuple(notes))
 
 
 def parse_junit(xml: bytes) -> list[CaseResult]:
@@ -183,11 +187,13 @@ def evidence_verdict(expected: tuple[str, ...], record: GuardRecord, *, exit_cod
 def judge(*, expected: tuple[str, ...], exit_code: int | None, junit: bytes | None, record: GuardRecord,
           duration: float, output: str) -> dict:
     """Result dict of a run that finished (not timed out) and whose guard started; what the guard found
-    suspicious but could not decide is kept under ``suspicious`` whatever the verdict."""
+    suspicious but could not decide is kept under ``suspicious`` whatever the verdict, and its notes under ``notes``."""
     result = _judged(expected=expected, exit_code=exit_code, junit=junit, record=record, duration=duration,
                      output=output)
     if record.suspicious:
         result["suspicious"] = list(record.suspicious)
+    if record.notes:
+        result["notes"] = list(record.notes)
     return result
 
 

@@ -8,6 +8,7 @@ from recode_guard_core import (
     hide_guard_modules,
     pytest_collection,
     pytest_collection_finish,
+    pytest_configure,
     pytest_runtest_call,
     pytest_runtest_setup,
     pytest_runtest_teardown,
@@ -21,6 +22,7 @@ del hide_guard_modules  # not a hook, and nothing to call again
 __all__ = [  # pytest finds hooks by name on this module
     "pytest_collection",
     "pytest_collection_finish",
+    "pytest_configure",
     "pytest_runtest_call",
     "pytest_runtest_setup",
     "pytest_runtest_teardown",

@@ -64,7 +64,12 @@ import recode_guard_classes as classes
 import recode_guard_sources as sources
 from recode_guard_origin import candidate_frame, in_candidate_thread, is_candidate_file
 
-_CONFIG = json.loads(os.environ["RECODE_GUARD"])
+_ONE_PROCESS = ("the RECODE-H guard watches only the test process the runner started: a process it starts that "
+                "loads the guard plugin (an xdist worker) is refused; run the tests in that one process")
+# Taken out of the environment at once: no process the tests start inherits it, so none can load the guard.
+_CONFIG = json.loads(os.environ.pop("RECODE_GUARD", None) or "null")
+if type(_CONFIG) is not dict:
+    raise ImportError(_ONE_PROCESS)
 _OUT_FD = int(_CONFIG["out_fd"])
 _REAL = os.path.realpath
 _CANDIDATE = _REAL(_CONFIG["target"])
@@ -138,9 +143,17 @@ def _suspect(text: str) -> None:
 
 
 def _read_key() -> "hmac.HMAC":
+    """The runner wrote the key and closed its end before starting pytest: never wait for it (a descriptor of that
+    number in another process is something else, which may never have data)."""
     fd = int(_CONFIG["key_fd"])
-    key = os.read(fd, 64)
-    os.close(fd)
+    try:
+        os.set_blocking(fd, False)
+        key = os.read(fd, 64)
+        os.close(fd)
+    except OSError:
+        key = b""
+    if len(key) != 32:
+        raise ImportError(_ONE_PROCESS)
     return hmac.new(key, digestmod=hashlib.sha256)
 
 
@@ -515,6 +528,26 @@ def _refuse_read(function: types.FunctionType, attribute: str) -> bool:
             return True
         capabilities.deny(cand, reader, f"reads {attribute} of the guard's {function.__qualname__}")
     return False
+
+
+# (option, its value that keeps the tests in this process, what it is): pytest-xdist's and pytest-forked's
+_ONE_PROCESS_OPTIONS = (("dist", "no", "xdist's distribution (-n)"), ("tx", [], None),
+                        ("forked", False, "--forked"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config) -> None:
+    """The tests run in this one process, the one the guard watches: distribution over worker processes
+    (pytest-xdist's ``-n``, often in a package's ``addopts``) and forking each test (pytest-forked) are turned off
+    before those plugins act on them (xdist starts its workers from its own later ``pytest_configure``); the
+    record says so. The results are those of ``-n 0``."""
+    changed = []
+    for name, off, label in _ONE_PROCESS_OPTIONS:
+        if getattr(config.option, name, off) not in (off, None):
+            setattr(config.option, name, off)
+            changed += [label] if label else []
+    if changed:
+        _note("the tests ran in one process, the guard's: it turned off " + ", ".join(changed))
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -322,6 +322,20 @@ def _is_candidate_module(module: types.ModuleType) -> bool:
     return False
 
 
+def _scratch_child(module: types.ModuleType) -> bool:
+    """A module loaded from outside the repository into a package the import system did not make (a scratch
+    module built at run time, as jinja2's ``ModuleLoader`` builds one for its compiled templates, kept only by
+    its loader): like its package, nobody's to protect. The guard keeps nothing of it (no baseline, no judged
+    writes), so it lives only as long as its maker keeps it, as without the guard."""
+    namespace = _real_dict(module) or {}
+    name, path = namespace.get("__name__"), namespace.get("__file__")
+    package = sys.modules.get(name.rpartition(".")[0], _MISSING) if type(name) is str and "." in name else _MISSING
+    if package is _MISSING or is_kind(package, types.ModuleType) and (
+            package in _judged or package in _by_owner or type(package) in _base_class):
+        return False  # a package the import system made (judged, or given the guarded class, as it imports)
+    return not (type(path) is str and os.path.realpath(path).startswith(_state.get("repo", "/")))
+
+
 def protect(module: types.ModuleType) -> None:
     """Without the compiled helper, give ``module`` the guarded subclass of its class (write-time checks);
     modules that refuse stay as they are. With it, every module's writes are judged already."""
@@ -354,6 +368,7 @@ def protect(module: types.ModuleType) -> None:
 
 _DELETING = object()
 _judged: "weakref.WeakSet[types.ModuleType]" = weakref.WeakSet()  # modules the import system made, or adopted
+_scratch: "weakref.WeakSet[types.ModuleType]" = weakref.WeakSet()  # made by it in a scratch package (_scratch_child)
 
 
 def _judge_write(module, name, value, writer: types.FrameType | None = None) -> bool:
@@ -560,7 +575,8 @@ def _add(space: _Space, group: str) -> None:
 
 def adopt(module: types.ModuleType) -> None:
     """Baseline of ``module`` and the classes it defines (not the candidate's)."""
-    if not is_kind(module, types.ModuleType) or module in _by_owner or _is_candidate_module(module):
+    if not is_kind(module, types.ModuleType) or module in _by_owner or module in _scratch or \
+            _is_candidate_module(module):
         return
     namespace = _real_dict(module)
     if namespace is None:
@@ -612,7 +628,10 @@ def _patch_import_system() -> None:
         module = make(spec)
         if is_kind(module, types.ModuleType):
             with GuardWork():
-                protect(module)
+                if _scratch_child(module):  # its package exists, protected already if the import system made it
+                    _scratch.add(module)
+                else:
+                    protect(module)
         return module
 
     def _load_unlocked(spec):
@@ -623,8 +642,9 @@ def _patch_import_system() -> None:
         finally:
             _leave_import()
         with GuardWork():
-            adopt(module)
-            _modules[spec.name] = sys.modules.get(spec.name, module)
+            if module not in _scratch:
+                adopt(module)
+                _modules[spec.name] = sys.modules.get(spec.name, module)
         return module
 
     origin.patch(bootstrap, "module_from_spec", module_from_spec)
@@ -994,12 +1014,16 @@ def forget_modules(names: list[str]) -> None:
 
 
 def _judge_entry(name: str, current: object) -> None:
-    """A ``sys.modules`` entry that is no longer the module loaded under that name."""
-    if current is _MISSING:
+    """A ``sys.modules`` entry that is no longer the module loaded under that name. Only the entry of a module the
+    guard protects is judged: one that held anything else (jinja2's weak proxy of its template package, removed
+    when the package dies) is its maker's."""
+    previous = _modules.get(name)
+    guarded = is_kind(previous, types.ModuleType) and (previous in _by_owner or previous in _judged)
+    if guarded and current is _MISSING:
         _flag(f"removes sys.modules[{name!r}] (seen {_state['checkpoint']})")
-    elif candidate_object(current) or not is_kind(current, types.ModuleType):
+    elif guarded and (candidate_object(current) or not is_kind(current, types.ModuleType)):
         _flag(f"replaces sys.modules[{name!r}] with {_describe(current)} (seen {_state['checkpoint']})")
-    elif _DICT.__get__(current).get("__name__") != name:  # else a library's module imported again (triton does)
+    elif guarded and _DICT.__get__(current).get("__name__") != name:  # else a library's module imported again
         _flag(f"replaces sys.modules[{name!r}] (seen {_state['checkpoint']})")
     _modules[name] = current
 

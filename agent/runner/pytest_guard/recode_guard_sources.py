@@ -52,7 +52,10 @@ def _binding(node: ast.stmt) -> list[tuple[str, str, object]]:
     """(name, kind, detail) bound by one top-level statement."""
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         kind = "class" if isinstance(node, ast.ClassDef) else "def"
-        return [(node.name, kind if not node.decorator_list else "decorated", None)]
+        detail = (node.lineno, node.end_lineno, tuple(
+            n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and
+            not n.decorator_list)) if kind == "class" else None
+        return [(node.name, kind if not node.decorator_list else "decorated", detail)]
     if isinstance(node, ast.Import):
         return [(a.asname or a.name.split(".")[0], "import", a.name if a.asname else a.name.split(".")[0])
                 for a in node.names]
@@ -194,7 +197,7 @@ def _defined(module: types.ModuleType, plan_: Plan, name: str, kind: str, detail
             code.co_filename) == plan_.path)
     if kind == "class":
         return origin.is_kind(value, type) and type.__dict__["__qualname__"].__get__(value) == name and \
-            origin.type_dict(value).get("__module__") == _NAMESPACE.__get__(module).get("__name__")
+            _built_here(value, _NAMESPACE.__get__(module).get("__name__"), plan_.path, detail)
     if kind == "import":
         expected = sys.modules.get(detail, _MISSING)
         return expected is _MISSING or expected is value
@@ -205,6 +208,24 @@ def _defined(module: types.ModuleType, plan_: Plan, name: str, kind: str, detail
         try:
             return _same_contents(detail, value)
         except Exception:
+            return False
+    return True
+
+
+def _built_here(klass: type, module_name: object, path: str, statement: tuple) -> bool:
+    """Whether ``klass`` is what this module's class statement built: by the ``__module__`` the statement records in
+    its dict (the qualified name is checked by the caller), or, where a metaclass put a descriptor there instead
+    (object proxies, wrapt's, keep ``__module__`` and ``__doc__`` as properties), by each plain function of the
+    statement's body being there, compiled from this file within the statement's lines."""
+    namespace = origin.type_dict(klass)
+    recorded = namespace.get("__module__")
+    if type(recorded) is str:
+        return recorded == module_name
+    first, last, methods = statement
+    for method in methods:
+        code = origin.code_of(namespace.get(method))
+        if code is None or not first <= code.co_firstlineno <= last or (
+                code.co_filename != path and os.path.realpath(code.co_filename) != path):
             return False
     return True
 
