@@ -55,6 +55,7 @@ import types
 import pytest
 
 import recode_guard_capabilities as capabilities
+import recode_guard_handed as handed
 import recode_guard_integrity as integrity
 import recode_guard_origin as origin
 import recode_guard_preload as preload
@@ -206,6 +207,8 @@ def _rule_open(trigger: types.FrameType, args: tuple) -> None:
     writing = (type(mode) is str and any(c in mode for c in "wax+")) or (
         mode is None and type(flags) is int and flags & _WRITE_FLAGS)
     label = _protected_label(path)
+    if label == _PROTECTED[_TEST] and not writing and _handed_by_the_test(trigger, _path(path)):
+        return
     if label:
         real = _REAL(_path(path))
         kind = "access" if real in _REFERENCES and not writing else "flag"
@@ -215,6 +218,14 @@ def _rule_open(trigger: types.FrameType, args: tuple) -> None:
             _finding(trigger, f"writes Python source or bytecode {os.path.basename(_path(path))}")
         elif _path(path) is not None and (candidate_frame(trigger) is not None or in_candidate_thread()):
             origin.taint_file(_path(path))  # code later loaded from it is the candidate's
+
+
+def _handed_by_the_test(trigger: types.FrameType, path: str) -> bool:
+    """The test file read under the path the test hands, in the call it is making, to the candidate's code
+    (a command line given ``__file__``): the test's act."""
+    cand = candidate_frame(trigger)
+    return cand is not None and any(type(value) is not types.FrameType and os.fsdecode(value) == path
+                                    for value in handed.given(cand))
 
 
 def _rule_paths(event: str):
@@ -499,8 +510,8 @@ def hide_guard_modules() -> None:
     for name in names:
         del sys.modules[name]
     api = types.ModuleType(results.__name__, "What the test module, as the guard instruments it, imports.")
-    api.check, api.operand, api.ended, api.returned = results.check, results.operand, results.ended, \
-        results.returned
+    api.check, api.operand, api.ended, api.returned, api.arg = results.check, results.operand, results.ended, \
+        results.returned, results.arg
     sys.modules[results.__name__] = api
     integrity.forget_modules(names)
 
