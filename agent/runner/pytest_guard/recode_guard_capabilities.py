@@ -15,7 +15,8 @@ Denied to candidate code (on the stack, or in a thread it started):
   debuggers and coverage tools pytest itself may run);
 * frames: reading the locals of a running frame not its own (``f_locals``, which
   the compiled helper gates, directly or through a library such as
-  ``inspect.getargvalues``; the test's finished frames a traceback holds are
+  ``inspect.getargvalues``; finished frames a traceback holds, a frame the test
+  hands it in the call the test is making, and the test's own code reading are
   free); without the helper, holding a frame object that is
   not its own (``sys._getframe``, ``tb_frame``, ``gi_frame``, handed out by
   ``inspect.stack``, ``traceback.walk_stack``...; ``f_back`` cannot be gated).

@@ -32,10 +32,13 @@ The parts, each in its own module of this folder:
   compared with their baselines at every test boundary;
 * ``recode_guard_results``: the test module instrumented so that values
   reaching its comparisons are checked and each test proves its body ended;
-* ``recode_guard_reference``: reference use, by behaviour.
+* ``recode_guard_reference``: reference use, by behaviour;
+* ``recode_guard_handed``: what the test hands the candidate in the call it is
+  making (a path to its file, a frame).
 
 This module adds the file-system rules (the reference, the test file and the
-JUnit report may not be opened, copied, renamed or linked by candidate code;
+JUnit report may not be opened, copied, renamed or linked by candidate code,
+but for the test file read under a path the test hands it, ``recode_guard_handed``;
 Python sources in the repository may not be written), checks that the test's
 functions are the test file's and its reference module a reference file, and
 seals the outcome.
