@@ -30,7 +30,7 @@ _PATH_KINDS = frozenset({str, bytes, pathlib.PurePosixPath, pathlib.PosixPath})
 _state: dict = {"test": "", "name": "", "slots": 0}
 _sites: dict[tuple[int, int], tuple[tuple, tuple[int, ...]] | None] = {}  # end -> (constants, slots); None: shared
 _records: dict[int, tuple[int, int, tuple]] = {}  # slot -> (id of the frame, id of its code, what it held)
-_positions: dict[int, list] = {}
+_positions: dict[int, tuple[types.CodeType, list]] = {}  # the code kept: its id stays its own
 _test_files: dict[str, bool] = {}
 
 
@@ -99,11 +99,12 @@ def is_test_frame(frame: types.FrameType) -> bool:
 def _site_at(frame: types.FrameType) -> tuple | None:
     """The call site the frame's current instruction belongs to (None: not a known call, or not Python 3.11+)."""
     code = frame.f_code
-    positions = _positions.get(id(code))
-    if positions is None:
+    cached = _positions.get(id(code))
+    if cached is None or cached[0] is not code:
         if not hasattr(code, "co_positions"):
             return None
-        positions = _positions[id(code)] = list(code.co_positions())
+        cached = _positions[id(code)] = (code, list(code.co_positions()))
+    positions = cached[1]
     index = frame.f_lasti // 2
     if not 0 <= index < len(positions):
         return None
