@@ -621,6 +621,7 @@ def pytest_runtest_teardown(item):
     outcome = yield
     _record(item, "teardown", outcome)
     if _WATCH:
+        handed.forget()
         _guarded_check(results.probe_deferred)  # a fixture of the test module's compares in its set-up or teardown
         integrity.set_checkpoint(f"after {item.name}")
         _guarded_check(integrity.check_all, False, item)

@@ -39,14 +39,20 @@ def configure(test: str) -> None:
 
 
 def new_module() -> None:
-    """The test module is being instrumented (again): slots are numbered from 0, the same for the same source."""
+    """The test module is being instrumented (again): slots are numbered afresh, the same for the same source."""
     _state["slots"] = 0
     _sites.clear()
 
 
 def site(call: ast.Call, constants: list, slots: list[int]) -> None:
     end = (call.end_lineno, call.end_col_offset)
-    _sites[end] = None if end in _sites else (tuple(constants), tuple(slots))
+    if None not in end:
+        _sites[end] = None if end in _sites else (tuple(constants), tuple(slots))
+
+
+def forget() -> None:
+    """A test is over: what its calls held (frames among them, kept alive here) is let go."""
+    _records.clear()
 
 
 def new_slot() -> int:
