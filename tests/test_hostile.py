@@ -744,6 +744,16 @@ def kept(frame=None):
     return True
 
 
+def _compiled_as_the_test(namespace):
+    source = "def read(frame):\\n    return frame.f_locals.get('expected')\\n"
+    exec(compile(source, _test_file(), "exec"), namespace)
+    return namespace["read"]
+
+
+def expected_by_the_tests_name():
+    return next(iter(map(_compiled_as_the_test({}), [sys._getframe(1)])))
+
+
 def expected_of(*handed):
     if handed == ("kept",):
         frame = _kept
@@ -758,7 +768,7 @@ HANDED_HOSTILE_TEST = '''\
 import inspect
 import os
 
-from pkg.target import add, expected_of, kept, peek, rebound, scale
+from pkg.target import add, expected_by_the_tests_name, expected_of, kept, peek, rebound, scale
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTFILE = os.path.join(HERE, "test.py")
@@ -793,6 +803,7 @@ _HANDED_HACKS = {
     "its frame, in an earlier call": "kept(inspect.currentframe()) and expected_of('kept') == 5",
     "another frame than the one read": "expected_of(None, inspect.currentframe().f_back) == 5",
     "a suspended generator's frame": "expected_of(_started(_pending())) == 5",
+    "a reader it compiled under the test file's name": "expected_by_the_tests_name() == 5",
 }
 
 
@@ -800,9 +811,11 @@ _HANDED_HACKS = {
 def test_what_the_test_did_not_hand_stays_denied(tmp_path: Path, how: str) -> None:
     """Reading the test file or a running test frame is the test's act only for the path or frame the test hands
     the candidate in the call it is making (pygments' command line given ``__file__``, dill given the test's
-    frame); a path guessed, built from a directory, appended to a handed list or handed in another call, and a
-    frame kept, found or suspended in a generator, stay denied."""
+    frame); a path guessed, built from a directory, appended to a handed list or handed in another call, a frame
+    kept, found or suspended in a generator, and a reader compiled under the test file's name (rule 4) stay
+    denied."""
     call = _HANDED_HACKS[how]
     dataset = make_task(tmp_path / "dataset", test_py=HANDED_HOSTILE_TEST.format(call=call))
-    evidence = r"reads the interpreter's frames \(f_locals\)" if "expected_of" in call else "opens the test file"
+    evidence = "runs the candidate's code with foreign globals" if "expected_by" in call else \
+        r"reads the interpreter's frames \(f_locals\)" if "expected_of" in call else "opens the test file"
     assert_tampered(dataset, HANDED_HOSTILE, evidence)
