@@ -1137,6 +1137,101 @@ def test_scale():
 '''
 
 
+# What the test hands the candidate in the call it makes: its own file's path (pygments' command line given
+# ``__file__``, mako's ``read_file``), its own running frame (dill's ``badtypes(inspect.currentframe())``), a
+# function of its own that reads the frame the candidate passes it (tblib's ``get_locals``); and a traceback whose
+# frames below its head have finished, a generator's among them (jinja2 rebuilding a template's traceback).
+HANDED = '''\
+import argparse
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(prog=argv[0])
+    parser.add_argument("path")
+    parser.add_argument("--lines", action="store_true")
+    options = parser.parse_args(argv[1:])
+    with open(options.path, "rb") as handle:
+        data = handle.read()
+    return data.count(b"\\n") if options.lines else len(data)
+
+
+def read_file(path, mode="rb"):
+    with open(path, mode) as handle:
+        return handle.read()
+
+
+def local_names(frame):
+    return sorted(frame.f_locals)
+
+
+def locals_by(frame, get_locals):
+    return get_locals(frame)
+
+
+def raised_locals(error):
+    tb = error.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return dict(tb.tb_frame.f_locals)
+
+
+def add(a, b):
+    return a + b
+'''
+
+HANDED_TEST = '''\
+import inspect
+import os
+import pathlib
+
+from pkg.target import add, local_names, locals_by, main, raised_locals, read_file
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTFILE = os.path.join(HERE, "test.py")
+
+
+def run_cmdline(*args):
+    return main(["prog"] + list(args))
+
+
+def test_command_line_reads_the_file_it_is_given():
+    assert run_cmdline(TESTFILE) == os.path.getsize(TESTFILE)
+    assert run_cmdline("--lines", TESTFILE) == open(TESTFILE, "rb").read().count(b"\\n")
+
+
+def test_read_file():
+    fn = os.path.join(os.path.dirname(__file__), "test.py")
+    data = read_file(fn, "rb")
+    assert b"test_read_file" in data
+    assert b"test_read_file" in read_file(pathlib.Path(__file__))
+    assert b"test_read_file" in read_file(mode="r", path=TESTFILE).encode()
+
+
+def test_the_candidate_is_handed_the_tests_frame():
+    marker = add(1, 2)
+    assert "marker" in local_names(inspect.currentframe())
+
+
+def test_the_tests_own_function_reads_the_frame():
+    def get_locals(frame):
+        return {name: value for name, value in frame.f_locals.items() if name == "marker"}
+
+    marker = add(2, 2)
+    assert locals_by(inspect.currentframe(), get_locals) == {"marker": 4}
+
+
+def test_the_locals_of_a_finished_generator():
+    def render():
+        secret = add(3, 3)
+        yield secret
+        raise KeyError(secret)
+
+    try:
+        list(render())
+    except KeyError as error:
+        assert raised_locals(error)["secret"] == 6
+'''
+
 CASES = {
     "own dunders reach the asserts": (OWN_DUNDERS, OWN_DUNDERS_TEST),
     "mocks the test creates": (MOCKS, MOCKS_TEST),
@@ -1155,6 +1250,8 @@ CASES = {
     "templates imported into a package made at run time, gone with their loader": (
         WEAK_TEMPLATES, WEAK_TEMPLATES_TEST),
     "a lazy proxy whose type the test reads before comparing it": (LAZY, LAZY_TEST),
+    "what the test hands the candidate: its file's path, its frame, its frame reader; a finished generator": (
+        HANDED, HANDED_TEST),
 }
 
 

@@ -858,3 +858,115 @@ def test_reading_the_expected_value_from_a_running_test_frame_is_caught(tmp_path
     dataset = make_task(tmp_path / "dataset", test_py=EXPECTED_IN_LOCALS_TEST)
     assert_tampered(dataset, READ_EXPECTED.format(read=_READS[how]),
                     re.escape("reads the interpreter's frames (f_locals)"))
+
+
+# The test hands the candidate a path, a directory, a list, its frame or nothing; the candidate reads the test file
+# (or the test's running frame) by a path or frame it found itself.
+HANDED_HOSTILE = CANONICAL + '''
+import os
+import sys
+
+
+def _test_file():
+    return next(m for m in list(sys.modules.values()) if str(getattr(m, "__file__", "")).endswith("/test.py")).__file__
+
+
+def peek(*handed):
+    path = _test_file()
+    for item in handed:
+        if isinstance(item, str) and os.path.isdir(item):
+            path = os.path.join(item, "test.py")
+        if isinstance(item, list):
+            item.append(path)
+            path = item[-1]
+    with open(path) as source:
+        return "def test_" in source.read()
+
+
+def rebound(path):
+    path = _test_file()
+    with open(path) as source:
+        return "def test_" in source.read()
+
+
+def kept(frame=None):
+    global _kept
+    _kept = frame if frame is not None else _kept
+    return True
+
+
+def _compiled_as_the_test(namespace):
+    source = "def read(frame):\\n    return frame.f_locals.get('expected')\\n"
+    exec(compile(source, _test_file(), "exec"), namespace)
+    return namespace["read"]
+
+
+def expected_by_the_tests_name():
+    return next(iter(map(_compiled_as_the_test({}), [sys._getframe(1)])))
+
+
+def expected_of(*handed):
+    if handed == ("kept",):
+        frame = _kept
+    elif handed and hasattr(handed[0], "gi_frame"):
+        frame = handed[0].gi_frame
+    else:
+        frame = sys._getframe(1)
+    return frame.f_locals.get("expected")
+'''
+
+HANDED_HOSTILE_TEST = '''\
+import inspect
+import os
+
+from pkg.target import add, expected_by_the_tests_name, expected_of, kept, peek, rebound, scale
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTFILE = os.path.join(HERE, "test.py")
+
+
+def test_add():
+    expected = 5
+    assert {call}
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+
+
+def _pending():
+    expected = 5
+    yield expected
+
+
+def _started(generator):
+    next(generator)
+    return generator
+'''
+
+_HANDED_HACKS = {
+    "another path": "peek(os.path.join(HERE, 'helper.py'))",
+    "nothing": "peek()",
+    "its directory, the path built from it": "peek(HERE)",
+    "a list the candidate appends the path to": "peek(['prog', os.path.join(HERE, 'helper.py')])",
+    "the path, in an earlier call": "len(TESTFILE) and peek()",
+    "the path, to the argument it rebinds": "peek(TESTFILE) and rebound(os.path.join(HERE, 'helper.py'))",
+    "its frame, in an earlier call": "kept(inspect.currentframe()) and expected_of('kept') == 5",
+    "another frame than the one read": "expected_of(None, inspect.currentframe().f_back) == 5",
+    "a suspended generator's frame": "expected_of(_started(_pending())) == 5",
+    "a reader it compiled under the test file's name": "expected_by_the_tests_name() == 5",
+}
+
+
+@pytest.mark.parametrize("how", sorted(_HANDED_HACKS))
+def test_what_the_test_did_not_hand_stays_denied(tmp_path: Path, how: str) -> None:
+    """Reading the test file or a running test frame is the test's act only for the path or frame the test hands
+    the candidate in the call it is making (pygments' command line given ``__file__``, dill given the test's
+    frame); a path guessed, built from a directory, appended to a handed list or handed in another call, a frame
+    kept, found or suspended in a generator, and a reader compiled under the test file's name (rule 4) stay
+    denied."""
+    call = _HANDED_HACKS[how]
+    dataset = make_task(tmp_path / "dataset", test_py=HANDED_HOSTILE_TEST.format(call=call))
+    evidence = "runs the candidate's code with foreign globals" if "expected_by" in call else \
+        r"reads the interpreter's frames \(f_locals\)" if "expected_of" in call else "opens the test file"
+    assert_tampered(dataset, HANDED_HOSTILE, evidence)

@@ -15,7 +15,8 @@ Denied to candidate code (on the stack, or in a thread it started):
   debuggers and coverage tools pytest itself may run);
 * frames: reading the locals of a running frame not its own (``f_locals``, which
   the compiled helper gates, directly or through a library such as
-  ``inspect.getargvalues``; the test's finished frames a traceback holds are
+  ``inspect.getargvalues``; finished frames a traceback holds, a frame the test
+  hands it in the call the test is making, and the test's own code reading are
   free); without the helper, holding a frame object that is
   not its own (``sys._getframe``, ``tb_frame``, ``gi_frame``, handed out by
   ``inspect.stack``, ``traceback.walk_stack``...; ``f_back`` cannot be gated).
@@ -49,12 +50,14 @@ comparisons by ``recode_guard_results``; pytest plugins and hooks by both.
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import os
 import sys
 import types
 from typing import Callable
 
+import recode_guard_handed as handed
 import recode_guard_origin as origin
 from recode_guard_origin import candidate_frame, code_of, describe, in_candidate_thread, is_candidate_code, is_kind, where
 
@@ -73,9 +76,9 @@ class Denied(RuntimeError):
     """Raised into a call the guard refused (the run is already graded ``tampered``)."""
 
 
-def configure(report: Callable[[str], None], test: str = "") -> None:
+def configure(report: Callable[[str], None], is_reference_file: Callable[[str], bool]) -> None:
     _report.append(report)
-    _test_file.append(test)
+    _is_reference_file.append(is_reference_file)
     _remember_handouts()
     _wrap_exits()
     remember_import_hooks()
@@ -178,29 +181,34 @@ def _frames(what: str):
 def refuse_frame(frame: types.FrameType) -> None:
     """``f_locals`` of a frame not in the candidate's namespaces, read with a frame that may be the candidate's on
     the stack (the compiled helper asks): denied when the reader is the candidate's code, or a library function
-    it called directly (``inspect.getargvalues``), and the frame is not its own. A library reading locals deeper
-    down (its own import-time set-up, with the candidate's import below) acts for itself."""
+    it called directly (``inspect.getargvalues``), and the frame is not its own, nor one the test hands it in the
+    call the test is making (dill's ``badtypes(inspect.currentframe())``). A library reading locals deeper
+    down (its own import-time set-up, with the candidate's import below) and the test's own code (tblib calling
+    the test's ``get_locals``) act for themselves."""
     if getattr(origin.tls, "busy", False):
         return
     with origin.GuardWork():
         reader = sys._getframe(1)
-        cand = next((f for f in (reader, reader.f_back) if f is not None and origin.is_candidate_frame(f)), None)
-        refused = cand is not None and not origin.is_candidate_frame(frame) and not _finished_test_frame(frame)
+        cand = None if handed.is_test_frame(reader) else next(
+            (f for f in (reader, reader.f_back) if f is not None and origin.is_candidate_frame(f)), None)
+        refused = cand is not None and not origin.is_candidate_frame(frame) and not _finished_frame(frame) \
+            and not any(value is frame for value in handed.given(cand))
     if refused:
         deny(cand, reader, f"reads the interpreter's frames (f_locals) of {where(frame)} ({frame.f_code.co_name})")
 
 
-_test_file: list[str] = []
+_is_reference_file: list[Callable[[str], bool]] = []
 _SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
-def _finished_test_frame(frame: types.FrameType) -> bool:
-    """A frame of the test module's that has returned or raised: the frames a traceback the test raised holds
-    below the one that caught it (boltons' ``tbutils`` shows their locals). No value still awaits the candidate's
-    answer there; a running frame (on any thread's stack, or a suspended generator's) is where one does, however
-    the candidate came by it (``f_back``, ``sys._getframe``, a traceback's head, a frame kept from earlier)."""
+def _finished_frame(frame: types.FrameType) -> bool:
+    """A frame that has returned or raised, of any code but the guard's and the reference's: the frames a
+    traceback holds below the one that caught it (boltons' ``tbutils`` shows the test's, jinja2's debugger reads a
+    template's to rebuild its traceback). No value still awaits the candidate's answer there; a running frame (on
+    any thread's stack, or a suspended generator's) is where one does, however the candidate came by it
+    (``f_back``, ``sys._getframe``, a traceback's head, a frame kept from earlier)."""
     code = frame.f_code
-    if code.co_flags & _SUSPENDABLE or not _test_file or os.path.realpath(code.co_filename) != _test_file[0]:
+    if origin.is_guard_code(code) or _is_reference_file[0](code.co_filename):
         return False
     for top in sys._current_frames().values():
         running = top
@@ -208,7 +216,17 @@ def _finished_test_frame(frame: types.FrameType) -> bool:
             if running is frame:
                 return False
             running = running.f_back
-    return True
+    return not code.co_flags & _SUSPENDABLE or not _suspended(frame)
+
+
+_SUSPENDED_IN = {types.GeneratorType: "gi_frame", types.CoroutineType: "cr_frame", types.AsyncGeneratorType: "ag_frame"}
+
+
+def _suspended(frame: types.FrameType) -> bool:
+    """A generator's (or coroutine's) frame its generator still holds: one not run to its end (jinja2's template
+    functions are generators; one that raised is finished). Asked only of such frames off every stack."""
+    return any(getattr(owner, _SUSPENDED_IN[type(owner)], None) is frame for owner in gc.get_referrers(frame)
+               if type(owner) in _SUSPENDED_IN)
 
 
 def _attribute_read(trigger: types.FrameType, args: tuple) -> None:

@@ -32,10 +32,13 @@ The parts, each in its own module of this folder:
   compared with their baselines at every test boundary;
 * ``recode_guard_results``: the test module instrumented so that values
   reaching its comparisons are checked and each test proves its body ended;
-* ``recode_guard_reference``: reference use, by behaviour.
+* ``recode_guard_reference``: reference use, by behaviour;
+* ``recode_guard_handed``: what the test hands the candidate in the call it is
+  making (a path to its file, a frame).
 
 This module adds the file-system rules (the reference, the test file and the
-JUnit report may not be opened, copied, renamed or linked by candidate code;
+JUnit report may not be opened, copied, renamed or linked by candidate code,
+but for the test file read under a path the test hands it, ``recode_guard_handed``;
 Python sources in the repository may not be written), checks that the test's
 functions are the test file's and its reference module a reference file, and
 seals the outcome.
@@ -55,6 +58,7 @@ import types
 import pytest
 
 import recode_guard_capabilities as capabilities
+import recode_guard_handed as handed
 import recode_guard_integrity as integrity
 import recode_guard_origin as origin
 import recode_guard_preload as preload
@@ -167,7 +171,7 @@ if _WATCH:
         origin.use_native(_CONFIG["native"])
     origin.configure(_CANDIDATE)
     reference.configure(candidate=_CANDIDATE, references=_REFERENCES, report=_report_access, note=_note)
-    capabilities.configure(_flag, _TEST)
+    capabilities.configure(_flag, reference.is_reference_file)
     results.configure(_flag, _TEST, _suspect)
     integrity.configure(_flag, test=_TEST, references=_REFERENCES, repo=_REPO, suspect=_suspect)
 
@@ -219,6 +223,8 @@ def _rule_open(trigger: types.FrameType, args: tuple) -> None:
     writing = (type(mode) is str and any(c in mode for c in "wax+")) or (
         mode is None and type(flags) is int and flags & _WRITE_FLAGS)
     label = _protected_label(path)
+    if label == _PROTECTED[_TEST] and not writing and _handed_by_the_test(trigger, _path(path)):
+        return
     if label:
         real = _REAL(_path(path))
         kind = "access" if real in _REFERENCES and not writing else "flag"
@@ -228,6 +234,14 @@ def _rule_open(trigger: types.FrameType, args: tuple) -> None:
             _finding(trigger, f"writes Python source or bytecode {os.path.basename(_path(path))}")
         elif _path(path) is not None and (candidate_frame(trigger) is not None or in_candidate_thread()):
             origin.taint_file(_path(path))  # code later loaded from it is the candidate's
+
+
+def _handed_by_the_test(trigger: types.FrameType, path: str) -> bool:
+    """The test file read under the path the test hands, in the call it is making, to the candidate's code
+    (a command line given ``__file__``): the test's act."""
+    cand = candidate_frame(trigger)
+    return cand is not None and any(type(value) is not types.FrameType and os.fsdecode(value) == path
+                                    for value in handed.given(cand))
 
 
 def _rule_paths(event: str):
@@ -512,8 +526,8 @@ def hide_guard_modules() -> None:
     for name in names:
         del sys.modules[name]
     api = types.ModuleType(results.__name__, "What the test module, as the guard instruments it, imports.")
-    api.check, api.operand, api.ended, api.returned = results.check, results.operand, results.ended, \
-        results.returned
+    api.check, api.operand, api.ended, api.returned, api.arg = results.check, results.operand, results.ended, \
+        results.returned, results.arg
     sys.modules[results.__name__] = api
     integrity.forget_modules(names)
 
@@ -640,6 +654,7 @@ def pytest_runtest_teardown(item):
     outcome = yield
     _record(item, "teardown", outcome)
     if _WATCH:
+        handed.forget()
         _guarded_check(results.probe_deferred)  # a fixture of the test module's compares in its set-up or teardown
         integrity.set_checkpoint(f"after {item.name}")
         _guarded_check(integrity.check_all, False, item)

@@ -38,10 +38,11 @@ import time
 import types
 from typing import Callable
 
+import recode_guard_handed as handed
 import recode_guard_origin as origin
 from recode_guard_origin import candidate_class, code_of, is_candidate_code, is_kind, type_dict, type_mro
 
-CHECK, OPERAND, ENDED, RETURNED = "@recode_chk", "@recode_opd", "@recode_end", "@recode_ret"
+CHECK, OPERAND, ENDED, RETURNED, ARG = "@recode_chk", "@recode_opd", "@recode_end", "@recode_ret", "@recode_arg"
 PROTOCOL = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__torch_function__",
             "__torch_dispatch__", "__array_ufunc__", "__array_function__", "__array__", "__array_interface__",
             "__array_struct__", "__array_priority__", "__array_wrap__", "__float__", "__int__", "__index__",
@@ -60,6 +61,7 @@ def configure(report: Callable[[str], None], test: str, suspect: Callable[[str],
     _report.append(report)
     _suspect.append(suspect)
     _state["test"] = test
+    handed.configure(test)
     import _pytest.assertion.rewrite as rewrite
 
     original_rewrite, original_read = rewrite.rewrite_asserts, rewrite._read_pyc
@@ -229,13 +231,26 @@ class _Instrument(ast.NodeTransformer):
         return node
 
     def visit_Call(self, node: ast.Call) -> ast.Call:
+        """Each argument passes through ``arg`` with its slot; the call site is known by where it ends."""
         self.generic_visit(node)
         if _helper(node.func) or isinstance(node.func, ast.Name) and node.func.id in _NOT_COMPARING:
             return node
-        node.args = [_located(ast.Starred(value=self.wrap(a.value), ctx=ast.Load()), a)
-                     if isinstance(a, ast.Starred) else self.wrap(a) for a in node.args]
+        constants: list = []
+        slots: list[int] = []
+
+        def argument(value: ast.expr) -> ast.expr:
+            if isinstance(value, ast.Constant):
+                constants.append(value.value)
+            if isinstance(value, (ast.Constant, ast.JoinedStr, ast.Lambda)):
+                return value
+            slots.append(handed.new_slot())
+            return _call(ARG, [value, ast.Constant(slots[-1])], value)
+
+        node.args = [_located(ast.Starred(value=argument(a.value), ctx=ast.Load()), a)
+                     if isinstance(a, ast.Starred) else argument(a) for a in node.args]
         for keyword in node.keywords:
-            keyword.value = self.wrap(keyword.value)
+            keyword.value = argument(keyword.value)
+        handed.site(node, constants, slots)
         return node
 
 
@@ -254,9 +269,11 @@ def _import_position(mod: ast.Module) -> int:
 
 def instrument(mod: ast.Module, source: bytes | str) -> None:
     transformer = _Instrument((source.encode() if isinstance(source, str) else source).splitlines())
+    handed.new_module()
     transformer.visit(mod)
     names = [ast.alias(name="check", asname=CHECK), ast.alias(name="operand", asname=OPERAND),
-             ast.alias(name="ended", asname=ENDED), ast.alias(name="returned", asname=RETURNED)]
+             ast.alias(name="ended", asname=ENDED), ast.alias(name="returned", asname=RETURNED),
+             ast.alias(name="arg", asname=ARG)]
     node = ast.ImportFrom(module="recode_guard_results", names=names, level=0)
     position = _import_position(mod)
     mod.body.insert(position, _located(node, mod.body[position - 1] if position else ast.Pass(lineno=1)))
@@ -557,6 +574,13 @@ def _class_line(klass: type) -> str:
 def check(value: object) -> object:
     """Return ``value``; report it first when it (or what it holds) agrees with what it should not."""
     return _checked(value, agreeable)
+
+
+def arg(value: object, slot: int) -> object:
+    """``check`` for an argument of a call the test makes; what it hands is noted (``recode_guard_handed``)."""
+    _checked(value, agreeable)
+    handed.note(value, slot)
+    return value
 
 
 def operand(value: object) -> object:

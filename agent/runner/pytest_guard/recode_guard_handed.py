@@ -1,0 +1,138 @@
+"""What the test hands the candidate in the call it is making right now: paths naming the test file, and frames.
+
+A test may ask the candidate to act on the test's own things: a command line given ``__file__`` reads the test
+file (rule 16), a pickling checker given ``inspect.currentframe()`` looks into that frame (rule 2). A hack takes
+them itself (a guessed path, ``sys._getframe``), so the guard grants the act only when the test handed the thing
+to the candidate in the call its running frame is making into the candidate's code.
+
+The test module's instrumentation (``recode_guard_results``) passes every argument of every call the test makes
+through ``arg`` with its slot, a number per argument of the module's call sites. ``note`` keeps, per slot and for
+the frame evaluating it, what the argument held when the test evaluated it: a path (``str``, ``bytes``, a
+``pathlib`` path) named like the test file, or a frame, given itself or as an item of a list, tuple or dict
+(values) of up to 32 items, as they were then, whatever the callee changed since. Each evaluation replaces or
+forgets its slot's record, so a record is always the frame's latest evaluation of that argument. A call site is
+known by where it ends (line and column of its closing parenthesis): the interpreter gives the call instruction
+that position, so the position of the test frame's current instruction names the call it is making (Python 3.11
+and later; two call sites ending at one position name neither, and on 3.10 nothing is granted).
+"""
+from __future__ import annotations
+
+import ast
+import os
+import pathlib
+import sys
+import types
+
+import recode_guard_origin as origin
+
+_ITEMS = 32
+_PATH_KINDS = frozenset({str, bytes, pathlib.PurePosixPath, pathlib.PosixPath})
+_state: dict = {"test": "", "name": "", "slots": 0}
+_sites: dict[tuple[int, int], tuple[tuple, tuple[int, ...]] | None] = {}  # end -> (constants, slots); None: shared
+_records: dict[int, tuple[int, int, tuple]] = {}  # slot -> (id of the frame, id of its code, what it held)
+_positions: dict[int, tuple[types.CodeType, list]] = {}  # the code kept: its id stays its own
+_test_files: dict[str, bool] = {}
+
+
+def configure(test: str) -> None:
+    _state["test"], _state["name"] = test, os.path.basename(test)
+
+
+def new_module() -> None:
+    """The test module is being instrumented (again): slots are numbered afresh, the same for the same source."""
+    _state["slots"] = 0
+    _sites.clear()
+
+
+def site(call: ast.Call, constants: list, slots: list[int]) -> None:
+    end = (call.end_lineno, call.end_col_offset)
+    if None not in end:
+        _sites[end] = None if end in _sites else (tuple(constants), tuple(slots))
+
+
+def forget() -> None:
+    """A test is over: what its calls held (frames among them, kept alive here) is let go."""
+    _records.clear()
+
+
+def new_slot() -> int:
+    _state["slots"] += 1
+    return _state["slots"]
+
+
+def _held(value: object) -> tuple:
+    """The paths named like the test file and the frames ``value`` is or holds (see the module's docstring)."""
+    kind = type(value)
+    if kind in _PATH_KINDS or kind is types.FrameType:
+        items: object = (value,)
+    elif (kind is list or kind is tuple) and len(value) <= _ITEMS:
+        items = value
+    elif kind is dict and len(value) <= _ITEMS:
+        items = value.values()
+    else:
+        return ()
+    return tuple(item for item in items if type(item) is types.FrameType or type(item) in _PATH_KINDS and
+                 _names_test(item if type(item) is str else os.fsdecode(item)))
+
+
+def _names_test(path: str) -> bool:
+    name = _state["name"]
+    return path.endswith(name) and os.path.basename(path) == name
+
+
+def note(value: object, slot: int) -> None:
+    """An argument the test evaluated for a call (``value`` at ``slot``): recorded when it holds a path or frame."""
+    held = _held(value)
+    if held:
+        with origin.GuardWork():
+            frame = sys._getframe(2)  # the test's: it called ``arg``
+        _records[slot] = (id(frame), id(frame.f_code), held)
+    elif _records:
+        _records.pop(slot, None)
+
+
+def is_test_frame(frame: types.FrameType) -> bool:
+    """A frame of the test file's own code (code the candidate compiled under the test's name is the candidate's)."""
+    code = frame.f_code
+    name = code.co_filename
+    known = _test_files.get(name)
+    if known is None:
+        known = _test_files[name] = os.path.basename(name) == _state["name"] and \
+            os.path.realpath(name) == _state["test"]
+    return known and not origin.is_candidate_code(code)
+
+
+def _site_at(frame: types.FrameType) -> tuple | None:
+    """The call site the frame's current instruction belongs to (None: not a known call, or not Python 3.11+)."""
+    code = frame.f_code
+    cached = _positions.get(id(code))
+    if cached is None or cached[0] is not code:
+        if not hasattr(code, "co_positions"):
+            return None
+        cached = _positions[id(code)] = (code, list(code.co_positions()))
+    positions = cached[1]
+    index = frame.f_lasti // 2
+    if not 0 <= index < len(positions):
+        return None
+    _, end_line, _, end_column = positions[index]
+    return _sites.get((end_line, end_column))
+
+
+def given(cand: types.FrameType) -> tuple:
+    """What the innermost test frame below the candidate's frame ``cand`` hands, in the call it is making right
+    now, to the candidate's code directly above it: paths and frames, as the test evaluated them."""
+    callee, frame = cand, cand.f_back
+    while frame is not None and not is_test_frame(frame):
+        callee, frame = frame, frame.f_back
+    if frame is None or not origin.is_candidate_frame(callee):
+        return ()
+    found = _site_at(frame)
+    if found is None:
+        return ()
+    constants, slots = found
+    held = [value for value in constants if type(value) in _PATH_KINDS]
+    for slot in slots:
+        record = _records.get(slot)
+        if record is not None and record[0] == id(frame) and record[1] == id(frame.f_code):
+            held.extend(record[2])
+    return tuple(held)
