@@ -459,9 +459,50 @@ def _check_test_functions(items: list) -> None:
         _test_codes[item.nodeid] = code
         reference.remember_test_code([function])
         if is_candidate_file(code.co_filename):
-            _flag(f"test {item.name} runs candidate code as its body")
+            if _handed_to_candidate(item, function):
+                _handed.add(item.nodeid)
+            else:
+                _flag(f"test {item.name} runs candidate code as its body")
         elif not os.path.isfile(code.co_filename):
             _flag(f"test {item.name} has code generated at run time")
+
+
+_handed: set[str] = set()  # items whose function the test's source hands to a decorator of the candidate's
+
+
+def _handed_to_candidate(item, function: object) -> bool:
+    """Whether the candidate's wrapper pytest calls for ``item`` wraps (``__wrapped__``) a function of the test
+    module that the test's own source decorates, itself or its class, with a name bound to the candidate's code
+    (``@freeze_time(...)``): the test chose to run its body through the candidate, which must then run it to its
+    end each time, with pytest's arguments (``_body_ended``)."""
+    index = results.function_index(function)
+    module = getattr(item, "module", None)
+    if index is None or not isinstance(module, types.ModuleType):
+        return False
+    for names in results.decorators(index):
+        value: object = module
+        for name in names:
+            value = vars(value).get(name) if isinstance(value, types.ModuleType) else None
+        code = origin.code_of(value)
+        if names and (code is not None and origin.is_candidate_code(code) or origin.candidate_class(
+                value if isinstance(value, type) else type(value))):
+            return True
+    return False
+
+
+def _body_ended(item, index: int, before: tuple[int, int, int], outcome) -> bool:
+    """Whether the test's function ran to its end during the call; one handed to the candidate's decorator, each
+    time it was entered and with the arguments pytest gave (a wrapper catching the body's failure, calling it
+    again, skipping it or changing its arguments is caught)."""
+    entered, completed, mismatched = (now - then for now, then in zip(results.counts(index), before))
+    if item.nodeid not in _handed:
+        if not completed and outcome.excinfo is None and type(item).__name__ != "TestCaseFunction":
+            _flag(f"test {item.name} came through its call without its body running to its end")
+        return completed > 0
+    if outcome.excinfo is None and (mismatched or not entered or completed != entered):
+        _flag(f"test {item.name}, run by the candidate's decorator, did not run to its end each time it was "
+              f"entered with pytest's arguments (entered {entered}, ended {completed}, other arguments {mismatched})")
+    return completed > 0 and completed == entered and not mismatched
 
 
 def junit_address(nodeid: str) -> tuple[str, str]:
@@ -499,8 +540,8 @@ def hide_guard_modules() -> None:
     for name in names:
         del sys.modules[name]
     api = types.ModuleType(results.__name__, "What the test module, as the guard instruments it, imports.")
-    api.check, api.operand, api.ended, api.returned = results.check, results.operand, results.ended, \
-        results.returned
+    api.check, api.operand, api.ended, api.returned, api.entered = results.check, results.operand, results.ended, \
+        results.returned, results.entered
     sys.modules[results.__name__] = api
     integrity.forget_modules(names)
 
@@ -590,16 +631,18 @@ def pytest_runtest_call(item):
         _guarded_check(integrity.check_before_call, item)
         _guarded_check(_check_sources)
     index = _test_index.get(item.nodeid)
-    before = results.completions(index) if index is not None else 0
+    before = results.counts(index) if index is not None else (0, 0, 0)
+    handed = index is not None and item.nodeid in _handed
+    if handed:
+        results.expect_arguments(index, dict(getattr(item, "funcargs", {})))
     outcome = yield
+    if handed:
+        results.expect_arguments(index, None)
     if _WATCH:
         _guarded_check(results.probe_deferred)
     _record(item, "call", outcome)
     if index is not None:
-        finished = results.completions(index) > before
-        _outcomes[item.nodeid]["finished"] = finished
-        if not finished and outcome.excinfo is None and type(item).__name__ != "TestCaseFunction":
-            _flag(f"test {item.name} came through its call without its body running to its end")
+        _outcomes[item.nodeid]["finished"] = _body_ended(item, index, before, outcome)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

@@ -1234,7 +1234,8 @@ def check_pytest(item=None) -> None:
 def _check_item(item, kind: type, code: object) -> None:
     if type(item) is not kind:
         _flag(f"re-classes test item {item.name} (seen {_state['checkpoint']})")
-    if code is not None and item.__dict__.get("_obj") is not None and code_of(item.__dict__["_obj"]) is not code:
+    if code is not None and item.__dict__.get("_obj") is not None and not _same_or_wrapping(item.__dict__["_obj"],
+                                                                                            code):
         _flag(f"replaces the function of test item {item.name} (seen {_state['checkpoint']})")
     methods = _methods_of(kind)
     for name in list(item.__dict__):
@@ -1245,6 +1246,19 @@ def _check_item(item, kind: type, code: object) -> None:
                 methods[name] = method
         if method:
             _flag(f"replaces {name} of test item {item.name} (seen {_state['checkpoint']})")
+
+
+def _same_or_wrapping(function: object, code: object) -> bool:
+    """Whether ``function`` runs ``code``, or is a library's wrapper of it (``__wrapped__``, as pytest-asyncio's
+    items store their coroutine run in an event loop as ``obj``): the body still has to run to its end."""
+    for _ in range(8):
+        found = code_of(function)
+        if found is code:
+            return True
+        if found is None or origin.is_candidate_code(found):
+            return False
+        function = getattr(function, "__wrapped__", None)
+    return False
 
 
 def _is_method(kind: type, name: str) -> bool:
