@@ -424,6 +424,113 @@ def test_a_unittest_body_stopped_early_is_caught(tmp_path: Path, name: str) -> N
     assert_tampered(dataset, candidate, re.escape(f"the report says {name} passed but the guard saw it"))
 
 
+HANDED_TEST = '''\
+import pytest
+
+from pkg.target import add, frozen, scale
+
+
+@pytest.fixture
+def expected():
+    return [3, 6]
+
+
+@frozen
+def test_add():
+    assert add(2, 3) == 5
+
+
+@frozen
+class TestScale:
+    def test_scale(self, expected):
+        assert scale([1, 2], 3) == expected
+'''
+
+# The test's source hands its functions to the candidate's ``frozen`` (a function decorator, and a class decorator
+# wrapping each test method); what each wrapper does instead of running the body to its end with pytest's arguments.
+HANDED_WRAPPERS = {
+    "swallows the failure": "        try:\n            return body(*args, **kwargs)\n        except AssertionError:\n"
+                            "            return None",
+    "never calls the body": "        return None",
+    "calls another function": "        return _other(*args, **kwargs)",
+    "calls it again after a failure": "        try:\n            return body(*args, **kwargs)\n"
+                                      "        except AssertionError:\n            _learned.append(1)\n"
+                                      "            return body(*args, **kwargs)",
+    "changes its arguments": "        kwargs = {k: scale([1, 2], 3) for k in kwargs}\n        return body(*args, **kwargs)",
+}
+
+HANDED_CANDIDATE = '''\
+import functools
+
+_learned = []  # right answers only once a failure was seen
+
+
+def add(a, b):
+    return a + b if _learned else a - b
+
+
+def scale(values, k):
+    return [v * k for v in values] if _learned else list(values)
+
+
+def _other(*args, **kwargs):
+    return None
+
+
+def _wrap(body):
+    @functools.wraps(body)
+    def wrapper(*args, **kwargs):
+{wrapper}
+    return wrapper
+
+
+def frozen(target):
+    if isinstance(target, type):
+        for name, value in list(vars(target).items()):
+            if name.startswith("test"):
+                setattr(target, name, _wrap(value))
+        return target
+    return _wrap(target)
+'''
+
+
+@pytest.mark.parametrize("how", sorted(HANDED_WRAPPERS))
+def test_a_body_handed_to_the_candidates_decorator_must_run_to_its_end(tmp_path: Path, how: str) -> None:
+    """The test decorates its function (and its class) with the candidate's decorator: the body runs through the
+    candidate, which must run it to its end, once per entry, with the arguments pytest resolved."""
+    dataset = make_task(tmp_path / "dataset", test_py=HANDED_TEST)
+    candidate = HANDED_CANDIDATE.replace("{wrapper}", HANDED_WRAPPERS[how])
+    assert_tampered(dataset, candidate, r"run by the candidate's decorator, did not run to its end")
+
+
+SUBCLASSED_TEST = '''\
+import pytest
+
+from pkg.target import Base, add
+
+
+class TestAdd(Base):
+    @pytest.mark.filterwarnings("ignore")
+    def test_add(self):
+        assert add(2, 3) == 5
+'''
+
+SUBCLASS_WRAPS = HANDED_CANDIDATE.replace("{wrapper}", HANDED_WRAPPERS["swallows the failure"]) + '''
+
+class Base:
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        frozen(cls)
+'''
+
+
+def test_a_body_the_candidate_wraps_unasked_is_caught(tmp_path: Path) -> None:
+    """The test decorates its method, but not with the candidate's decorator: the candidate's base class wrapping it
+    from ``__init_subclass__`` runs candidate code as the test's body."""
+    dataset = make_task(tmp_path / "dataset", test_py=SUBCLASSED_TEST, test_cases=("test_add",))
+    assert_tampered(dataset, SUBCLASS_WRAPS, r"test test_add runs candidate code as its body")
+
+
 CLASSES_TEST = '''\
 import fractions
 import unittest
