@@ -1166,6 +1166,47 @@ def test_a_test_handing_its_body_to_the_candidates_decorator_passes(tmp_path: Pa
     assert sum(result["test_summary"].values()) == 5, result["test_summary"]
 
 
+# The test reloads modules (freezegun's ``test_utils``: the candidate's module, then a helper of the test that
+# imports from it and defines functions and a marker): what the helper's own body binds again is its own.
+RELOADED_HELPER = '''\
+import pytest
+
+from pkg.target import add
+
+
+def same(a, b):
+    return a == b
+
+
+MARK = pytest.mark.skipif(False, reason="never")
+'''
+
+RELOADING_TEST = '''\
+import importlib
+
+import pkg.helper
+import pkg.target
+
+
+def test_add():
+    importlib.reload(pkg.target)
+    helper = importlib.reload(pkg.helper)
+    assert helper.same(helper.add(2, 3), 5)
+
+
+def test_scale():
+    assert pkg.helper.same(pkg.target.scale([1, 2], 3), [3, 6])
+'''
+
+
+def test_a_test_reloading_modules_passes(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "honest dataset", test_py=RELOADING_TEST)
+    (tmp_path / "honest dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / "helper.py").write_text(
+        RELOADED_HELPER)
+    result = run_candidate(dataset, 1, CANONICAL, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+
+
 # A library acting on classes the test defines from a base (mashumaro compiling methods onto the test's dataclass
 # at first use; the candidate's own base doing the same), the test's base class storing a class a library built from the candidate's (pint's
 # ``setup_class``), and the test's tooling patching a stdlib class while it runs the candidate (click's

@@ -531,6 +531,47 @@ def test_a_body_the_candidate_wraps_unasked_is_caught(tmp_path: Path) -> None:
     assert_tampered(dataset, SUBCLASS_WRAPS, r"test test_add runs candidate code as its body")
 
 
+RELOADING_TEST = '''\
+import importlib
+
+import pkg.helper
+from pkg.target import add
+
+
+def test_add():
+    helper = importlib.reload(pkg.helper)
+    assert helper.same(add(2, 3), 5)
+'''
+
+# The module the test reloads calls the candidate from its body, which plants a function of its own there (a
+# dict-level write inside the reload): only what the module's own code binds becomes its baseline.
+RELOADED_HELPER = '''\
+import pkg.target
+
+
+def same(a, b):
+    return a == b
+
+
+pkg.target.settle()
+'''
+
+PLANTS_IN_RELOAD = WRONG + '''
+
+import sys
+
+
+def settle():
+    vars(sys.modules["pkg.helper"])["same"] = lambda a, b: True
+'''
+
+
+def test_a_value_planted_in_a_module_the_test_reloads_is_caught(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "dataset", test_py=RELOADING_TEST, test_cases=("test_add",))
+    (tmp_path / "dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / "helper.py").write_text(RELOADED_HELPER)
+    assert_tampered(dataset, PLANTS_IN_RELOAD, r"places target\.py:\d+ \(<lambda>\) at pkg\.helper\.same")
+
+
 CLASSES_TEST = '''\
 import fractions
 import unittest

@@ -51,8 +51,10 @@ namespace that changed once is also compared before each test's call.
 from __future__ import annotations
 
 import array
+import ast
 import builtins
 import dis
+import importlib.util
 import itertools
 import operator
 import os
@@ -627,8 +629,61 @@ def _patch_import_system() -> None:
             _modules[spec.name] = sys.modules.get(spec.name, module)
         return module
 
+    def _exec(spec, module):
+        __tracebackhide__ = True
+        try:
+            return run(spec, module)
+        finally:
+            with GuardWork():
+                _reloaded(spec, module)
+
+    run = bootstrap._exec
     origin.patch(bootstrap, "module_from_spec", module_from_spec)
     origin.patch(bootstrap, "_load_unlocked", _load_unlocked)
+    origin.patch(bootstrap, "_exec", _exec)
+
+
+def _reloaded(spec, module: types.ModuleType) -> None:
+    """A module whose body the import system ran again (``importlib.reload``) from a file and loader not the
+    candidate's, called with no frame of the candidate's on the stack and no thread of its alive: what its
+    top-level code binds (``def``, imports, assignments; a value of the candidate's only as its ``from ... import``
+    names it) is its baseline now, and the classes it made anew are watched; any other change is still judged at
+    the next boundary."""
+    space, loader = _by_owner.get(module), getattr(spec, "loader", None)
+    if space is None or space.kind != "module" or origin.is_candidate_file(spec.origin) or candidate_object(
+            loader) or candidate_frame(sys._getframe(1)) is not None or origin.candidate_threads_alive():
+        return
+    try:
+        code = loader.get_code(spec.name)
+    except Exception:  # no code to read (a namespace package, a loader without it): nothing accepted
+        return
+    stored = {i.argval for i in dis.get_instructions(code) if i.opname in ("STORE_NAME", "DELETE_NAME")} \
+        if type(code) is types.CodeType else set()
+    imported = _imported_names(loader, spec) if any(candidate_object(space.mapping.get(n)) for n in stored) else {}
+    for name in stored & (set(space.mapping) | set(space.base)):
+        value = space.mapping.get(name, _MISSING)
+        if not candidate_object(value) or name in imported and _attribute(*imported[name]) is value:
+            accept(module, name)  # the candidate's values only as its body's ``from ... import`` names them
+    if _classes:
+        _classes[0].adopt(space)
+    else:
+        _adopt_classes(space, _is_hot(space))
+
+
+def _attribute(module_name: str, name: str) -> object:
+    return (_real_dict(sys.modules.get(module_name)) or {}).get(name, _MISSING)
+
+
+def _imported_names(loader, spec) -> dict[str, tuple[str, str]]:
+    """What a module's top-level ``from M import n as a`` statements bind: ``a`` -> (M, n)."""
+    try:
+        tree = ast.parse(loader.get_source(spec.name) or "")
+    except Exception:  # no source, or none that parses: no import is taken as the module's
+        return {}
+    package = spec.parent or ""
+    return {alias.asname or alias.name: (importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+                                         if node.level else node.module or "", alias.name)
+            for node in tree.body if isinstance(node, ast.ImportFrom) for alias in node.names}
 
 
 # A library's import is a window: what it changes in other libraries' classes (torchrl patching a torch class,
