@@ -1207,6 +1207,78 @@ def test_a_test_reloading_modules_passes(tmp_path: Path) -> None:
     assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
 
 
+# The test hands its own module (or its name) and an attribute to the candidate's patching functions (wrapt's
+# ``wrap_function_wrapper(__name__, "f", w)``, ``@patch_function_wrapper(module, "f")``, ``"Class.method"``).
+PATCHING_CANDIDATE = CANONICAL + '''
+
+import importlib
+
+
+def patch(target, path, wrapper):
+    parent = importlib.import_module(target) if isinstance(target, str) else target
+    *owners, attribute = path.split(".")
+    for name in owners:
+        parent = getattr(parent, name)
+    original = getattr(parent, attribute)
+
+    def patched(*args, **kwargs):
+        return wrapper(original, *args, **kwargs)
+    setattr(parent, attribute, patched)
+
+
+def patching(target, path):
+    def decorate(wrapper):
+        patch(target, path, wrapper)
+        return wrapper
+    return decorate
+'''
+
+PATCHING_TEST = '''\
+import sys
+
+from pkg.target import add, patch, patching, scale
+
+
+def double(x):
+    return 2 * x
+
+
+def triple(x):
+    return 3 * x
+
+
+class Box:
+    def size(self):
+        return 1
+
+
+def test_add():
+    patch(__name__, "double", lambda original, x: original(x) + 1)
+    assert double(2) == 5
+    module = sys.modules[__name__]
+
+    @patching(
+        module, "triple")
+    def wrapper(original, x):
+        return original(x) - 1
+
+    assert triple(2) == 5
+    assert add(2, 3) == 5
+
+
+def test_scale():
+    patch(__name__, "Box.size", lambda original, self: original(self) + 1)
+    assert Box().size() == 2
+    assert scale([1, 2], 3) == [3, 6]
+'''
+
+
+def test_a_test_patching_its_module_through_the_candidate_passes(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "honest dataset", test_py=PATCHING_TEST)
+    result = run_candidate(dataset, 1, PATCHING_CANDIDATE, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+
+
 # A library acting on classes the test defines from a base (mashumaro compiling methods onto the test's dataclass
 # at first use; the candidate's own base doing the same), the test's base class storing a class a library built from the candidate's (pint's
 # ``setup_class``), and the test's tooling patching a stdlib class while it runs the candidate (click's

@@ -572,6 +572,80 @@ def test_a_value_planted_in_a_module_the_test_reloads_is_caught(tmp_path: Path) 
     assert_tampered(dataset, PLANTS_IN_RELOAD, r"places target\.py:\d+ \(<lambda>\) at pkg\.helper\.same")
 
 
+NAMING_TEST = '''\
+from pkg.target import add, patch, scale
+
+
+def same(a, b):
+    return a == b
+
+
+def log(*args):
+    return None
+
+
+class Check:
+    def same(self, a, b):
+        return a == b
+
+    def log(self, *args):
+        return None
+
+
+def test_add():
+    patch(__name__, "log", lambda original, *args: None)
+    assert same(add(2, 3), 5)
+
+
+def test_scale():
+    patch(__name__, "Check.log", lambda original, *args: None)
+    assert Check().same(scale([1, 2], 3), [3, 6])
+'''
+
+# The test hands its module and one name (``log``, ``Check.log``) to the candidate's patching function; the
+# candidate writes what the test did not name, or writes later, from a call that names nothing.
+NAMING_CANDIDATES = {
+    "another name": "    setattr(module, 'same', lambda a, b: True)\n    setattr(module.Check, 'same', lambda *a: True)",
+    "in a later call": "    _later.append(module)",
+    "another class's attribute": "    module.Check.same = lambda *args: True",
+}
+
+NAMING_CANDIDATE = WRONG + '''
+
+import importlib
+
+_later = []
+
+
+def patch(target, path, wrapper):
+    module = importlib.import_module(target)
+{act}
+
+
+def _settle():
+    for module in _later:
+        module.same = lambda a, b: True
+        module.Check.same = lambda *args: True
+
+
+_add = add
+
+
+def add(a, b):
+    _settle()
+    return _add(a, b)
+'''
+
+
+@pytest.mark.parametrize("how", sorted(NAMING_CANDIDATES))
+def test_writes_beyond_what_the_test_names_are_caught(tmp_path: Path, how: str) -> None:
+    """A write to the test's module or class is the test's only for the module and name its call to the candidate
+    running now hands over."""
+    dataset = make_task(tmp_path / "dataset", test_py=NAMING_TEST)
+    candidate = NAMING_CANDIDATE.replace("{act}", NAMING_CANDIDATES[how])
+    assert_tampered(dataset, candidate, r"writes test\.same|places .* at test\.(Check\.)?same")
+
+
 CLASSES_TEST = '''\
 import fractions
 import unittest

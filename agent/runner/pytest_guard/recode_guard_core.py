@@ -442,6 +442,8 @@ def _check_sources(find: bool = False) -> None:
                     _class_plans[path] = classes.plan(tree, _plans[path])
     if find or not _planned:
         _planned.update(_modules_by_file(tuple(_plans)))
+    if _TEST in _plans:
+        _plans[_TEST].changed |= integrity.named_by_the_test  # the test rebinding them through the candidate
     for path, modules in _planned.items():
         label = "the test" if path == _TEST else os.path.basename(path)
         for module in modules:
@@ -569,7 +571,21 @@ def pytest_sessionstart(session) -> None:
     if not _WATCH:
         return
     integrity.hooks_registered(session.config)
-    _state["bindings"] = _import_bindings(preload.parse(_TEST) or ast.Module(body=[], type_ignores=[]))
+    tree = preload.parse(_TEST) or ast.Module(body=[], type_ignores=[])
+    _state["bindings"] = _import_bindings(tree)
+    integrity.paths_named_by_the_test.update(_paths_named_with_module(tree))
+
+
+def _paths_named_with_module(tree: ast.Module) -> set[str]:
+    """The dotted strings (``"Class_1.method"``) the test's calls hand over together with its own ``__name__``
+    (``wrapt.wrap_function_wrapper(__name__, "Class_1.method", wrapper)``): attributes of its classes it patches."""
+    found = set()
+    for node in ast.walk(tree):
+        values = [*node.args, *(k.value for k in node.keywords)] if isinstance(node, ast.Call) else []
+        if any(isinstance(v, ast.Name) and v.id == "__name__" for v in values):
+            found.update(v.value for v in values if isinstance(v, ast.Constant) and isinstance(v.value, str)
+                         and "." in v.value)
+    return found
 
 
 _REFERENCE_NAME = re.compile(r"(^|_)(ref|reference)\.py$", re.IGNORECASE)

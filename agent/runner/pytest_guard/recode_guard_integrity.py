@@ -68,6 +68,7 @@ from typing import Callable
 
 import recode_guard_capabilities as capabilities
 import recode_guard_origin as origin
+import recode_guard_preload as preload
 from recode_guard_origin import (GuardWork, candidate_frame, candidate_object, code_of, describe, in_candidate_thread,
                                 is_kind, type_dict)
 
@@ -460,9 +461,66 @@ def _check_write(module, name: str, value: object, base: type, deleting: bool, w
                 return True
         if not deleting and _verdict_space(module) == "test" and _tests_own(value):
             return True  # the test's function placed in its namespace (funcy's ``monkey``): judged by its source
+        if cand is not None and _verdict_space(module) == "test" and _named_by_the_test(module, name, cand):
+            named_by_the_test.add(name)  # the test rebinds it through the candidate: not judged by its source
+            return True  # the test handed its module and this name to the candidate's call running now (wrapt)
     label = f"{_DICT.__get__(module).get('__name__', '?')}.{name}"
     capabilities.deny(cand, writer, f"{'deletes' if deleting else 'writes'} {label}")
     return False
+
+
+named_by_the_test: set[str] = set()  # names of the test's module it had the candidate write (``_named_by_the_test``)
+paths_named_by_the_test: set[str] = set()  # ``Class.attr`` strings the test's source hands over with its ``__name__``
+
+
+def _named_by_the_test(module: types.ModuleType, name: str, cand: types.FrameType) -> bool:
+    """Whether the test's frame that called the candidate (the frame below its outermost frame ``cand``) is in a
+    statement whose call hands over this module (itself, a name bound to it, or its name) and ``name`` as a
+    string (``wrapt.wrap_function_wrapper(__name__, "f", w)``, ``@patch_function_wrapper(module, "f")``)."""
+    caller = cand.f_back
+    while caller is not None and origin.is_candidate_frame(caller):
+        caller = caller.f_back
+    if caller is None or not _test_file(caller.f_code.co_filename) or os.path.basename(
+            caller.f_code.co_filename) == "conftest.py":
+        return False
+    statement = _statement_at(preload.parse(caller.f_code.co_filename), caller.f_lineno)
+    module_name = _DICT.__get__(module).get("__name__")
+
+    def names_module(node: ast.expr) -> bool:
+        value = node.value if isinstance(node, ast.Constant) else caller.f_locals.get(
+            node.id, caller.f_globals.get(node.id)) if isinstance(node, ast.Name) else None
+        return value is module or (type(value) is str and value == module_name)
+
+    for call in _calls(statement):
+        values = [*call.args, *(k.value for k in call.keywords)]
+        if any(isinstance(v, ast.Constant) and v.value == name for v in values) and any(map(names_module, values)):
+            return True
+    return False
+
+
+def _statement_at(tree: ast.Module | None, line: int | None) -> ast.stmt | None:
+    """The innermost statement of ``tree`` spanning ``line`` (a definition from its first decorator on)."""
+    found, nodes = None, list(tree.body) if tree is not None and line is not None else []
+    while nodes:
+        node = nodes.pop()
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        if first <= line <= (node.end_lineno or node.lineno):
+            found, nodes = node, [c for c in ast.iter_child_nodes(node) if isinstance(c, ast.stmt)]
+    return found
+
+
+def _calls(statement: ast.stmt | None) -> list[ast.Call]:
+    """The calls a statement makes itself: a definition's decorators, not its body."""
+    roots = statement.decorator_list if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                               ast.ClassDef)) else [statement] if statement else []
+    calls, stack = [], list(roots)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Call):
+            calls.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)) or node in roots:
+            stack.extend(ast.iter_child_nodes(node))
+    return calls
 
 
 def _tests_own(value: object) -> bool:
@@ -882,6 +940,8 @@ class _Suspicion(str):
 def _judge_class(space: _Space, name: str, old: object, new: object, present: bool) -> str | None:
     """A class attribute that changed (class writes raise no event: every change is judged here)."""
     kind = _protected_kind(space)
+    if kind == "test" and f"{_QUALNAME.__get__(space.owner)}.{name}" in paths_named_by_the_test:
+        return None  # the test patches what it names with its module (wrapt's ``"Class.method"``)
     if present and candidate_object(new):
         if kind == "test" and (code := code_of(old)) is not None and origin.is_candidate_code(code):
             return None  # the candidate's base re-wiring its own method on the test's subclass (lazy compiling)
