@@ -442,8 +442,11 @@ def test_add():
 
 @frozen
 class TestScale:
+    def same(self, a, b):
+        return a == b
+
     def test_scale(self, expected):
-        assert scale([1, 2], 3) == expected
+        assert self.same(scale([1, 2], 3), expected)
 '''
 
 # The test's source hands its functions to the candidate's ``frozen`` (a function decorator, and a class decorator
@@ -457,6 +460,7 @@ HANDED_WRAPPERS = {
                                       "        except AssertionError:\n            _learned.append(1)\n"
                                       "            return body(*args, **kwargs)",
     "changes its arguments": "        kwargs = {k: scale([1, 2], 3) for k in kwargs}\n        return body(*args, **kwargs)",
+    "binds another instance": "        if args:\n            args = (_Lenient(),)\n        return body(*args, **kwargs)",
 }
 
 HANDED_CANDIDATE = '''\
@@ -475,6 +479,11 @@ def scale(values, k):
 
 def _other(*args, **kwargs):
     return None
+
+
+class _Lenient:
+    def same(self, a, b):
+        return True
 
 
 def _wrap(body):

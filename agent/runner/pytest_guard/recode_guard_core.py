@@ -650,7 +650,7 @@ def pytest_runtest_call(item):
     before = results.counts(index) if index is not None else (0, 0, 0)
     handed = index is not None and item.nodeid in _handed
     if handed:
-        results.expect_arguments(index, dict(getattr(item, "funcargs", {})))
+        results.expect_arguments(index, dict(getattr(item, "funcargs", {})), getattr(item, "instance", None))
     outcome = yield
     if handed:
         results.expect_arguments(index, None)

@@ -302,13 +302,17 @@ def entered(index: int, values: tuple) -> None:
         _state["mismatched"][index] += 1
 
 
-def expect_arguments(index: int, arguments: dict[str, object] | None) -> None:
-    """The values pytest hands the test function ``index`` by parameter name (None: no longer watched)."""
+def expect_arguments(index: int, arguments: dict[str, object] | None, instance: object = None) -> None:
+    """The values pytest hands the test function ``index`` by parameter name, and the instance a method of a
+    test class is bound to (None: no longer watched)."""
     if arguments is None:
         _state["arguments"].pop(index, None)
         return
     names = _state["parameters"][index]
-    _state["arguments"][index] = {names.index(name): value for name, value in arguments.items() if name in names}
+    expected = {names.index(name): value for name, value in arguments.items() if name in names}
+    if instance is not None and names and names[0] not in arguments:
+        expected[0] = instance
+    _state["arguments"][index] = expected
 
 
 def ended(index: int) -> None:
