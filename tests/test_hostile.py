@@ -436,6 +436,11 @@ def expected():
 
 
 @frozen
+def test_passing():
+    assert True
+
+
+@frozen
 def test_add():
     assert add(2, 3) == 5
 
@@ -456,6 +461,7 @@ HANDED_WRAPPERS = {
                             "            return None",
     "never calls the body": "        return None",
     "calls another function": "        return _other(*args, **kwargs)",
+    "claims a passing test's body": "        return _bodies[0]()",
     "calls it again after a failure": "        try:\n            return body(*args, **kwargs)\n"
                                       "        except AssertionError:\n            _learned.append(1)\n"
                                       "            return body(*args, **kwargs)",
@@ -486,10 +492,16 @@ class _Lenient:
         return True
 
 
+_bodies = []
+
+
 def _wrap(body):
+    _bodies.append(body)
+
     @functools.wraps(body)
     def wrapper(*args, **kwargs):
 {wrapper}
+{claim}
     return wrapper
 
 
@@ -507,9 +519,11 @@ def frozen(target):
 def test_a_body_handed_to_the_candidates_decorator_must_run_to_its_end(tmp_path: Path, how: str) -> None:
     """The test decorates its function (and its class) with the candidate's decorator: the body runs through the
     candidate, which must run it to its end, once per entry, with the arguments pytest resolved."""
-    dataset = make_task(tmp_path / "dataset", test_py=HANDED_TEST)
-    candidate = HANDED_CANDIDATE.replace("{wrapper}", HANDED_WRAPPERS[how])
-    assert_tampered(dataset, candidate, r"run by the candidate's decorator, did not run to its end")
+    dataset = make_task(tmp_path / "dataset", test_py=HANDED_TEST, test_cases=("test_passing", *TEST_CASES))
+    claim = "    wrapper.__wrapped__ = _bodies[0]" if how.startswith("claims") else ""
+    candidate = HANDED_CANDIDATE.replace("{wrapper}", HANDED_WRAPPERS[how]).replace("{claim}", claim)
+    assert_tampered(dataset, candidate, r"test test_add runs candidate code as its body" if claim else
+                    r"run by the candidate's decorator, did not run to its end")
 
 
 SUBCLASSED_TEST = '''\
@@ -524,7 +538,8 @@ class TestAdd(Base):
         assert add(2, 3) == 5
 '''
 
-SUBCLASS_WRAPS = HANDED_CANDIDATE.replace("{wrapper}", HANDED_WRAPPERS["swallows the failure"]) + '''
+SUBCLASS_WRAPS = HANDED_CANDIDATE.replace("{wrapper}", HANDED_WRAPPERS["swallows the failure"]).replace(
+    "{claim}", "") + '''
 
 class Base:
     def __init_subclass__(cls, **kwargs):

@@ -479,8 +479,9 @@ def _handed_to_candidate(item, function: object) -> bool:
     end each time, with pytest's arguments (``_body_ended``)."""
     index = results.function_index(function)
     module = getattr(item, "module", None)
-    if index is None or not isinstance(module, types.ModuleType):
-        return False
+    own = ".".join(filter(None, [getattr(getattr(item, "cls", None), "__qualname__", None), item.originalname]))
+    if index is None or not isinstance(module, types.ModuleType) or results.qualname(index) != own:
+        return False  # a wrapper claiming another function of the test (a passing one) is not this test's
     for names in results.decorators(index):
         value: object = module
         for name in names:

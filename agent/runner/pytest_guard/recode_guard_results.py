@@ -52,7 +52,7 @@ _kinds: dict[type, object] = {}
 _report: list[Callable[[str], None]] = []
 _suspect: list[Callable[[str], None]] = []
 _state: dict = {"test": None, "functions": [], "completed": [], "entered": [], "mismatched": [], "decorators": [],
-               "parameters": [], "arguments": {}, "candidate_lines": None}
+               "parameters": [], "qualnames": [], "arguments": {}, "candidate_lines": None}
 
 
 def configure(report: Callable[[str], None], test: str, suspect: Callable[[str], None]) -> None:
@@ -143,6 +143,8 @@ class _Instrument(ast.NodeTransformer):
         self.parameters: list[tuple[str, ...]] = []
         self.current: list[int | None] = []
         self.classes: list[list[tuple[str, ...]]] = []
+        self.scope: list[str] = []  # the names of the enclosing classes and functions
+        self.qualnames: list[str] = []
 
     def wrap(self, node: ast.expr | None, name: str = CHECK) -> ast.expr | None:
         if node is None or isinstance(node, (ast.Constant, ast.JoinedStr, ast.Lambda, ast.Starred)):
@@ -156,13 +158,16 @@ class _Instrument(ast.NodeTransformer):
         first = min([d.lineno for d in node.decorator_list] + [node.lineno])
         self.functions.append((node.name, node.lineno, first))
         self.decorators.append([_dotted(d) for d in node.decorator_list] + [d for ds in self.classes for d in ds])
+        self.qualnames.append(".".join([*self.scope, node.name]))
         arguments = node.args
         self.parameters.append(tuple(a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)))
         # A generator's body ends when whoever drives it (tornado's ``gen_test``) runs it to its end; an async
         # generator may not ``return`` a value, and no runner drives one as a test.
         counted = not (isinstance(node, ast.AsyncFunctionDef) and _yields(node, self.lines))
         self.current.append(index if counted else None)
+        self.scope.append(node.name)
         self.generic_visit(node)
+        self.scope.pop()
         self.current.pop()
         if counted:
             last = node.body[-1]
@@ -179,7 +184,9 @@ class _Instrument(ast.NodeTransformer):
         if node.name.startswith(_HARNESS_NAMES):
             return node
         self.classes.append([_dotted(d) for d in node.decorator_list])
+        self.scope.append(node.name)
         self.generic_visit(node)
+        self.scope.pop()
         self.classes.pop()
         return node
 
@@ -287,7 +294,7 @@ def instrument(mod: ast.Module, source: bytes | str) -> None:
     position = _import_position(mod)
     mod.body.insert(position, _located(node, mod.body[position - 1] if position else ast.Pass(lineno=1)))
     _state["functions"], _state["decorators"] = transformer.functions, transformer.decorators
-    _state["parameters"] = transformer.parameters
+    _state["parameters"], _state["qualnames"] = transformer.parameters, transformer.qualnames
     for key in ("completed", "entered", "mismatched"):
         _state[key] = [0] * len(transformer.functions)
 
@@ -347,6 +354,11 @@ def counts(index: int) -> tuple[int, int, int]:
 def decorators(index: int) -> list[tuple[str, ...]]:
     """The dotted names the test's source decorates function ``index`` and its enclosing classes with."""
     return _state["decorators"][index]
+
+
+def qualname(index: int) -> str:
+    """``Class.method`` of function ``index`` as the test's source nests it."""
+    return _state["qualnames"][index]
 
 
 # ------------------------------------------------------------------------- values
