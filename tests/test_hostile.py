@@ -515,6 +515,7 @@ def frozen(target):
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", sorted(HANDED_WRAPPERS))
 def test_a_body_handed_to_the_candidates_decorator_must_run_to_its_end(tmp_path: Path, how: str) -> None:
     """The test decorates its function (and its class) with the candidate's decorator: the body runs through the
@@ -661,6 +662,7 @@ def add(a, b):
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", sorted(NAMING_CANDIDATES))
 def test_writes_beyond_what_the_test_names_are_caught(tmp_path: Path, how: str) -> None:
     """A write to the test's module or class is the test's only for the module and name its call to the candidate
