@@ -1328,6 +1328,207 @@ def test_a_generator_test_a_library_runs_to_its_end_passes(tmp_path: Path) -> No
     assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
 
 
+# The test's source hands its functions to decorators of the candidate's (freezegun's ``@freeze_time``, typeguard's
+# ``@suppress_type_checks``, on functions, coroutines and test classes), which run the body to its end with
+# pytest's arguments, and may add one of their own (freezegun's ``as_kwarg``).
+HANDING_CANDIDATE = CANONICAL + '''
+
+import asyncio
+import functools
+import inspect
+
+
+def _wrap(body, extra):
+    if inspect.iscoroutinefunction(body):
+        @functools.wraps(body)
+        def run(*args, **kwargs):
+            return asyncio.run(body(*args, **kwargs))
+        return run
+
+    @functools.wraps(body)
+    def wrapper(*args, **kwargs):
+        if extra:
+            kwargs[extra] = "frozen"
+        return body(*args, **kwargs)
+    return wrapper
+
+
+def frozen(target=None, as_kwarg=""):
+    if target is None:
+        return lambda function: _wrap(function, as_kwarg)
+    if isinstance(target, type):
+        for name, value in list(vars(target).items()):
+            if name.startswith("test"):
+                setattr(target, name, _wrap(value, as_kwarg))
+        return target
+    return _wrap(target, as_kwarg)
+'''
+
+HANDING_TEST = '''\
+import pytest
+
+import pkg.target
+from pkg.target import add, frozen, scale
+
+
+@pytest.fixture
+def expected():
+    return [3, 6]
+
+
+@frozen
+def test_add():
+    """A docstring stays first."""
+    assert add(2, 3) == 5
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pkg.target.frozen(as_kwarg="clock")
+def test_scale(expected, k, clock=""):
+    assert clock == "frozen"
+    assert scale([1, 2], k) == [v * k for v in [1, 2]]
+
+
+@frozen
+async def test_coroutine():
+    await asyncio_sleep()
+    assert add(1, 1) == 2
+
+
+async def asyncio_sleep():
+    import asyncio
+    await asyncio.sleep(0)
+
+
+@frozen
+class TestScale:
+    def test_scale_fixture(self, expected):
+        assert scale([1, 2], 3) == expected
+'''
+
+
+def test_a_test_handing_its_body_to_the_candidates_decorator_passes(tmp_path: Path) -> None:
+    """The test's own ``@decorator`` of the candidate's wraps its function, coroutine or class and runs the body."""
+    dataset = make_task(tmp_path / "honest dataset", test_py=HANDING_TEST,
+                        test_cases=("test_add", "test_scale[2]", "test_scale[3]", "test_coroutine", "test_scale_fixture"))
+    result = run_candidate(dataset, 1, HANDING_CANDIDATE, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+    assert sum(result["test_summary"].values()) == 5, result["test_summary"]
+
+
+# The test reloads modules (freezegun's ``test_utils``: the candidate's module, then a helper of the test that
+# imports from it and defines functions and a marker): what the helper's own body binds again is its own.
+RELOADED_HELPER = '''\
+import pytest
+
+from pkg.target import add
+
+
+def same(a, b):
+    return a == b
+
+
+MARK = pytest.mark.skipif(False, reason="never")
+'''
+
+RELOADING_TEST = '''\
+import importlib
+
+import pkg.helper
+import pkg.target
+
+
+def test_add():
+    importlib.reload(pkg.target)
+    helper = importlib.reload(pkg.helper)
+    assert helper.same(helper.add(2, 3), 5)
+
+
+def test_scale():
+    assert pkg.helper.same(pkg.target.scale([1, 2], 3), [3, 6])
+'''
+
+
+def test_a_test_reloading_modules_passes(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "honest dataset", test_py=RELOADING_TEST)
+    (tmp_path / "honest dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / "helper.py").write_text(
+        RELOADED_HELPER)
+    result = run_candidate(dataset, 1, CANONICAL, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+
+
+# The test hands its own module (or its name) and an attribute to the candidate's patching functions (wrapt's
+# ``wrap_function_wrapper(__name__, "f", w)``, ``@patch_function_wrapper(module, "f")``, ``"Class.method"``).
+PATCHING_CANDIDATE = CANONICAL + '''
+
+import importlib
+
+
+def patch(target, path, wrapper):
+    parent = importlib.import_module(target) if isinstance(target, str) else target
+    *owners, attribute = path.split(".")
+    for name in owners:
+        parent = getattr(parent, name)
+    original = getattr(parent, attribute)
+
+    def patched(*args, **kwargs):
+        return wrapper(original, *args, **kwargs)
+    setattr(parent, attribute, patched)
+
+
+def patching(target, path):
+    def decorate(wrapper):
+        patch(target, path, wrapper)
+        return wrapper
+    return decorate
+'''
+
+PATCHING_TEST = '''\
+import sys
+
+from pkg.target import add, patch, patching, scale
+
+
+def double(x):
+    return 2 * x
+
+
+def triple(x):
+    return 3 * x
+
+
+class Box:
+    def size(self):
+        return 1
+
+
+def test_add():
+    patch(__name__, "double", lambda original, x: original(x) + 1)
+    assert double(2) == 5
+    module = sys.modules[__name__]
+
+    @patching(
+        module, "triple")
+    def wrapper(original, x):
+        return original(x) - 1
+
+    assert triple(2) == 5
+    assert add(2, 3) == 5
+
+
+def test_scale():
+    patch(__name__, "Box.size", lambda original, self: original(self) + 1)
+    assert Box().size() == 2
+    assert scale([1, 2], 3) == [3, 6]
+'''
+
+
+def test_a_test_patching_its_module_through_the_candidate_passes(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "honest dataset", test_py=PATCHING_TEST)
+    result = run_candidate(dataset, 1, PATCHING_CANDIDATE, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+
+
 # A library acting on classes the test defines from a base (mashumaro compiling methods onto the test's dataclass
 # at first use; the candidate's own base doing the same), the test's base class storing a class a library built from the candidate's (pint's
 # ``setup_class``), and the test's tooling patching a stdlib class while it runs the candidate (click's

@@ -551,6 +551,254 @@ def test_a_unittest_body_stopped_early_is_caught(tmp_path: Path, name: str) -> N
     assert_tampered(dataset, candidate, re.escape(f"the report says {name} passed but the guard saw it"))
 
 
+HANDED_TEST = '''\
+import pytest
+
+from pkg.target import add, frozen, scale
+
+
+@pytest.fixture
+def expected():
+    return [3, 6]
+
+
+@frozen
+def test_passing():
+    assert True
+
+
+@frozen
+def test_add():
+    assert add(2, 3) == 5
+
+
+@frozen
+class TestScale:
+    def same(self, a, b):
+        return a == b
+
+    def test_scale(self, expected):
+        assert self.same(scale([1, 2], 3), expected)
+'''
+
+# The test's source hands its functions to the candidate's ``frozen`` (a function decorator, and a class decorator
+# wrapping each test method); what each wrapper does instead of running the body to its end with pytest's arguments.
+HANDED_WRAPPERS = {
+    "swallows the failure": "        try:\n            return body(*args, **kwargs)\n        except AssertionError:\n"
+                            "            return None",
+    "never calls the body": "        return None",
+    "calls another function": "        return _other(*args, **kwargs)",
+    "claims a passing test's body": "        return _bodies[0]()",
+    "calls it again after a failure": "        try:\n            return body(*args, **kwargs)\n"
+                                      "        except AssertionError:\n            _learned.append(1)\n"
+                                      "            return body(*args, **kwargs)",
+    "changes its arguments": "        kwargs = {k: scale([1, 2], 3) for k in kwargs}\n        return body(*args, **kwargs)",
+    "binds another instance": "        if args:\n            args = (_Lenient(),)\n        return body(*args, **kwargs)",
+}
+
+HANDED_CANDIDATE = '''\
+import functools
+
+_learned = []  # right answers only once a failure was seen
+
+
+def add(a, b):
+    return a + b if _learned else a - b
+
+
+def scale(values, k):
+    return [v * k for v in values] if _learned else list(values)
+
+
+def _other(*args, **kwargs):
+    return None
+
+
+class _Lenient:
+    def same(self, a, b):
+        return True
+
+
+_bodies = []
+
+
+def _wrap(body):
+    _bodies.append(body)
+
+    @functools.wraps(body)
+    def wrapper(*args, **kwargs):
+{wrapper}
+{claim}
+    return wrapper
+
+
+def frozen(target):
+    if isinstance(target, type):
+        for name, value in list(vars(target).items()):
+            if name.startswith("test"):
+                setattr(target, name, _wrap(value))
+        return target
+    return _wrap(target)
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", sorted(HANDED_WRAPPERS))
+def test_a_body_handed_to_the_candidates_decorator_must_run_to_its_end(tmp_path: Path, how: str) -> None:
+    """The test decorates its function (and its class) with the candidate's decorator: the body runs through the
+    candidate, which must run it to its end, once per entry, with the arguments pytest resolved."""
+    dataset = make_task(tmp_path / "dataset", test_py=HANDED_TEST, test_cases=("test_passing", *TEST_CASES))
+    claim = "    wrapper.__wrapped__ = _bodies[0]" if how.startswith("claims") else ""
+    candidate = HANDED_CANDIDATE.replace("{wrapper}", HANDED_WRAPPERS[how]).replace("{claim}", claim)
+    assert_tampered(dataset, candidate, r"test test_add runs candidate code as its body" if claim else
+                    r"run by the candidate's decorator, did not run to its end")
+
+
+SUBCLASSED_TEST = '''\
+import pytest
+
+from pkg.target import Base, add
+
+
+class TestAdd(Base):
+    @pytest.mark.filterwarnings("ignore")
+    def test_add(self):
+        assert add(2, 3) == 5
+'''
+
+SUBCLASS_WRAPS = HANDED_CANDIDATE.replace("{wrapper}", HANDED_WRAPPERS["swallows the failure"]).replace(
+    "{claim}", "") + '''
+
+class Base:
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        frozen(cls)
+'''
+
+
+def test_a_body_the_candidate_wraps_unasked_is_caught(tmp_path: Path) -> None:
+    """The test decorates its method, but not with the candidate's decorator: the candidate's base class wrapping it
+    from ``__init_subclass__`` runs candidate code as the test's body."""
+    dataset = make_task(tmp_path / "dataset", test_py=SUBCLASSED_TEST, test_cases=("test_add",))
+    assert_tampered(dataset, SUBCLASS_WRAPS, r"test test_add runs candidate code as its body")
+
+
+RELOADING_TEST = '''\
+import importlib
+
+import pkg.helper
+from pkg.target import add
+
+
+def test_add():
+    helper = importlib.reload(pkg.helper)
+    assert helper.same(add(2, 3), 5)
+'''
+
+# The module the test reloads calls the candidate from its body, which plants a function of its own there (a
+# dict-level write inside the reload): only what the module's own code binds becomes its baseline.
+RELOADED_HELPER = '''\
+import pkg.target
+
+
+def same(a, b):
+    return a == b
+
+
+pkg.target.settle()
+'''
+
+PLANTS_IN_RELOAD = WRONG + '''
+
+import sys
+
+
+def settle():
+    vars(sys.modules["pkg.helper"])["same"] = lambda a, b: True
+'''
+
+
+def test_a_value_planted_in_a_module_the_test_reloads_is_caught(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "dataset", test_py=RELOADING_TEST, test_cases=("test_add",))
+    (tmp_path / "dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / "helper.py").write_text(RELOADED_HELPER)
+    assert_tampered(dataset, PLANTS_IN_RELOAD, r"places target\.py:\d+ \(<lambda>\) at pkg\.helper\.same")
+
+
+NAMING_TEST = '''\
+from pkg.target import add, patch, scale
+
+
+def same(a, b):
+    return a == b
+
+
+def log(*args):
+    return None
+
+
+class Check:
+    def same(self, a, b):
+        return a == b
+
+    def log(self, *args):
+        return None
+
+
+def test_add():
+    patch(__name__, "log", lambda original, *args: None)
+    assert same(add(2, 3), 5)
+
+
+def test_scale():
+    patch(__name__, "Check.log", lambda original, *args: None)
+    assert Check().same(scale([1, 2], 3), [3, 6])
+'''
+
+# The test hands its module and one name (``log``, ``Check.log``) to the candidate's patching function; the
+# candidate writes what the test did not name, or writes later, from a call that names nothing.
+NAMING_CANDIDATES = {
+    "another name": "    setattr(module, 'same', lambda a, b: True)\n    setattr(module.Check, 'same', lambda *a: True)",
+    "in a later call": "    _later.append(module)",
+    "another class's attribute": "    module.Check.same = lambda *args: True",
+}
+
+NAMING_CANDIDATE = WRONG + '''
+
+import importlib
+
+_later = []
+
+
+def patch(target, path, wrapper):
+    module = importlib.import_module(target)
+{act}
+
+
+def _settle():
+    for module in _later:
+        module.same = lambda a, b: True
+        module.Check.same = lambda *args: True
+
+
+_add = add
+
+
+def add(a, b):
+    _settle()
+    return _add(a, b)
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", sorted(NAMING_CANDIDATES))
+def test_writes_beyond_what_the_test_names_are_caught(tmp_path: Path, how: str) -> None:
+    """A write to the test's module or class is the test's only for the module and name its call to the candidate
+    running now hands over."""
+    dataset = make_task(tmp_path / "dataset", test_py=NAMING_TEST)
+    candidate = NAMING_CANDIDATE.replace("{act}", NAMING_CANDIDATES[how])
+    assert_tampered(dataset, candidate, r"writes test\.same|places .* at test\.(Check\.)?same")
+
+
 CLASSES_TEST = '''\
 import fractions
 import unittest

@@ -469,6 +469,8 @@ def _check_sources(find: bool = False) -> None:
                     _class_plans[path] = classes.plan(tree, _plans[path])
     if find or not _planned:
         _planned.update(_modules_by_file(tuple(_plans)))
+    if _TEST in _plans:
+        _plans[_TEST].changed |= integrity.named_by_the_test  # the test rebinding them through the candidate
     for path, modules in _planned.items():
         label = "the test" if path == _TEST else os.path.basename(path)
         for module in modules:
@@ -486,9 +488,51 @@ def _check_test_functions(items: list) -> None:
         _test_codes[item.nodeid] = code
         reference.remember_test_code([function])
         if is_candidate_file(code.co_filename):
-            _flag(f"test {item.name} runs candidate code as its body")
+            if _handed_to_candidate(item, function):
+                _handed.add(item.nodeid)
+            else:
+                _flag(f"test {item.name} runs candidate code as its body")
         elif not os.path.isfile(code.co_filename):
             _flag(f"test {item.name} has code generated at run time")
+
+
+_handed: set[str] = set()  # items whose function the test's source hands to a decorator of the candidate's
+
+
+def _handed_to_candidate(item, function: object) -> bool:
+    """Whether the candidate's wrapper pytest calls for ``item`` wraps (``__wrapped__``) a function of the test
+    module that the test's own source decorates, itself or its class, with a name bound to the candidate's code
+    (``@freeze_time(...)``): the test chose to run its body through the candidate, which must then run it to its
+    end each time, with pytest's arguments (``_body_ended``)."""
+    index = results.function_index(function)
+    module = getattr(item, "module", None)
+    own = ".".join(filter(None, [getattr(getattr(item, "cls", None), "__qualname__", None), item.originalname]))
+    if index is None or not isinstance(module, types.ModuleType) or results.qualname(index) != own:
+        return False  # a wrapper claiming another function of the test (a passing one) is not this test's
+    for names in results.decorators(index):
+        value: object = module
+        for name in names:
+            value = vars(value).get(name) if isinstance(value, types.ModuleType) else None
+        code = origin.code_of(value)
+        if names and (code is not None and origin.is_candidate_code(code) or origin.candidate_class(
+                value if isinstance(value, type) else type(value))):
+            return True
+    return False
+
+
+def _body_ended(item, index: int, before: tuple[int, int, int], outcome) -> bool:
+    """Whether the test's function ran to its end during the call; one handed to the candidate's decorator, each
+    time it was entered and with the arguments pytest gave (a wrapper catching the body's failure, calling it
+    again, skipping it or changing its arguments is caught)."""
+    entered, completed, mismatched = (now - then for now, then in zip(results.counts(index), before))
+    if item.nodeid not in _handed:
+        if not completed and outcome.excinfo is None and type(item).__name__ != "TestCaseFunction":
+            _flag(f"test {item.name} came through its call without its body running to its end")
+        return completed > 0
+    if outcome.excinfo is None and (mismatched or not entered or completed != entered):
+        _flag(f"test {item.name}, run by the candidate's decorator, did not run to its end each time it was "
+              f"entered with pytest's arguments (entered {entered}, ended {completed}, other arguments {mismatched})")
+    return completed > 0 and completed == entered and not mismatched
 
 
 def junit_address(nodeid: str) -> tuple[str, str]:
@@ -526,8 +570,8 @@ def hide_guard_modules() -> None:
     for name in names:
         del sys.modules[name]
     api = types.ModuleType(results.__name__, "What the test module, as the guard instruments it, imports.")
-    api.check, api.operand, api.ended, api.returned, api.arg = results.check, results.operand, results.ended, \
-        results.returned, results.arg
+    api.check, api.operand, api.ended, api.returned, api.arg, api.entered = results.check, results.operand, \
+        results.ended, results.returned, results.arg, results.entered
     sys.modules[results.__name__] = api
     integrity.forget_modules(names)
 
@@ -575,7 +619,21 @@ def pytest_sessionstart(session) -> None:
     if not _WATCH:
         return
     integrity.hooks_registered(session.config)
-    _state["bindings"] = _import_bindings(preload.parse(_TEST) or ast.Module(body=[], type_ignores=[]))
+    tree = preload.parse(_TEST) or ast.Module(body=[], type_ignores=[])
+    _state["bindings"] = _import_bindings(tree)
+    integrity.paths_named_by_the_test.update(_paths_named_with_module(tree))
+
+
+def _paths_named_with_module(tree: ast.Module) -> set[str]:
+    """The dotted strings (``"Class_1.method"``) the test's calls hand over together with its own ``__name__``
+    (``wrapt.wrap_function_wrapper(__name__, "Class_1.method", wrapper)``): attributes of its classes it patches."""
+    found = set()
+    for node in ast.walk(tree):
+        values = [*node.args, *(k.value for k in node.keywords)] if isinstance(node, ast.Call) else []
+        if any(isinstance(v, ast.Name) and v.id == "__name__" for v in values):
+            found.update(v.value for v in values if isinstance(v, ast.Constant) and isinstance(v.value, str)
+                         and "." in v.value)
+    return found
 
 
 _REFERENCE_NAME = re.compile(r"(^|_)(ref|reference)\.py$", re.IGNORECASE)
@@ -637,16 +695,18 @@ def pytest_runtest_call(item):
         _guarded_check(integrity.check_before_call, item)
         _guarded_check(_check_sources)
     index = _test_index.get(item.nodeid)
-    before = results.completions(index) if index is not None else 0
+    before = results.counts(index) if index is not None else (0, 0, 0)
+    handed = index is not None and item.nodeid in _handed
+    if handed:
+        results.expect_arguments(index, dict(getattr(item, "funcargs", {})), getattr(item, "instance", None))
     outcome = yield
+    if handed:
+        results.expect_arguments(index, None)
     if _WATCH:
         _guarded_check(results.probe_deferred)
     _record(item, "call", outcome)
     if index is not None:
-        finished = results.completions(index) > before
-        _outcomes[item.nodeid]["finished"] = finished
-        if not finished and outcome.excinfo is None and type(item).__name__ != "TestCaseFunction":
-            _flag(f"test {item.name} came through its call without its body running to its end")
+        _outcomes[item.nodeid]["finished"] = _body_ended(item, index, before, outcome)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

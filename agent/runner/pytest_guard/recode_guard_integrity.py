@@ -51,8 +51,10 @@ namespace that changed once is also compared before each test's call.
 from __future__ import annotations
 
 import array
+import ast
 import builtins
 import dis
+import importlib.util
 import itertools
 import operator
 import os
@@ -66,6 +68,7 @@ from typing import Callable
 
 import recode_guard_capabilities as capabilities
 import recode_guard_origin as origin
+import recode_guard_preload as preload
 from recode_guard_origin import (GuardWork, candidate_frame, candidate_object, code_of, describe, in_candidate_thread,
                                 is_kind, type_dict)
 
@@ -473,9 +476,66 @@ def _check_write(module, name: str, value: object, base: type, deleting: bool, w
                 return True
         if not deleting and _verdict_space(module) == "test" and _tests_own(value):
             return True  # the test's function placed in its namespace (funcy's ``monkey``): judged by its source
+        if cand is not None and _verdict_space(module) == "test" and _named_by_the_test(module, name, cand):
+            named_by_the_test.add(name)  # the test rebinds it through the candidate: not judged by its source
+            return True  # the test handed its module and this name to the candidate's call running now (wrapt)
     label = f"{_DICT.__get__(module).get('__name__', '?')}.{name}"
     capabilities.deny(cand, writer, f"{'deletes' if deleting else 'writes'} {label}")
     return False
+
+
+named_by_the_test: set[str] = set()  # names of the test's module it had the candidate write (``_named_by_the_test``)
+paths_named_by_the_test: set[str] = set()  # ``Class.attr`` strings the test's source hands over with its ``__name__``
+
+
+def _named_by_the_test(module: types.ModuleType, name: str, cand: types.FrameType) -> bool:
+    """Whether the test's frame that called the candidate (the frame below its outermost frame ``cand``) is in a
+    statement whose call hands over this module (itself, a name bound to it, or its name) and ``name`` as a
+    string (``wrapt.wrap_function_wrapper(__name__, "f", w)``, ``@patch_function_wrapper(module, "f")``)."""
+    caller = cand.f_back
+    while caller is not None and origin.is_candidate_frame(caller):
+        caller = caller.f_back
+    if caller is None or not _test_file(caller.f_code.co_filename) or os.path.basename(
+            caller.f_code.co_filename) == "conftest.py":
+        return False
+    statement = _statement_at(preload.parse(caller.f_code.co_filename), caller.f_lineno)
+    module_name = _DICT.__get__(module).get("__name__")
+
+    def names_module(node: ast.expr) -> bool:
+        value = node.value if isinstance(node, ast.Constant) else caller.f_locals.get(
+            node.id, caller.f_globals.get(node.id)) if isinstance(node, ast.Name) else None
+        return value is module or (type(value) is str and value == module_name)
+
+    for call in _calls(statement):
+        values = [*call.args, *(k.value for k in call.keywords)]
+        if any(isinstance(v, ast.Constant) and v.value == name for v in values) and any(map(names_module, values)):
+            return True
+    return False
+
+
+def _statement_at(tree: ast.Module | None, line: int | None) -> ast.stmt | None:
+    """The innermost statement of ``tree`` spanning ``line`` (a definition from its first decorator on)."""
+    found, nodes = None, list(tree.body) if tree is not None and line is not None else []
+    while nodes:
+        node = nodes.pop()
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        if first <= line <= (node.end_lineno or node.lineno):
+            found, nodes = node, [c for c in ast.iter_child_nodes(node) if isinstance(c, ast.stmt)]
+    return found
+
+
+def _calls(statement: ast.stmt | None) -> list[ast.Call]:
+    """The calls a statement makes itself: a definition's decorators, not its body."""
+    roots = statement.decorator_list if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                               ast.ClassDef)) else [statement] if statement else []
+    calls, stack = [], list(roots)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Call):
+            calls.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)) or node in roots:
+            stack.extend(ast.iter_child_nodes(node))
+    return calls
 
 
 def _tests_own(value: object) -> bool:
@@ -647,8 +707,61 @@ def _patch_import_system() -> None:
                 _modules[spec.name] = sys.modules.get(spec.name, module)
         return module
 
+    def _exec(spec, module):
+        __tracebackhide__ = True
+        try:
+            return run(spec, module)
+        finally:
+            with GuardWork():
+                _reloaded(spec, module)
+
+    run = bootstrap._exec
     origin.patch(bootstrap, "module_from_spec", module_from_spec)
     origin.patch(bootstrap, "_load_unlocked", _load_unlocked)
+    origin.patch(bootstrap, "_exec", _exec)
+
+
+def _reloaded(spec, module: types.ModuleType) -> None:
+    """A module whose body the import system ran again (``importlib.reload``) from a file and loader not the
+    candidate's, called with no frame of the candidate's on the stack and no thread of its alive: what its
+    top-level code binds (``def``, imports, assignments; a value of the candidate's only as its ``from ... import``
+    names it) is its baseline now, and the classes it made anew are watched; any other change is still judged at
+    the next boundary."""
+    space, loader = _by_owner.get(module), getattr(spec, "loader", None)
+    if space is None or space.kind != "module" or origin.is_candidate_file(spec.origin) or candidate_object(
+            loader) or candidate_frame(sys._getframe(1)) is not None or origin.candidate_threads_alive():
+        return
+    try:
+        code = loader.get_code(spec.name)
+    except Exception:  # no code to read (a namespace package, a loader without it): nothing accepted
+        return
+    stored = {i.argval for i in dis.get_instructions(code) if i.opname in ("STORE_NAME", "DELETE_NAME")} \
+        if type(code) is types.CodeType else set()
+    imported = _imported_names(loader, spec) if any(candidate_object(space.mapping.get(n)) for n in stored) else {}
+    for name in stored & (set(space.mapping) | set(space.base)):
+        value = space.mapping.get(name, _MISSING)
+        if not candidate_object(value) or name in imported and _attribute(*imported[name]) is value:
+            accept(module, name)  # the candidate's values only as its body's ``from ... import`` names them
+    if _classes:
+        _classes[0].adopt(space)
+    else:
+        _adopt_classes(space, _is_hot(space))
+
+
+def _attribute(module_name: str, name: str) -> object:
+    return (_real_dict(sys.modules.get(module_name)) or {}).get(name, _MISSING)
+
+
+def _imported_names(loader, spec) -> dict[str, tuple[str, str]]:
+    """What a module's top-level ``from M import n as a`` statements bind: ``a`` -> (M, n)."""
+    try:
+        tree = ast.parse(loader.get_source(spec.name) or "")
+    except Exception:  # no source, or none that parses: no import is taken as the module's
+        return {}
+    package = spec.parent or ""
+    return {alias.asname or alias.name: (importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+                                         if node.level else node.module or "", alias.name)
+            for node in tree.body if isinstance(node, ast.ImportFrom) for alias in node.names}
 
 
 # A library's import is a window: what it changes in other libraries' classes (torchrl patching a torch class,
@@ -847,6 +960,8 @@ class _Suspicion(str):
 def _judge_class(space: _Space, name: str, old: object, new: object, present: bool) -> str | None:
     """A class attribute that changed (class writes raise no event: every change is judged here)."""
     kind = _protected_kind(space)
+    if kind == "test" and f"{_QUALNAME.__get__(space.owner)}.{name}" in paths_named_by_the_test:
+        return None  # the test patches what it names with its module (wrapt's ``"Class.method"``)
     if present and candidate_object(new):
         if kind == "test" and (code := code_of(old)) is not None and origin.is_candidate_code(code):
             return None  # the candidate's base re-wiring its own method on the test's subclass (lazy compiling)
@@ -1258,7 +1373,8 @@ def check_pytest(item=None) -> None:
 def _check_item(item, kind: type, code: object) -> None:
     if type(item) is not kind:
         _flag(f"re-classes test item {item.name} (seen {_state['checkpoint']})")
-    if code is not None and item.__dict__.get("_obj") is not None and code_of(item.__dict__["_obj"]) is not code:
+    if code is not None and item.__dict__.get("_obj") is not None and not _same_or_wrapping(item.__dict__["_obj"],
+                                                                                            code):
         _flag(f"replaces the function of test item {item.name} (seen {_state['checkpoint']})")
     methods = _methods_of(kind)
     for name in list(item.__dict__):
@@ -1269,6 +1385,19 @@ def _check_item(item, kind: type, code: object) -> None:
                 methods[name] = method
         if method:
             _flag(f"replaces {name} of test item {item.name} (seen {_state['checkpoint']})")
+
+
+def _same_or_wrapping(function: object, code: object) -> bool:
+    """Whether ``function`` runs ``code``, or is a library's wrapper of it (``__wrapped__``, as pytest-asyncio's
+    items store their coroutine run in an event loop as ``obj``): the body still has to run to its end."""
+    for _ in range(8):
+        found = code_of(function)
+        if found is code:
+            return True
+        if found is None or origin.is_candidate_code(found):
+            return False
+        function = getattr(function, "__wrapped__", None)
+    return False
 
 
 def _is_method(kind: type, name: str) -> bool:

@@ -358,6 +358,10 @@ def in_candidate_thread() -> bool:
     return getattr(tls, "candidate_thread", False) or threading.current_thread() in _candidate_threads
 
 
+def candidate_threads_alive() -> bool:
+    return any(thread.is_alive() for thread in list(_candidate_threads))
+
+
 def where(frame: types.FrameType) -> str:
     """``target.py:12``: the file's name and the line the frame is at."""
     return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"

@@ -42,7 +42,8 @@ import recode_guard_handed as handed
 import recode_guard_origin as origin
 from recode_guard_origin import candidate_class, code_of, is_candidate_code, is_kind, type_dict, type_mro
 
-CHECK, OPERAND, ENDED, RETURNED, ARG = "@recode_chk", "@recode_opd", "@recode_end", "@recode_ret", "@recode_arg"
+CHECK, OPERAND, ENDED, RETURNED, ARG, ENTERED = "@recode_chk", "@recode_opd", "@recode_end", "@recode_ret", \
+    "@recode_arg", "@recode_ent"
 PROTOCOL = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__torch_function__",
             "__torch_dispatch__", "__array_ufunc__", "__array_function__", "__array__", "__array_interface__",
             "__array_struct__", "__array_priority__", "__array_wrap__", "__float__", "__int__", "__index__",
@@ -53,7 +54,8 @@ _LEAF, _SEQUENCE, _MAPPING, _ARRAY, _OBJECT, _PROBE = range(6)
 _kinds: dict[type, object] = {}
 _report: list[Callable[[str], None]] = []
 _suspect: list[Callable[[str], None]] = []
-_state: dict = {"test": None, "functions": [], "completed": [], "candidate_lines": None}
+_state: dict = {"test": None, "functions": [], "completed": [], "entered": [], "mismatched": [], "decorators": [],
+               "parameters": [], "qualnames": [], "arguments": {}, "candidate_lines": None}
 
 
 def configure(report: Callable[[str], None], test: str, suspect: Callable[[str], None]) -> None:
@@ -148,7 +150,12 @@ class _Instrument(ast.NodeTransformer):
     def __init__(self, lines: list[bytes]) -> None:
         self.lines = lines
         self.functions: list[tuple[str, int, int]] = []
+        self.decorators: list[list[tuple[str, ...]]] = []  # per function: its own and its classes' decorators
+        self.parameters: list[tuple[str, ...]] = []
         self.current: list[int | None] = []
+        self.classes: list[list[tuple[str, ...]]] = []
+        self.scope: list[str] = []  # the names of the enclosing classes and functions
+        self.qualnames: list[str] = []
 
     def wrap(self, node: ast.expr | None, name: str = CHECK) -> ast.expr | None:
         if node is None or isinstance(node, (ast.Constant, ast.JoinedStr, ast.Lambda, ast.Starred)):
@@ -161,21 +168,38 @@ class _Instrument(ast.NodeTransformer):
         index = len(self.functions)
         first = min([d.lineno for d in node.decorator_list] + [node.lineno])
         self.functions.append((node.name, node.lineno, first))
+        self.decorators.append([_dotted(d) for d in node.decorator_list] + [d for ds in self.classes for d in ds])
+        self.qualnames.append(".".join([*self.scope, node.name]))
+        arguments = node.args
+        self.parameters.append(tuple(a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)))
         # A generator's body ends when whoever drives it (tornado's ``gen_test``) runs it to its end; an async
         # generator may not ``return`` a value, and no runner drives one as a test.
         counted = not (isinstance(node, ast.AsyncFunctionDef) and _yields(node, self.lines))
         self.current.append(index if counted else None)
+        self.scope.append(node.name)
         self.generic_visit(node)
+        self.scope.pop()
         self.current.pop()
         if counted:
             last = node.body[-1]
             node.body.append(_located(ast.Expr(_call(ENDED, [ast.Constant(index)], last)), last))
+            first_statement = node.body[_docstring(node.body)]
+            values = ast.Tuple(elts=[ast.Name(id=p, ctx=ast.Load()) for p in self.parameters[index]], ctx=ast.Load())
+            node.body.insert(_docstring(node.body), _located(
+                ast.Expr(_call(ENTERED, [ast.Constant(index), values], first_statement)), first_statement))
         return node
 
     visit_FunctionDef = visit_AsyncFunctionDef = _function
 
     def visit_ClassDef(self, node: ast.ClassDef) -> ast.ClassDef:
-        return node if node.name.startswith(_HARNESS_NAMES) else self.generic_visit(node)
+        if node.name.startswith(_HARNESS_NAMES):
+            return node
+        self.classes.append([_dotted(d) for d in node.decorator_list])
+        self.scope.append(node.name)
+        self.generic_visit(node)
+        self.scope.pop()
+        self.classes.pop()
+        return node
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.Lambda:
         self.current.append(None)
@@ -254,6 +278,23 @@ class _Instrument(ast.NodeTransformer):
         return node
 
 
+def _docstring(body: list[ast.stmt]) -> int:
+    """1 when a body starts with its docstring, else 0."""
+    first = body[0] if body else None
+    return int(isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(
+        first.value.value, str))
+
+
+def _dotted(decorator: ast.expr) -> tuple[str, ...]:
+    """The dotted name a decorator expression calls or is (``freeze_time`` of ``@freeze_time("2012")``), else ()."""
+    node = decorator.func if isinstance(decorator, ast.Call) else decorator
+    names: list[str] = []
+    while isinstance(node, ast.Attribute):
+        names.insert(0, node.attr)
+        node = node.value
+    return (node.id, *names) if isinstance(node, ast.Name) else ()
+
+
 def _import_position(mod: ast.Module) -> int:
     """After the docstring, ``from __future__`` imports and pytest's own inserted imports."""
     position = 0
@@ -273,15 +314,38 @@ def instrument(mod: ast.Module, source: bytes | str) -> None:
     transformer.visit(mod)
     names = [ast.alias(name="check", asname=CHECK), ast.alias(name="operand", asname=OPERAND),
              ast.alias(name="ended", asname=ENDED), ast.alias(name="returned", asname=RETURNED),
-             ast.alias(name="arg", asname=ARG)]
+             ast.alias(name="arg", asname=ARG), ast.alias(name="entered", asname=ENTERED)]
     node = ast.ImportFrom(module="recode_guard_results", names=names, level=0)
     position = _import_position(mod)
     mod.body.insert(position, _located(node, mod.body[position - 1] if position else ast.Pass(lineno=1)))
-    _state["functions"] = transformer.functions
-    _state["completed"] = [0] * len(transformer.functions)
+    _state["functions"], _state["decorators"] = transformer.functions, transformer.decorators
+    _state["parameters"], _state["qualnames"] = transformer.parameters, transformer.qualnames
+    for key in ("completed", "entered", "mismatched"):
+        _state[key] = [0] * len(transformer.functions)
 
 
 # --------------------------------------------------------------- body completion
+
+def entered(index: int, values: tuple) -> None:
+    """A test-module function starts; ``values`` are its parameters as it received them."""
+    _state["entered"][index] += 1
+    expected = _state["arguments"].get(index)
+    if expected is not None and any(values[position] is not value for position, value in expected.items()):
+        _state["mismatched"][index] += 1
+
+
+def expect_arguments(index: int, arguments: dict[str, object] | None, instance: object = None) -> None:
+    """The values pytest hands the test function ``index`` by parameter name, and the instance a method of a
+    test class is bound to (None: no longer watched)."""
+    if arguments is None:
+        _state["arguments"].pop(index, None)
+        return
+    names = _state["parameters"][index]
+    expected = {names.index(name): value for name, value in arguments.items() if name in names}
+    if instance is not None and names and names[0] not in arguments:
+        expected[0] = instance
+    _state["arguments"][index] = expected
+
 
 def ended(index: int) -> None:
     _state["completed"][index] += 1
@@ -307,8 +371,19 @@ def function_index(function: object) -> int | None:
     return None
 
 
-def completions(index: int) -> int:
-    return _state["completed"][index]
+def counts(index: int) -> tuple[int, int, int]:
+    """How often the function ``index`` was entered, ran to its end, and was entered with other arguments."""
+    return _state["entered"][index], _state["completed"][index], _state["mismatched"][index]
+
+
+def decorators(index: int) -> list[tuple[str, ...]]:
+    """The dotted names the test's source decorates function ``index`` and its enclosing classes with."""
+    return _state["decorators"][index]
+
+
+def qualname(index: int) -> str:
+    """``Class.method`` of function ``index`` as the test's source nests it."""
+    return _state["qualnames"][index]
 
 
 # ------------------------------------------------------------------------- values
