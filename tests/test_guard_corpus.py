@@ -15,7 +15,7 @@ import pytest
 
 from agent.job.results import turn_solved
 from tests.guard_honest_corpus import ADDITIONS, COMBINATIONS, corpus
-from tests.guard_hostile_corpus import HACKS
+from tests.guard_hostile_corpus import CTYPES_TOLERANCES, GAE_STUB, HACKS
 from tests.guard_testlib import SAMPLE, bare_pytest, evidence, fools_plain_pytest, guarded
 
 MECHANISMS = {"rebinding the test's names", "patching the assertion libraries", "pytest internals",
@@ -124,8 +124,6 @@ def test_native_memory_without_an_audit_event_is_not_seen(path: str) -> None:
     """The known gap of rule 5, kept visible: the tolerance-loosening hack of the hostile corpus, its
     ``from_address`` (an audited ``ctypes.cdata``) replaced by a path with no event, is graded ``passed``. When
     the guard stops one (or the hack stops working), the test fails: move the path to the hostile corpus."""
-    from tests.guard_hostile_corpus import CTYPES_TOLERANCES, GAE_STUB
-
     hack = CTYPES_TOLERANCES.replace("ctypes.c_double.from_address(id(constant) + 16).value = 1e300",
                                      SILENT_MEMORY[path])
     result = guarded(SAMPLE, 5, GAE_STUB + hack + _PUN)

@@ -22,16 +22,18 @@ Denied to candidate code (on the stack, or in a thread it started):
   Libraries the candidate calls may still look at frames for their own use
   (logging, warnings, ``traceback.format_stack``, ``torch.jit.script``);
 * the object graph: ``gc.get_objects``, ``get_referrers``, ``get_referents``;
-* forging code: ``types.CodeType``/``code.replace``, ``marshal.loads`` called by candidate code itself
-  (``types.FunctionType`` too without the compiled helper, which sees its globals), and
+* forging code: ``types.CodeType``/``code.replace``, a ``marshal`` load the guard did not wrap, called by
+  candidate code itself (``types.FunctionType`` too without the compiled helper, which sees its globals; what it
+  loads through the wrapped ``marshal.load``/``loads`` is its code, as what it compiles), and
   running code of its file under other globals (``exec``, ``types.FunctionType``); what it compiles, executes
   or evaluates is its code wherever it runs (a file whose own text it compiles under the file's name, such as a
   config file, stays that file's);
-* native memory: any ``ctypes`` operation called from candidate code (importing ``ctypes`` and defining
-  structures is not one);
+* native memory: any ``ctypes`` operation with an audit event called from candidate code (importing
+  ``ctypes`` and defining structures is not one; before CPython 3.13 calling a foreign function raises none, so
+  looking its symbol up stands for the call);
 * import hooks: ``sys.meta_path``/``path_hooks`` entries of the candidate's
   (checked at every import and every test boundary);
-* audit hooks of its own, replacing a function's ``__code__``/defaults,
+* audit hooks of its own, replacing a function's ``__code__`` or the defaults of one not its own,
   re-classing modules, classes or pytest objects;
 * ending or signalling the process: ``os._exit``, ``os.abort``,
   ``os.kill``/``killpg`` of the test process or its parent,
@@ -226,7 +228,7 @@ def _object_graph(name: str):
 
 
 def _builds_code(name: str):
-    """Candidate code forging code objects (``types.CodeType``, ``code.replace``, ``marshal``; and
+    """Candidate code forging code objects (``types.CodeType``, ``code.replace``, ``marshal`` not wrapped; and
     ``types.FunctionType`` where the compiled helper cannot see the globals it is given, see ``refuse_function``);
     and anyone running code of a file on disk that is the candidate's (its own, one it wrote, one whose name it
     gave code it compiled that is not that file's text) with namespaces not its own: the ``exec`` event carries
