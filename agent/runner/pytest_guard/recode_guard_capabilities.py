@@ -448,10 +448,12 @@ def _taint_loaded(value: object) -> None:
 
 
 def _wrap_marshal() -> None:
+    """Not a watch (``origin.patch``): whoever replaces these later (a test's mock) only loses the allowance, as
+    the audit rule still refuses the candidate's calls of the functions not wrapped."""
     import marshal
 
     for name in ("load", "loads"):
-        origin.patch(marshal, name, _loaded(getattr(marshal, name)))
+        setattr(marshal, name, _loaded(getattr(marshal, name)))
 
 
 # ------------------------------------------------- process ending without audit events
