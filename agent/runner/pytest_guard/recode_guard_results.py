@@ -83,7 +83,8 @@ def configure(report: Callable[[str], None], test: str, suspect: Callable[[str],
 
 def instrumented(module: types.ModuleType) -> bool:
     namespace = types.ModuleType.__dict__["__dict__"].__get__(module)
-    return namespace.get(CHECK) is check
+    value = namespace.get(CHECK)  # the function, or the builtin the compiled helper made to call it
+    return value is check or type(value) is types.BuiltinFunctionType and value.__self__ is check
 
 
 # ------------------------------------------------------------------ the transform
