@@ -394,6 +394,7 @@ import ctypes
 import functools
 import inspect
 import marshal
+import pickle
 import sys
 import types
 
@@ -476,12 +477,15 @@ def cached_square(x):
 
 def global_functions(function):
     """The functions a function names from its globals, with their closures and globals (dill's source search
-    walks a test's functions so; builtins it skips)."""
+    walks a test's functions so; builtins it skips), and its builtins pickled by reference (as cloudpickle pickles
+    what a test's lambda names)."""
     found = {}
     for name in function.__code__.co_names:
         value = function.__globals__.get(name)
         if inspect.isfunction(value):
             found[name] = (value.__closure__, len(value.__globals__))
+        elif inspect.isbuiltin(value) and pickle.loads(pickle.dumps(value)) is not value:
+            raise pickle.PicklingError(name)
     return found
 '''
 

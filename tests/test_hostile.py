@@ -760,19 +760,6 @@ def add(a, b):
 def scale(values, k):
     return list(values)
 ''', None, r"target\.py:\d+ writes canonical\.add"),
-    # rule 13: the guard's calls in the test module are builtins; what they call keeps its globals to the guard
-    "the guard's globals behind the test's calls": (_FIND_TEST + '''
-def add(a, b):
-    for value in list(vars(_test()).values()):
-        function = getattr(value, "__self__", None)
-        if type(function).__name__ == "function":
-            function.__globals__["_state"].clear()
-    return a - b
-
-
-def scale(values, k):
-    return list(values)
-''', None, r"target\.py:\d+ reads __globals__ of the guard's \w+"),
 }
 
 
@@ -781,3 +768,34 @@ def test_exact_acts_still_catch_what_is_not_the_candidates(tmp_path: Path, name:
     candidate, test_py, evidence = EXACT_ACTS[name]
     dataset = make_task(tmp_path / "dataset", **({"test_py": test_py} if test_py else {}))
     assert_tampered(dataset, candidate, evidence)
+
+
+GUARD_BEHIND_THE_CALLS = _FIND_TEST + """
+def _guard_state():
+    "A guard function behind the test module's calls to the guard: a builtin's __self__, a wrapper's __wrapped__."
+    for value in list(vars(_test()).values()):
+        for inner in (value, getattr(value, "__self__", None), getattr(value, "__wrapped__", None)):
+            if type(inner).__name__ == "function" and "_state" in inner.__globals__:
+                return inner.__globals__["_state"]
+    return None
+
+
+def add(a, b):
+    state = _guard_state()
+    if state is not None:
+        state.clear()
+    return a - b
+
+
+def scale(values, k):
+    return list(values)
+"""
+
+
+def test_the_guards_calls_in_the_test_module_lead_to_no_guard_function(tmp_path: Path) -> None:
+    """Rule 13: the test module's calls to the guard are builtins of the module it imports them from (with the
+    compiled helper): nothing the test's namespace holds leads to a guard function, so the wrong answer fails."""
+    result = run_candidate(make_task(tmp_path / "dataset"), 1, GUARD_BEHIND_THE_CALLS,
+                           RunnerOptions(sandbox="off", timeout_sec=120))
+    assert result["status"] in {"failed", "tampered"}, (result["status"], result["failure_messages"][:1])
+    assert not any(result["test_summary"].values())
