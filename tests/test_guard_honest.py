@@ -389,9 +389,12 @@ def test_state_dict():
 '''
 
 METAPROGRAMMING = '''\
+import collections
 import ctypes
 import functools
 import inspect
+import marshal
+import pickle
 import sys
 import types
 
@@ -455,12 +458,42 @@ def _scale(values, k):
 
 
 scale = _copy(_scale, "scale")
+
+
+class Info(collections.namedtuple("Info", ("summary", "args"))):
+    pass
+
+
+Info.__new__.__defaults__ = (None,) * len(Info._fields)  # fire's docstrings: the namedtuple's defaults, later
+
+
+def cached_square(x):
+    """Code compiled once, dumped and loaded again (a bytecode cache, as jinja2's), run in fresh globals."""
+    loaded = marshal.loads(marshal.dumps(compile("result = x * x", "<cached>", "exec")))
+    namespace = {"x": x}
+    exec(loaded, namespace)
+    return namespace["result"]
+
+
+def global_functions(function):
+    """The functions a function names from its globals, with their closures and globals (dill's source search
+    walks a test's functions so; builtins it skips), and its builtins pickled by reference (as cloudpickle pickles
+    what a test's lambda names)."""
+    found = {}
+    for name in function.__code__.co_names:
+        value = function.__globals__.get(name)
+        if inspect.isfunction(value):
+            found[name] = (value.__closure__, len(value.__globals__))
+        elif inspect.isbuiltin(value) and pickle.loads(pickle.dumps(value)) is not value:
+            raise pickle.PicklingError(name)
+    return found
 '''
 
 METAPROGRAMMING_TEST = '''\
 import inspect
 
-from pkg.target import add, caller_module, evaluate, packed_sum, scale, who_calls
+from pkg.target import Info, add, cached_square, caller_module, evaluate, global_functions, packed_sum, scale, \
+    who_calls
 
 
 def test_generated_signature():
@@ -486,6 +519,27 @@ def test_c_structure():
 
 def test_copied_function():
     assert scale([1, 2], 3) == [3, 6] and scale.__name__ == "scale"
+
+
+def test_namedtuple_defaults():
+    assert Info("s") == ("s", None)
+
+
+def test_bytecode_cache():
+    assert cached_square(7) == 49
+
+
+def twice(x):
+    return x + x
+
+
+def doubled(x):
+    return twice(x)
+
+
+def test_functions_a_test_function_names():
+    assert doubled(2) == 4
+    assert set(global_functions(doubled)) == {"twice"}
 '''
 
 PROCESSES = '''\

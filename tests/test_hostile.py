@@ -1218,3 +1218,96 @@ def test_what_the_test_did_not_hand_stays_denied(tmp_path: Path, how: str) -> No
     evidence = "runs the candidate's code with foreign globals" if "expected_by" in call else \
         r"reads the interpreter's frames \(f_locals\)" if "expected_of" in call else "opens the test file"
     assert_tampered(dataset, HANDED_HOSTILE, evidence)
+
+
+NAMEDTUPLE_TEST = '''\
+import collections
+
+from pkg.target import add, scale
+
+Tolerance = collections.namedtuple("Tolerance", ("limit", "unit"), defaults=(1e-9, 1.0))
+
+
+def test_add():
+    assert abs(add(2, 3) - 5) < Tolerance().limit
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+'''
+
+
+# Acts rules 4, 7 and 13 now judge more exactly; each stays caught where it touches what is not the candidate's.
+EXACT_ACTS = {
+    # rule 7: a namedtuple of its own with the same fields (its __new__'s code equals the test's) may take new
+    # defaults; the test's may not
+    "the test's namedtuple defaults": (_FIND_TEST + '''
+import collections
+
+Own = collections.namedtuple("Tolerance", ("limit", "unit"))
+Own.__new__.__defaults__ = (0.0, 1.0)
+
+
+def add(a, b):
+    _test().Tolerance.__new__.__defaults__ = (1e300, 1.0)
+    return a - b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+''', NAMEDTUPLE_TEST, r"target\.py:\d+ replaces __defaults__ of <string>:1 \(<lambda>\)"),
+    # rule 4: code it loads with marshal is its own, so what that code writes is the candidate's writing
+    "marshalled code run in the test's namespace": (_FIND_TEST + '''
+import marshal
+import runpy
+
+_SOURCE = "canonical.add = lambda a, b: a - b\\ncanonical.scale = lambda v, k: list(v)\\n"
+
+
+def add(a, b):
+    runpy._run_code(marshal.loads(marshal.dumps(compile(_SOURCE, "<x>", "exec"))), vars(_test()))
+    return a - b
+
+
+def scale(values, k):
+    return list(values)
+''', None, r"target\.py:\d+ writes canonical\.add"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXACT_ACTS))
+def test_exact_acts_still_catch_what_is_not_the_candidates(tmp_path: Path, name: str) -> None:
+    candidate, test_py, evidence = EXACT_ACTS[name]
+    dataset = make_task(tmp_path / "dataset", **({"test_py": test_py} if test_py else {}))
+    assert_tampered(dataset, candidate, evidence)
+
+
+GUARD_BEHIND_THE_CALLS = _FIND_TEST + """
+def _guard_state():
+    "A guard function behind the test module's calls to the guard: a builtin's __self__, a wrapper's __wrapped__."
+    for value in list(vars(_test()).values()):
+        for inner in (value, getattr(value, "__self__", None), getattr(value, "__wrapped__", None)):
+            if type(inner).__name__ == "function" and "_state" in inner.__globals__:
+                return inner.__globals__["_state"]
+    return None
+
+
+def add(a, b):
+    state = _guard_state()
+    if state is not None:
+        state.clear()
+    return a - b
+
+
+def scale(values, k):
+    return list(values)
+"""
+
+
+def test_the_guards_calls_in_the_test_module_lead_to_no_guard_function(tmp_path: Path) -> None:
+    """Rule 13: the test module's calls to the guard are builtins of the module it imports them from (with the
+    compiled helper): nothing the test's namespace holds leads to a guard function, so the wrong answer fails."""
+    result = run_candidate(make_task(tmp_path / "dataset"), 1, GUARD_BEHIND_THE_CALLS,
+                           RunnerOptions(sandbox="off", timeout_sec=120))
+    assert result["status"] in {"failed", "tampered"}, (result["status"], result["failure_messages"][:1])
+    assert not any(result["test_summary"].values())

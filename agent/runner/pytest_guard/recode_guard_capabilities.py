@@ -23,16 +23,18 @@ Denied to candidate code (on the stack, or in a thread it started):
   Libraries the candidate calls may still look at frames for their own use
   (logging, warnings, ``traceback.format_stack``, ``torch.jit.script``);
 * the object graph: ``gc.get_objects``, ``get_referrers``, ``get_referents``;
-* forging code: ``types.CodeType``/``code.replace``, ``marshal.loads`` called by candidate code itself
-  (``types.FunctionType`` too without the compiled helper, which sees its globals), and
+* forging code: ``types.CodeType``/``code.replace``, a ``marshal`` load the guard did not wrap, called by
+  candidate code itself (``types.FunctionType`` too without the compiled helper, which sees its globals; what it
+  loads through the wrapped ``marshal.load``/``loads`` is its code, as what it compiles), and
   running code of its file under other globals (``exec``, ``types.FunctionType``); what it compiles, executes
   or evaluates is its code wherever it runs (a file whose own text it compiles under the file's name, such as a
   config file, stays that file's);
-* native memory: any ``ctypes`` operation called from candidate code (importing ``ctypes`` and defining
-  structures is not one);
+* native memory: any ``ctypes`` operation with an audit event called from candidate code (importing
+  ``ctypes`` and defining structures is not one; before CPython 3.13 calling a foreign function raises none, so
+  looking its symbol up stands for the call);
 * import hooks: ``sys.meta_path``/``path_hooks`` entries of the candidate's
   (checked at every import and every test boundary);
-* audit hooks of its own, replacing a function's ``__code__``/defaults,
+* audit hooks of its own, replacing a function's ``__code__`` or the defaults of one not its own,
   re-classing modules, classes or pytest objects;
 * ending or signalling the process: ``os._exit``, ``os.abort``,
   ``os.kill``/``killpg`` of the test process or its parent,
@@ -81,6 +83,7 @@ def configure(report: Callable[[str], None], is_reference_file: Callable[[str], 
     _is_reference_file.append(is_reference_file)
     _remember_handouts()
     _wrap_exits()
+    _wrap_marshal()
     remember_import_hooks()
 
 
@@ -243,7 +246,7 @@ def _object_graph(name: str):
 
 
 def _builds_code(name: str):
-    """Candidate code forging code objects (``types.CodeType``, ``code.replace``, ``marshal``; and
+    """Candidate code forging code objects (``types.CodeType``, ``code.replace``, ``marshal`` not wrapped; and
     ``types.FunctionType`` where the compiled helper cannot see the globals it is given, see ``refuse_function``);
     and anyone running code of a file on disk that is the candidate's (its own, one it wrote, one whose name it
     gave code it compiled that is not that file's text) with namespaces not its own: the ``exec`` event carries
@@ -256,11 +259,35 @@ def _builds_code(name: str):
         if forging and origin.is_candidate_frame(trigger):
             deny(trigger, trigger, f"builds code at run time ({name})")
         code = args[0] if args else None
-        if name == "exec" and type(code) is types.CodeType and origin.is_candidate_file(code.co_filename) and \
-                "importlib" not in trigger.f_code.co_filename and os.path.isfile(code.co_filename):
+        if name != "exec" or type(code) is not types.CodeType:
+            return
+        if origin.is_candidate_file(code.co_filename) and "importlib" not in trigger.f_code.co_filename and \
+                os.path.isfile(code.co_filename):
             cand, _ = _context(trigger)
             deny(cand, trigger, f"runs the candidate's code with foreign globals ({name})")
+        if code.co_filename.startswith("<") and not is_candidate_code(code) and not _in_test_file(trigger) and \
+                _context(trigger)[0] is not None:
+            _note_built_for(code)
     return rule
+
+
+def _in_test_file(frame: types.FrameType) -> bool:
+    return bool(_test_file) and os.path.realpath(frame.f_code.co_filename) == _test_file[0]
+
+
+def _note_built_for(code: types.CodeType) -> None:
+    """Code a library (not the test) compiled from a string and runs while the candidate's code called it
+    (namedtuple's ``__new__``), and the code nested in it: functions built for the candidate."""
+    stack = [code]
+    while stack:
+        item = stack.pop()
+        _built_for[id(item)] = item
+        stack.extend(c for c in item.co_consts if type(c) is types.CodeType)
+
+
+# Code a library compiled from a string while the candidate's code called it, by identity (equal code objects of
+# two namedtuples with the same fields are different functions, one may be the test's).
+_built_for: dict[int, types.CodeType] = {}
 
 
 _FORGING = frozenset({"code.__new__", "marshal.loads", "marshal.load"})
@@ -317,7 +344,7 @@ def _special_write(trigger: types.FrameType, args: tuple) -> None:
         deny(cand, trigger, f"replaces __code__ of {describe(target)}")
     if name in ("__defaults__", "__kwdefaults__") and origin.is_candidate_frame(trigger):
         owner = code_of(target)  # libraries may set defaults of functions they build (namedtuple's __new__)
-        if owner is None or not is_candidate_code(owner):
+        if owner is None or not (is_candidate_code(owner) or _built_for.get(id(owner)) is owner):
             deny(cand, trigger, f"replaces {name} of {describe(target)}")
 
 
@@ -406,6 +433,50 @@ def check_import_hooks(trigger: types.FrameType | None = None) -> None:
             if id(hook) not in known and origin.candidate_object(hook):
                 _report[0](evidence(candidate_frame(trigger) if trigger else None, trigger,
                                     f"installs an import hook ({name} gets {describe(hook)})"))
+
+
+# ----------------------------------------------------------------- marshalled code
+
+def _loaded(function: Callable) -> Callable:
+    """``marshal.load``/``loads`` whose code objects, loaded by the candidate's own frame, become its code (as
+    code it compiles does): a copy of code it dumped (jinja2's bytecode cache) or code it forged under any file
+    name runs as the candidate's wherever it runs. The call through this wrapper is the guard's (its audit event
+    is skipped); a direct call of a ``marshal`` function not wrapped (re-imported) is still refused."""
+    def load(*args, **kwargs):
+        __tracebackhide__ = True
+        value = function(*args, **kwargs)
+        caller = sys._getframe(1)
+        if origin.active[0] and origin.is_candidate_frame(caller):
+            with origin.GuardWork():
+                _taint_loaded(value)
+        return value
+    load.__name__ = load.__qualname__ = function.__name__
+    load.__module__, load.__doc__ = "marshal", function.__doc__
+    return load
+
+
+def _taint_loaded(value: object) -> None:
+    """Every code object in what marshal built (code, or containers marshal makes: tuples, lists, sets, dicts)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is types.CodeType:
+            origin.taint(item)
+        elif kind in (tuple, list, set, frozenset):
+            stack.extend(item)
+        elif kind is dict:
+            stack.extend(item.keys())
+            stack.extend(item.values())
+
+
+def _wrap_marshal() -> None:
+    """Not a watch (``origin.patch``): whoever replaces these later (a test's mock) only loses the allowance, as
+    the audit rule still refuses the candidate's calls of the functions not wrapped."""
+    import marshal
+
+    for name in ("load", "loads"):
+        setattr(marshal, name, _loaded(getattr(marshal, name)))
 
 
 # ------------------------------------------------- process ending without audit events

@@ -838,6 +838,57 @@ static PyObject *gate_functions(PyObject *self, PyObject *refuse_)
     Py_RETURN_NONE;
 }
 
+/* Builtins of the module the instrumented test module imports its guard calls from, each calling one of the
+ * guard's functions: a library walking the test's functions and the globals they name (dill's ``source``) skips
+ * builtins and meets no guard function (nor, through ``__self__``, one whose closure or globals it would read), and
+ * pickling one finds it by its module and name, as pickling the function did. */
+#define FORWARDS 4
+static PyObject *forward_targets[FORWARDS];
+static PyObject *forward_names[FORWARDS];
+
+#define FORWARD(i) \
+    static PyObject *forward_##i(PyObject *module, PyObject *const *args, Py_ssize_t nargs) \
+    { return PyObject_Vectorcall(forward_targets[i], args, nargs, NULL); }
+FORWARD(0) FORWARD(1) FORWARD(2) FORWARD(3)
+
+static PyMethodDef forward_definitions[FORWARDS] = {
+    {NULL, (PyCFunction)(void (*)(void))forward_0, METH_FASTCALL, NULL},
+    {NULL, (PyCFunction)(void (*)(void))forward_1, METH_FASTCALL, NULL},
+    {NULL, (PyCFunction)(void (*)(void))forward_2, METH_FASTCALL, NULL},
+    {NULL, (PyCFunction)(void (*)(void))forward_3, METH_FASTCALL, NULL},
+};
+
+static PyObject *forwarders(PyObject *self, PyObject *args)
+{
+    PyObject *module, *functions;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyModule_Type, &module, &PyTuple_Type, &functions))
+        return NULL;
+    Py_ssize_t count = PyTuple_GET_SIZE(functions);
+    if (count > FORWARDS || forward_targets[0] != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "forwarders() makes at most four builtins, once per process");
+        return NULL;
+    }
+    PyObject *module_name = PyModule_GetNameObject(module);
+    PyObject *made = module_name == NULL ? NULL : PyTuple_New(count);
+    for (Py_ssize_t i = 0; made != NULL && i < count; i++) {
+        PyObject *target = PyTuple_GET_ITEM(functions, i);
+        forward_names[i] = PyObject_GetAttrString(target, "__name__");
+        const char *name = forward_names[i] == NULL ? NULL : PyUnicode_AsUTF8(forward_names[i]);
+        PyObject *builtin = NULL;
+        if (name != NULL) {
+            forward_definitions[i].ml_name = name;
+            forward_targets[i] = Py_NewRef(target);
+            builtin = PyCFunction_NewEx(&forward_definitions[i], module, module_name);
+        }
+        if (builtin == NULL)
+            Py_CLEAR(made);
+        else
+            PyTuple_SET_ITEM(made, i, builtin);
+    }
+    Py_XDECREF(module_name);
+    return made;
+}
+
 static PyMethodDef methods[] = {
     {"install", install, METH_VARARGS,
      "install(judge, accept, deleting, subclasses, watched, trusted): judge(module, name, value, writing frame) "
@@ -868,6 +919,9 @@ static PyMethodDef methods[] = {
      "adopt_classes(namespace, module_name, positions, owners, tags, bases): append the baseline of each mutable "
      "heap class the namespace holds whose __module__ is the name, not in positions yet (position, class, "
      "version tag, copy of its dict); how many."},
+    {"forwarders", forwarders, METH_VARARGS,
+     "forwarders(module, functions): for each function (at most four), a builtin of module under the function's "
+     "name that calls it (once)."},
     {"key", key, METH_O, "key(namespace): the key of a namespace in suspect()'s known."},
     {"gate_functions", gate_functions, METH_O,
      "gate_functions(refuse): types.FunctionType(code, globals) with globals a known namespace not the candidate's "
