@@ -36,8 +36,8 @@ from agent.common.progress import still_running, to_stderr  # noqa: E402
 from agent.runner.core import REPO_ROOT  # noqa: E402
 from metrics.cli_flags import Parser  # noqa: E402
 from scripts.honest_corpus import (  # noqa: E402
-    HALVES, MANIFEST, CorpusError, CorpusPackage, bare_outcome, bare_pytest, collected_names, load_manifest,
-    source_tree, stable_names, write_meta, write_requirements, write_task,
+    COLLECT, HALVES, MANIFEST, CorpusError, CorpusPackage, bare_outcome, bare_pytest, collected_names,
+    load_manifest, source_tree, stable_names, write_meta, write_requirements, write_task,
 )
 
 DEFAULT_CACHE = REPO_ROOT / "work_dir" / "corpus_cache"
@@ -62,7 +62,7 @@ def record_task(dataset: DatasetManager, row: dict, backend: str | None) -> None
     with still_running(f"collecting and running the tests of {row['half']} task {row['index']} ({row['package']})",
                        to_stderr):
         python = resolve_python(dataset, row["index"], backend)
-        collected = bare_pytest(dataset, row["index"], python, ["--collect-only", "-q"], timeout_sec=600)
+        collected = bare_pytest(dataset, row["index"], python, list(COLLECT), timeout_sec=600)
         time.sleep(1.0)  # the run's session then starts in another second: an id made from the clock differs
         run = bare_pytest(dataset, row["index"], python, [], timeout_sec=BARE_TIMEOUT)
     row["test_cases"], unstable = stable_names(collected_names(collected.output), run)

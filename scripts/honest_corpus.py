@@ -228,26 +228,20 @@ def bare_pytest(dataset: DatasetManager, index: int, python: str, extra: list[st
         remove_tree(run_dir)
 
 
-_TREE_NODE = re.compile(r"^( *)<\w+ (.+)>$")
-
-
-def _tree_leaves(output: str) -> list[str]:
-    """The items of pytest's collection tree (what ``--collect-only`` prints when the package's addopts hold ``-v``,
-    cancelling ``-q``): each node that no deeper node follows; its name is the JUnit name."""
-    nodes = [(len(m[1]), m[2]) for m in map(_TREE_NODE.match, output.splitlines()) if m]
-    return [name for (depth, name), after in zip(nodes, nodes[1:] + [(-1, "")]) if after[0] <= depth]
+# Collection printing one node id a line whatever verbosity the package's addopts set: an absolute level, after them,
+# where ``-q`` would add to theirs (lark's ``-q`` made ``-qq``: counts per file; mako's ``-v`` made the tree).
+COLLECT = ("--collect-only", "--verbosity=-1")
 
 
 def collected_names(output: str) -> list[str]:
-    """Test names as the JUnit report names them, from ``--collect-only -q``: each node id cut as pytest's JUnit
-    writer cuts it (``agent.task.test_names``: an IPv6 URL's ``[::1]`` is a parameter, not a part); from the
-    collection tree when the package's own ``-v`` left no node ids."""
+    """Test names as the JUnit report names them, from collection run with ``COLLECT``: each node id cut as pytest's
+    JUnit writer cuts it (``agent.task.test_names``: an IPv6 URL's ``[::1]`` is a parameter, not a part)."""
     names = []
     for line in output.splitlines():
         node, case = node_and_case(line.strip())
         if node and not line.startswith((" ", "ERROR", "FAILED")):
             names.append(case)
-    return sorted(set(names or _tree_leaves(output)))
+    return sorted(set(names))
 
 
 def stable_names(collected: list[str], run: BareRun) -> tuple[list[str], list[str]]:

@@ -22,10 +22,10 @@ from agent.runner.sandbox import bwrap_problem
 from agent.runner.verdict import parse_junit
 from scripts import build_honest_corpus, grade_honest_corpus
 from scripts.honest_corpus import (
-    MANIFEST, BareRun, CorpusError, bare_outcome, bare_pytest, collected_names, drop_dangling_links, load_manifest,
-    stable_names,
+    COLLECT, MANIFEST, BareRun, CorpusError, bare_outcome, bare_pytest, collected_names, drop_dangling_links,
+    load_manifest, stable_names,
 )
-from tests.runner_testlib import CANONICAL, make_task
+from tests.runner_testlib import CANONICAL, TEST_CASES, make_task
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "honest_corpus"
 needs_sandbox = pytest.mark.skipif(bool(bwrap_problem()), reason=f"bubblewrap unusable: {bwrap_problem()}")
@@ -41,7 +41,9 @@ def totals(out: str) -> dict[str, tuple[int, int, int]]:
 TUNED_ON = {"cachetools", "boltons", "toolz", "humanize", "quantities", "pytorch_optimizer", "python-dateutil", "glom",
             "more-itertools", "packaging", "funcy", "attrs", "tabulate", "uncertainties", "semver", "parse",
             "inflection", "torch-optimizer", "pyparsing", "opt_einsum", "pint", "traitlets", "marshmallow",
-            "pyrsistent", "tenacity", "click", "diskcache", "tinydb", "transforms3d", "unyt", "mashumaro"}
+            "pyrsistent", "tenacity", "click", "diskcache", "tinydb", "transforms3d", "unyt", "mashumaro",
+            "jinja2", "pygments", "typer", "fire", "dill", "autograd", "freezegun", "wrapt", "mako", "typeguard",
+            "sqlparse", "docopt-ng", "blinker", "tblib", "filelock", "portalocker"}
 
 
 def test_the_pinned_manifest_splits_by_package_and_meets_the_issues_sizes() -> None:
@@ -74,12 +76,14 @@ def test_collected_names_are_the_junit_names() -> None:
     assert collected_names(output) == ["test_one[1-2]", "test_two", "test_url[https://[::1]:80/]"]
 
 
-def test_collected_names_come_from_the_tree_when_the_packages_addopts_say_verbose() -> None:
-    """mako's addopts hold ``-v``, so ``--collect-only -q`` prints the collection tree, not node ids."""
-    output = ("<Dir ws>\n  <Dir test>\n    <Module test_a.py>\n      <Class ATest>\n        <Function test_one>\n"
-              "          Its docstring.\n        <Function test_two[x-1]>\n    <Module test_b.py>\n"
-              "      <Function test_three>\n\n=== 3 tests collected in 0.1s ===\n")
-    assert collected_names(output) == ["test_one", "test_three", "test_two[x-1]"]
+@pytest.mark.parametrize("addopts", ["-ra -q", "-v", "-qq"])
+def test_collection_prints_node_ids_whatever_the_packages_addopts_say(tmp_path: Path, addopts: str) -> None:
+    """lark's addopts hold ``-q`` (a second ``-q`` printed only counts per file), mako's ``-v`` (the tree)."""
+    dataset = make_task(tmp_path / "a package")
+    (tmp_path / "a package" / "annotations" / "annotation_1" / "toy" / "pkg" / "pytest.ini").write_text(
+        f"[pytest]\naddopts = {addopts}\n")
+    collected = bare_pytest(dataset, 1, sys.executable, list(COLLECT), timeout_sec=120)
+    assert collected_names(collected.output) == sorted(TEST_CASES), collected.output
 
 
 ODD_IDS_TEST = '''\
@@ -107,7 +111,7 @@ def test_names_with_brackets_and_colons_match_the_report_and_a_clock_id_is_left_
     is the clock: the builder expects exactly the names the report holds in both sessions, and the runner grades
     the task ``passed`` against them."""
     dataset = make_task(tmp_path / "odd ids", test_py=ODD_IDS_TEST)
-    collected = bare_pytest(dataset, 1, sys.executable, ["--collect-only", "-q"], timeout_sec=120)
+    collected = bare_pytest(dataset, 1, sys.executable, list(COLLECT), timeout_sec=120)
     run = bare_pytest(dataset, 1, sys.executable, [], timeout_sec=120)
     names, unstable = stable_names(collected_names(collected.output), run)
     assert len(names) == 6 and "test_ids[http://[::1]:8329/]" in names and "test_ids[x::y[z]]" in names, names
