@@ -842,20 +842,22 @@ static PyObject *gate_functions(PyObject *self, PyObject *refuse_)
  * guard's functions: a library walking the test's functions and the globals they name (dill's ``source``) skips
  * builtins and meets no guard function (nor, through ``__self__``, one whose closure or globals it would read), and
  * pickling one finds it by its module and name, as pickling the function did. */
-#define FORWARDS 4
+#define FORWARDS 6
 static PyObject *forward_targets[FORWARDS];
 static PyObject *forward_names[FORWARDS];
 
 #define FORWARD(i) \
     static PyObject *forward_##i(PyObject *module, PyObject *const *args, Py_ssize_t nargs) \
     { return PyObject_Vectorcall(forward_targets[i], args, nargs, NULL); }
-FORWARD(0) FORWARD(1) FORWARD(2) FORWARD(3)
+FORWARD(0) FORWARD(1) FORWARD(2) FORWARD(3) FORWARD(4) FORWARD(5)
 
 static PyMethodDef forward_definitions[FORWARDS] = {
     {NULL, (PyCFunction)(void (*)(void))forward_0, METH_FASTCALL, NULL},
     {NULL, (PyCFunction)(void (*)(void))forward_1, METH_FASTCALL, NULL},
     {NULL, (PyCFunction)(void (*)(void))forward_2, METH_FASTCALL, NULL},
     {NULL, (PyCFunction)(void (*)(void))forward_3, METH_FASTCALL, NULL},
+    {NULL, (PyCFunction)(void (*)(void))forward_4, METH_FASTCALL, NULL},
+    {NULL, (PyCFunction)(void (*)(void))forward_5, METH_FASTCALL, NULL},
 };
 
 static PyObject *forwarders(PyObject *self, PyObject *args)
@@ -865,7 +867,7 @@ static PyObject *forwarders(PyObject *self, PyObject *args)
         return NULL;
     Py_ssize_t count = PyTuple_GET_SIZE(functions);
     if (count > FORWARDS || forward_targets[0] != NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "forwarders() makes at most four builtins, once per process");
+        PyErr_SetString(PyExc_RuntimeError, "forwarders() makes at most six builtins, once per process");
         return NULL;
     }
     PyObject *module_name = PyModule_GetNameObject(module);
@@ -920,7 +922,7 @@ static PyMethodDef methods[] = {
      "heap class the namespace holds whose __module__ is the name, not in positions yet (position, class, "
      "version tag, copy of its dict); how many."},
     {"forwarders", forwarders, METH_VARARGS,
-     "forwarders(module, functions): for each function (at most four), a builtin of module under the function's "
+     "forwarders(module, functions): for each function (at most six), a builtin of module under the function's "
      "name that calls it (once)."},
     {"key", key, METH_O, "key(namespace): the key of a namespace in suspect()'s known."},
     {"gate_functions", gate_functions, METH_O,
