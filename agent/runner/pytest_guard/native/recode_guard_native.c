@@ -22,6 +22,8 @@
  * - Keep the guard's own functions' globals and closures (its rules, baselines and switches) for the guard.
  * - Gate ``frame.f_locals``, so the candidate may hold frames without reaching the test's locals, and the
  *   globals ``types.FunctionType`` is given, which no audit event names.
+ * - Raise audit events for what ctypes does to memory without one: calling a foreign function, dereferencing a
+ *   pointer (slots of extension types Python code cannot replace).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
