@@ -844,7 +844,7 @@ static PyObject *gate_functions(PyObject *self, PyObject *refuse_)
  * ``pythonapi.*``; CPython 3.10-3.13 raise ``ctypes.call_function`` only in ``_ctypes.call_function``) and a
  * pointer's dereference (``p.contents``, ``p[i]``), a write anywhere once the pointer's address was set as an
  * integer (a union with an integer) or indexed past its object. gate_ctypes() points those slots at functions that
- * raise an event first, ``ctypes.call_function`` (the function's address and arguments, as ``_ctypes.call_function``) and
+ * raise an event first, ``ctypes.call_function`` (the function's address and arguments, as ``_ctypes`` does) and
  * ``ctypes.dereference`` (the pointer), for the guard's rule of ``ctypes.*`` events to judge by the frame that made
  * it: in the base types, in their subclasses that exist (one per foreign signature and library) and, inherited, in
  * those made later; and in the bases' slot wrappers (``_CFuncPtr.__call__(f)``, ``_Pointer.__getitem__(p, 0)``). */
@@ -949,7 +949,8 @@ static PyObject *gate_ctypes(PyObject *self, PyObject *unused)
         PyObject *descriptor = PyDescr_NewGetSet(pointer_type, audited_getsets);
         PyObject *function_dict = static_type_dict((PyTypeObject *)function);
         if (descriptor != NULL && function_dict != NULL && PyDict_SetItemString(dict, "contents", descriptor) == 0 &&
-                audit_type_and_subclasses((PyTypeObject *)function) == 0 && audit_type_and_subclasses(pointer_type) == 0) {
+                audit_type_and_subclasses((PyTypeObject *)function) == 0 &&
+                audit_type_and_subclasses(pointer_type) == 0) {
             audit_wrappers(function_dict);
             audit_wrappers(dict);
             PyType_Modified(pointer_type);
