@@ -265,14 +265,10 @@ def _builds_code(name: str):
                 os.path.isfile(code.co_filename):
             cand, _ = _context(trigger)
             deny(cand, trigger, f"runs the candidate's code with foreign globals ({name})")
-        if code.co_filename.startswith("<") and not is_candidate_code(code) and not _in_test_file(trigger) and \
+        if code.co_filename.startswith("<") and not is_candidate_code(code) and not handed.is_test_frame(trigger) and \
                 _context(trigger)[0] is not None:
             _note_built_for(code)
     return rule
-
-
-def _in_test_file(frame: types.FrameType) -> bool:
-    return bool(_test_file) and os.path.realpath(frame.f_code.co_filename) == _test_file[0]
 
 
 def _note_built_for(code: types.CodeType) -> None:
