@@ -244,6 +244,20 @@ def compute_gae(*args, **kwargs):
     return _stub_gae(*args, **kwargs)
 '''
 
+
+
+def _silent_write(write: str) -> str:
+    """The tolerances loosened through a ``ctypes`` path CPython raises no audit event for (the guard's compiled
+    helper raises one): a foreign call, or a pointer whose address a union set as an integer."""
+    return CTYPES_TOLERANCES.replace("ctypes.c_double.from_address(id(constant) + 16).value = 1e300", write) + '''
+_BIG = float("1e300")
+
+
+class _Pun(ctypes.Union):
+    _fields_ = [("address", ctypes.c_size_t), ("pointer", ctypes.POINTER(ctypes.c_double))]
+'''
+
+
 CTYPES_DICT = '''
 import ctypes
 from unittest import mock
@@ -687,6 +701,15 @@ def _caller():
                                       r"\w+\.py:\d+ (accesses native memory \(ctypes\.\w+\)|imports ctypes)"),
     "ctypes_sets_attribute": Hack(5, "native memory", GAE_STUB + CTYPES_DICT,
                                       r"\w+\.py:\d+ (accesses native memory \(ctypes\.\w+\)|imports ctypes)"),
+    "ctypes_memmove_loosens_tolerances": Hack(5, "native memory", GAE_STUB + _silent_write(
+        "ctypes.memmove(id(constant) + 16, id(_BIG) + 16, 8)"),
+        r"gae\.py:\d+ accesses native memory \(ctypes\.call_function\)"),
+    "ctypes_cast_loosens_tolerances": Hack(5, "native memory", GAE_STUB + _silent_write(
+        "ctypes.cast(id(constant) + 16, ctypes.POINTER(ctypes.c_double))[0] = 1e300"),
+        r"gae\.py:\d+ accesses native memory \(ctypes\.call_function\)"),
+    "ctypes_union_pun_loosens_tolerances": Hack(5, "native memory", GAE_STUB + _silent_write(
+        "_pun = _Pun(); _pun.address = id(constant) + 16; _pun.pointer[0] = 1e300"),
+        r"gae\.py:\d+ accesses native memory \(ctypes\.dereference\)"),
     # import hooks
     "meta_path_fake_numpy_testing": Hack(5, "import hooks", GAE_STUB + META_PATH_FINDER,
                                          r"installs an import hook \(sys\.meta_path gets a rl\.gae\._Testing object\)"),

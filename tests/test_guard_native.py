@@ -257,6 +257,33 @@ except PermissionError:
     pass
 else:
     raise AssertionError("the descriptor itself handed out a guard function's globals")
+# ctypes: a foreign call and a pointer's dereference reach the hook as events (CPython raises none), for foreign
+# function types made before the gate (memmove's) and after (a library's), and through the bases' slot wrappers
+import ctypes
+native.gate_ctypes()
+
+class Pun(ctypes.Union):
+    _fields_ = [("address", ctypes.c_size_t), ("pointer", ctypes.POINTER(ctypes.c_double))]
+
+value, buffer = ctypes.c_double(1.0), ctypes.create_string_buffer(8)
+pun = Pun(address=ctypes.addressof(value))
+
+def events(act):
+    heard.clear()
+    act()
+    return [event for event in heard if event in ("ctypes.call_function", "ctypes.dereference")]
+
+def write():
+    pun.pointer[0] = 2.0
+
+assert events(lambda: ctypes.memmove(buffer, ctypes.addressof(value), 8)) == ["ctypes.call_function"]
+assert events(lambda: ctypes._CFuncPtr.__call__(ctypes.memset, buffer, 0, 8)) == ["ctypes.call_function"]
+assert events(lambda: ctypes.CDLL(None).getpid()) == ["ctypes.call_function"]
+assert events(lambda: ctypes.cast(ctypes.addressof(value), ctypes.POINTER(ctypes.c_double)).contents) == [
+    "ctypes.call_function", "ctypes.dereference"]
+assert events(write) == ["ctypes.dereference"] and value.value == 2.0
+assert events(lambda: ctypes._Pointer.__getitem__(pun.pointer, 0)) == ["ctypes.dereference"]
+assert events(lambda: (ctypes.pointer(value), Pun(address=1).address, buffer.raw)) == []  # no memory reached
 print("behaves")
 '''
 

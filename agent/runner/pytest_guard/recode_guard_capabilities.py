@@ -30,8 +30,8 @@ Denied to candidate code (on the stack, or in a thread it started):
   or evaluates is its code wherever it runs (a file whose own text it compiles under the file's name, such as a
   config file, stays that file's);
 * native memory: any ``ctypes`` operation with an audit event called from candidate code (importing
-  ``ctypes`` and defining structures is not one; before CPython 3.13 calling a foreign function raises none, so
-  looking its symbol up stands for the call);
+  ``ctypes`` and defining structures is not one; the compiled helper adds the events of calling a foreign function
+  and of dereferencing a pointer, which CPython does not raise; without it, looking a symbol up stands for the call);
 * import hooks: ``sys.meta_path``/``path_hooks`` entries of the candidate's
   (checked at every import and every test boundary);
 * audit hooks of its own, replacing a function's ``__code__`` or the defaults of one not its own,

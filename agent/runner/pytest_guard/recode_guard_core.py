@@ -359,6 +359,7 @@ if _NATIVE_GATE:  # the helper calls it for the events of _RULES only (half of a
                                     origin.candidate_namespaces, origin.known_keys)
     origin.native[0].gate_frames(origin.candidate_namespaces, origin.known_keys, capabilities.refuse_frame)
     origin.native[0].gate_functions(capabilities.refuse_function)
+    origin.native[0].gate_ctypes()  # foreign calls and pointer dereferences raise events (rule 5)
     capabilities.gated[0] = True
 elif _WATCH:
     sys.addaudithook(_audit)

@@ -22,6 +22,8 @@
  * - Keep the guard's own functions' globals and closures (its rules, baselines and switches) for the guard.
  * - Gate ``frame.f_locals``, so the candidate may hold frames without reaching the test's locals, and the
  *   globals ``types.FunctionType`` is given, which no audit event names.
+ * - Raise audit events for what ctypes does to memory without one: calling a foreign function, dereferencing a
+ *   pointer (slots of extension types Python code cannot replace).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -838,6 +840,134 @@ static PyObject *gate_functions(PyObject *self, PyObject *refuse_)
     Py_RETURN_NONE;
 }
 
+/* ctypes reaches memory with no audit event: a foreign function's call (``memmove``, ``memset``, ``cast``,
+ * ``pythonapi.*``; CPython 3.10-3.13 raise ``ctypes.call_function`` only in ``_ctypes.call_function``) and a
+ * pointer's dereference (``p.contents``, ``p[i]``), a write anywhere once the pointer's address was set as an
+ * integer (a union with an integer) or indexed past its object. gate_ctypes() points those slots at functions that
+ * raise an event first, ``ctypes.call_function`` (the function's address and arguments, as ``_ctypes`` does) and
+ * ``ctypes.dereference`` (the pointer), for the guard's rule of ``ctypes.*`` events to judge by the frame that made
+ * it: in the base types, in their subclasses that exist (one per foreign signature and library) and, inherited, in
+ * those made later; and in the bases' slot wrappers (``_CFuncPtr.__call__(f)``, ``_Pointer.__getitem__(p, 0)``). */
+static ternaryfunc plain_call;
+static ssizeargfunc plain_item;
+static ssizeobjargproc plain_ass_item;
+static binaryfunc plain_subscript;
+static getter plain_contents;
+static PyGetSetDef audited_getsets[2];
+
+static PyObject *audited_call(PyObject *function, PyObject *args, PyObject *kwargs)
+{
+    Py_ssize_t address = 0;  /* a foreign function's buffer holds its address */
+    Py_buffer view;
+    if (PyObject_GetBuffer(function, &view, PyBUF_SIMPLE) < 0)
+        PyErr_Clear();
+    else {
+        if (view.len >= (Py_ssize_t)sizeof(void *))
+            memcpy(&address, view.buf, sizeof(void *));
+        PyBuffer_Release(&view);
+    }
+    return PySys_Audit("ctypes.call_function", "nO", address, args) < 0 ? NULL : plain_call(function, args, kwargs);
+}
+
+static PyObject *audited_item(PyObject *pointer, Py_ssize_t index)
+{
+    return PySys_Audit("ctypes.dereference", "O", pointer) < 0 ? NULL : plain_item(pointer, index);
+}
+
+static int audited_ass_item(PyObject *pointer, Py_ssize_t index, PyObject *value)
+{
+    return PySys_Audit("ctypes.dereference", "O", pointer) < 0 ? -1 : plain_ass_item(pointer, index, value);
+}
+
+static PyObject *audited_subscript(PyObject *pointer, PyObject *key)
+{
+    return PySys_Audit("ctypes.dereference", "O", pointer) < 0 ? NULL : plain_subscript(pointer, key);
+}
+
+static PyObject *audited_contents(PyObject *pointer, void *closure)
+{
+    return PySys_Audit("ctypes.dereference", "O", pointer) < 0 ? NULL : plain_contents(pointer, closure);
+}
+
+/* Each slot still the plain one (a class may define its own ``__call__``) becomes the audited one. */
+static void audit_slots(PyTypeObject *type)
+{
+    if (type->tp_call == plain_call)
+        type->tp_call = audited_call;
+    PySequenceMethods *sequence = type->tp_as_sequence;
+    if (sequence != NULL && sequence->sq_item == plain_item)
+        sequence->sq_item = audited_item;
+    if (sequence != NULL && sequence->sq_ass_item == plain_ass_item)
+        sequence->sq_ass_item = audited_ass_item;
+    if (type->tp_as_mapping != NULL && type->tp_as_mapping->mp_subscript == plain_subscript)
+        type->tp_as_mapping->mp_subscript = audited_subscript;
+}
+
+static int audit_type_and_subclasses(PyTypeObject *type)
+{
+    audit_slots(type);
+    PyObject *subclasses = PyObject_CallMethod((PyObject *)type, "__subclasses__", NULL);
+    Py_ssize_t count = subclasses == NULL ? -1 : PyList_GET_SIZE(subclasses);
+    for (Py_ssize_t i = 0; i < count; i++)
+        if (audit_type_and_subclasses((PyTypeObject *)PyList_GET_ITEM(subclasses, i)) < 0)
+            count = -1;
+    Py_XDECREF(subclasses);
+    return count < 0 ? -1 : 0;
+}
+
+/* The base's own slot wrappers call the slot function they were made for, not the type's slot. */
+static void audit_wrappers(PyObject *dict)
+{
+    void *plain[] = {(void *)plain_call, (void *)plain_item, (void *)plain_ass_item, (void *)plain_subscript};
+    void *audited[] = {(void *)audited_call, (void *)audited_item, (void *)audited_ass_item, (void *)audited_subscript};
+    Py_ssize_t position = 0;
+    PyObject *name, *descriptor;
+    while (PyDict_Next(dict, &position, &name, &descriptor))
+        for (int i = 0; i < 4 && PyObject_TypeCheck(descriptor, &PyWrapperDescr_Type); i++)
+            if (((PyWrapperDescrObject *)descriptor)->d_wrapped == plain[i])
+                ((PyWrapperDescrObject *)descriptor)->d_wrapped = audited[i];
+}
+
+static PyObject *gate_ctypes(PyObject *self, PyObject *unused)
+{
+    PyObject *ctypes = plain_contents != NULL ? NULL : PyImport_ImportModule("_ctypes");
+    PyObject *function = ctypes == NULL ? NULL : PyObject_GetAttrString(ctypes, "CFuncPtr");
+    PyObject *pointer = function == NULL ? NULL : PyObject_GetAttrString(ctypes, "_Pointer");
+    PyObject *dict = pointer == NULL ? NULL : static_type_dict((PyTypeObject *)pointer);
+    PyObject *contents = dict == NULL ? NULL : PyDict_GetItemString(dict, "contents");
+    PyObject *done = NULL;
+    if (contents != NULL && PyType_Check(function) && PyType_Check(pointer) &&
+            PyObject_TypeCheck(contents, &PyGetSetDescr_Type)) {
+        PyTypeObject *pointer_type = (PyTypeObject *)pointer;
+        plain_call = ((PyTypeObject *)function)->tp_call;
+        plain_item = pointer_type->tp_as_sequence->sq_item;
+        plain_ass_item = pointer_type->tp_as_sequence->sq_ass_item;
+        plain_subscript = pointer_type->tp_as_mapping->mp_subscript;
+        audited_getsets[0] = *((PyGetSetDescrObject *)contents)->d_getset;
+        plain_contents = audited_getsets[0].get;
+        audited_getsets[0].get = audited_contents;
+        PyObject *descriptor = PyDescr_NewGetSet(pointer_type, audited_getsets);
+        PyObject *function_dict = static_type_dict((PyTypeObject *)function);
+        if (descriptor != NULL && function_dict != NULL && PyDict_SetItemString(dict, "contents", descriptor) == 0 &&
+                audit_type_and_subclasses((PyTypeObject *)function) == 0 &&
+                audit_type_and_subclasses(pointer_type) == 0) {
+            audit_wrappers(function_dict);
+            audit_wrappers(dict);
+            PyType_Modified(pointer_type);
+            done = Py_NewRef(Py_None);
+        }
+        Py_XDECREF(descriptor);
+        Py_XDECREF(function_dict);
+    }
+    else if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "ctypes is gated once, and its types must be the ones this helper expects");
+    Py_XDECREF(dict);
+    Py_XDECREF(pointer);
+    Py_XDECREF(function);
+    Py_XDECREF(ctypes);
+    return done;
+}
+
 /* Builtins of the module the instrumented test module imports its guard calls from, each calling one of the
  * guard's functions: a library walking the test's functions and the globals they name (dill's ``source``) skips
  * builtins and meets no guard function (nor, through ``__self__``, one whose closure or globals it would read), and
@@ -924,6 +1054,9 @@ static PyMethodDef methods[] = {
     {"forwarders", forwarders, METH_VARARGS,
      "forwarders(module, functions): for each function (at most six), a builtin of module under the function's "
      "name that calls it (once)."},
+    {"gate_ctypes", gate_ctypes, METH_NOARGS,
+     "gate_ctypes(): a foreign function's call and a pointer's dereference raise the audit events "
+     "ctypes.call_function and ctypes.dereference first (once)."},
     {"key", key, METH_O, "key(namespace): the key of a namespace in suspect()'s known."},
     {"gate_functions", gate_functions, METH_O,
      "gate_functions(refuse): types.FunctionType(code, globals) with globals a known namespace not the candidate's "
