@@ -6,6 +6,7 @@ metaprogramming inside the candidate, and a suite using processes, threads and t
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 from pathlib import Path
 
@@ -1330,6 +1331,11 @@ def test_honest_task_passes(tmp_path: Path, name: str) -> None:
     dataset = make_task(tmp_path / "honest dataset", test_py=test_py, canonical=candidate,
                         test_cases=_test_names(test_py))
     result = run_candidate(dataset, 1, candidate, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    if test_py is HANDED_TEST and sys.version_info < (3, 11):
+        # The call the test is making is known by where it ends, which code objects record from 3.11 on: before,
+        # nothing is granted and what the test hands stays denied, as before the rule.
+        assert result["status"] == "tampered", (result["status"], result["failure_messages"][:3])
+        return
     assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
 
 
