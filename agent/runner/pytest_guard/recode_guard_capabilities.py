@@ -274,11 +274,7 @@ def _builds_code(name: str):
 def _note_built_for(code: types.CodeType) -> None:
     """Code a library (not the test) compiled from a string and runs while the candidate's code called it
     (namedtuple's ``__new__``), and the code nested in it: functions built for the candidate."""
-    stack = [code]
-    while stack:
-        item = stack.pop()
-        _built_for[id(item)] = item
-        stack.extend(c for c in item.co_consts if type(c) is types.CodeType)
+    _built_for.update((id(item), item) for item in origin.nested_codes(code))
 
 
 # Code a library compiled from a string while the candidate's code called it, by identity (equal code objects of

@@ -30,6 +30,7 @@ import sys
 import threading
 import types
 import weakref
+from typing import Iterator
 
 GUARD_DIR = os.path.dirname(os.path.abspath(__file__))
 _config: dict = {}
@@ -111,6 +112,15 @@ def is_guard_code(code: types.CodeType) -> bool:
         known = _file_is_guard[name] = os.path.dirname(os.path.abspath(name)) == GUARD_DIR if os.path.isabs(
             name) else False
     return known
+
+
+def nested_codes(code: types.CodeType) -> Iterator[types.CodeType]:
+    """``code`` and every code object nested in it (its functions', classes' and comprehensions')."""
+    stack = [code]
+    while stack:
+        item = stack.pop()
+        yield item
+        stack.extend(c for c in item.co_consts if type(c) is types.CodeType)
 
 
 def taint(code: types.CodeType) -> None:

@@ -154,12 +154,7 @@ def adopt(module: types.ModuleType, source: str) -> None:
     _config["blocks"] += _blocks_of(source)
     with origin.GuardWork():
         watched = compile_reference(source.encode("utf-8"), module.__file__)
-    by_place = {}
-    stack = [watched]
-    while stack:
-        code = stack.pop()
-        by_place[(code.co_name, code.co_firstlineno)] = code
-        stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    by_place = {(code.co_name, code.co_firstlineno): code for code in origin.nested_codes(watched)}
     for function in _functions_of(module):
         new = by_place.get((function.__code__.co_name, function.__code__.co_firstlineno))
         if new is not None and new.co_freevars == function.__code__.co_freevars:
