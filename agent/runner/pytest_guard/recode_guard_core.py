@@ -626,19 +626,7 @@ def pytest_sessionstart(session) -> None:
     integrity.hooks_registered(session.config)
     tree = preload.parse(_TEST) or ast.Module(body=[], type_ignores=[])
     _state["bindings"] = _import_bindings(tree)
-    integrity.paths_named_by_the_test.update(_paths_named_with_module(tree))
-
-
-def _paths_named_with_module(tree: ast.Module) -> set[str]:
-    """The dotted strings (``"Class_1.method"``) the test's calls hand over together with its own ``__name__``
-    (``wrapt.wrap_function_wrapper(__name__, "Class_1.method", wrapper)``): attributes of its classes it patches."""
-    found = set()
-    for node in ast.walk(tree):
-        values = [*node.args, *(k.value for k in node.keywords)] if isinstance(node, ast.Call) else []
-        if any(isinstance(v, ast.Name) and v.id == "__name__" for v in values):
-            found.update(v.value for v in values if isinstance(v, ast.Constant) and isinstance(v.value, str)
-                         and "." in v.value)
-    return found
+    integrity.note_paths_named_by_the_test(tree)
 
 
 _REFERENCE_NAME = re.compile(r"(^|_)(ref|reference)\.py$", re.IGNORECASE)
@@ -701,11 +689,11 @@ def pytest_runtest_call(item):
         _guarded_check(_check_sources)
     index = _test_index.get(item.nodeid)
     before = results.counts(index) if index is not None else (0, 0, 0)
-    handed = index is not None and item.nodeid in _handed
-    if handed:
+    decorated = index is not None and item.nodeid in _handed
+    if decorated:
         results.expect_arguments(index, dict(getattr(item, "funcargs", {})), getattr(item, "instance", None))
     outcome = yield
-    if handed:
+    if decorated:
         results.expect_arguments(index, None)
     if _WATCH:
         _guarded_check(results.probe_deferred)

@@ -485,7 +485,17 @@ def _check_write(module, name: str, value: object, base: type, deleting: bool, w
 
 
 named_by_the_test: set[str] = set()  # names of the test's module it had the candidate write (``_named_by_the_test``)
-paths_named_by_the_test: set[str] = set()  # ``Class.attr`` strings the test's source hands over with its ``__name__``
+_paths_named_by_the_test: set[str] = set()  # ``Class.attr`` strings the test's source hands over with its ``__name__``
+
+
+def note_paths_named_by_the_test(tree: ast.Module) -> None:
+    """The dotted strings (``"Class_1.method"``) the test's calls hand over together with its own ``__name__``
+    (``wrapt.wrap_function_wrapper(__name__, "Class_1.method", wrapper)``): attributes of its classes it patches."""
+    for node in ast.walk(tree):
+        values = [*node.args, *(k.value for k in node.keywords)] if isinstance(node, ast.Call) else []
+        if any(isinstance(v, ast.Name) and v.id == "__name__" for v in values):
+            _paths_named_by_the_test.update(v.value for v in values if isinstance(v, ast.Constant) and
+                                           isinstance(v.value, str) and "." in v.value)
 
 
 def _named_by_the_test(module: types.ModuleType, name: str, cand: types.FrameType) -> bool:
@@ -960,7 +970,7 @@ class _Suspicion(str):
 def _judge_class(space: _Space, name: str, old: object, new: object, present: bool) -> str | None:
     """A class attribute that changed (class writes raise no event: every change is judged here)."""
     kind = _protected_kind(space)
-    if kind == "test" and f"{_QUALNAME.__get__(space.owner)}.{name}" in paths_named_by_the_test:
+    if kind == "test" and f"{_QUALNAME.__get__(space.owner)}.{name}" in _paths_named_by_the_test:
         return None  # the test patches what it names with its module (wrapt's ``"Class.method"``)
     if present and candidate_object(new):
         if kind == "test" and (code := code_of(old)) is not None and origin.is_candidate_code(code):

@@ -656,7 +656,7 @@ def check(value: object) -> object:
 
 def arg(value: object, slot: int) -> object:
     """``check`` for an argument of a call the test makes; what it hands is noted (``recode_guard_handed``)."""
-    _checked(value, agreeable)
+    _checked(value, agreeable)  # not through ``check``: _checked finds the test's frame two calls up
     handed.note(value, slot)
     return value
 
