@@ -1044,7 +1044,7 @@ class TestShared(unittest.TestCase):
 '''
 
 
-PROXIES = '''\
+PROXIES = CANONICAL + '''
 class _ProxyMeta(type):
     """What object proxies' metaclasses do (wrapt's): the class keeps ``__module__``, ``__name__`` and ``__doc__``
     as properties answering for the wrapped object, in the class's own dict."""
@@ -1059,14 +1059,6 @@ class _ProxyMeta(type):
 class Proxy(metaclass=_ProxyMeta):
     def __init__(self, wrapped):
         self._wrapped = wrapped
-
-
-def add(a, b):
-    return a + b
-
-
-def scale(values, k):
-    return [v * k for v in values]
 '''
 
 PROXIES_TEST = '''\
@@ -1092,7 +1084,7 @@ def test_scale():
 '''
 
 
-WEAK_TEMPLATES = '''\
+WEAK_TEMPLATES = CANONICAL + '''
 import os
 import sys
 import types
@@ -1115,14 +1107,6 @@ class Loader:
         template = __import__(name, None, None, ["root"])
         sys.modules.pop(name, None)  # the package's attribute is the only reference
         return template.root
-
-
-def add(a, b):
-    return a + b
-
-
-def scale(values, k):
-    return [v * k for v in values]
 '''
 
 WEAK_TEMPLATES_TEST = '''\
