@@ -6,6 +6,7 @@ metaprogramming inside the candidate, and a suite using processes, threads and t
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 
 from pathlib import Path
@@ -1737,3 +1738,112 @@ def test_the_tests_classes_changing_their_own_data_pass(tmp_path: Path) -> None:
     result = run_candidate(dataset, 1, CLASS_DATA, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
     assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
     assert result.get("suspicious") == ["changes the contents of the test.TestHandedToTheCandidate.data in place"]
+
+
+LAZY_LIBRARY = '''\
+"""A decorator that builds a function and, on its first call, compiles the real body and gives the function it
+built that code (networkx's ``argmap``, in miniature)."""
+
+
+def lazy(f):
+    def func(*args, __wrapper=None):
+        return _compile(__wrapper)(*args)
+
+    func.__defaults__ = f.__defaults__
+    func.__kwdefaults__ = {"__wrapper": func}
+    func.__wrapped__ = f
+    return func
+
+
+def _compile(func):
+    namespace = {}
+    source = "def real(*args, __wrapper=None):\\n    return __wrapper.__wrapped__(*args)\\n"
+    exec(compile(source, "<lazy compilation>", "exec"), namespace)
+    func.__code__ = namespace["real"].__code__
+    return func
+
+
+@lazy
+def double(x):
+    return x + x
+
+
+def step(x, by=1):
+    return x + by
+'''
+
+COMPILED_ON_FIRST_CALL = '''\
+import functools
+
+from pkg.lazy import double, lazy, step
+
+
+def _by_nothing(x, by=0):
+    return x
+
+
+functools.update_wrapper(step, _by_nothing, assigned=("__defaults__",), updated=())  # a library's default, set
+
+
+@lazy
+def _plus(a, b):
+    return a + b
+
+
+def add(a, b):
+    return step(_plus(double(a), double(b)) // 2)
+
+
+def _fast_scale(values, k):
+    return [v * k for v in values]
+
+
+def scale(values, k):
+    scale.__code__ = _fast_scale.__code__  # its own function, recompiled on its first call
+    return _fast_scale(values, k)
+
+
+def apply(function, value):
+    return function(value)
+'''
+
+COMPILED_ON_FIRST_CALL_TEST = '''\
+from pkg.lazy import lazy
+from pkg.target import add, apply, scale
+
+
+@lazy
+def triple(x):
+    return 3 * x
+
+
+def test_add():
+    assert add(2, 3) == 5
+    assert add(4, 5) == 9
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+    assert scale([1, 2], 3) == [3, 6]
+
+
+def test_its_own_function_compiled_on_the_first_call_the_candidate_makes():
+    assert apply(triple, 2) == 6
+    assert triple(3) == 9
+'''
+
+
+def test_functions_compiled_on_their_first_call_pass(tmp_path: Path) -> None:
+    """Rule 7 judges the frame that writes a function's code or defaults: a library giving functions it built
+    (its own, the candidate's, the test's) the code it compiles on their first call, with the candidate's frame
+    below (networkx's ``argmap``, issue 29), and the candidate recompiling its own function pass; a library
+    changing another library's defaults for the candidate (``functools.update_wrapper``) is only noted."""
+    dataset = make_task(tmp_path / "honest dataset", test_py=COMPILED_ON_FIRST_CALL_TEST,
+                        canonical=COMPILED_ON_FIRST_CALL, test_cases=_test_names(COMPILED_ON_FIRST_CALL_TEST))
+    package = tmp_path / "honest dataset" / "annotations" / "annotation_1" / "toy" / "pkg"
+    (package / "lazy.py").write_text(LAZY_LIBRARY)
+    result = run_candidate(dataset, 1, COMPILED_ON_FIRST_CALL, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+    notes = result.get("suspicious", [])
+    assert len(notes) == 1 and re.search(r"functools\.py:\d+ replaces __defaults__ of lazy\.py:\d+ \(step\), with "
+                                         r"target\.py:\d+ of the candidate's below", notes[0]), notes

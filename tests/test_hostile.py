@@ -1237,8 +1237,59 @@ def test_scale():
 '''
 
 
+CLOSE_TEST = '''\
+import pytest
+
+from pkg.target import add, scale
+
+
+def close(a, b):
+    return a == b
+
+
+def test_add():
+    assert close(add(2, 3), 5)
+    assert add(2, 3) == pytest.approx(5)
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+'''
+
+_WRONG_SCALE = '''
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
 # Acts rules 4, 7 and 13 now judge more exactly; each stays caught where it touches what is not the candidate's.
 EXACT_ACTS = {
+    # rule 7: the frame that writes decides; its own functions the candidate may recompile, not the test's or
+    # pytest's, neither itself nor through a library that writes for it (functools.update_wrapper)
+    "the test's function given a library's code": (_FIND_TEST + '''
+import functools
+
+
+def add(a, b):
+    _test().close.__code__ = functools._le_from_lt.__code__  # answers True for any a < b
+    return a - b
+''' + _WRONG_SCALE, CLOSE_TEST, r"target\.py:\d+ replaces __code__ of test\.py:\d+ \(close\)"),
+    "the test's function given a library's code by update_wrapper": (_FIND_TEST + '''
+import functools
+
+
+def add(a, b):
+    functools.update_wrapper(_test().close, functools._le_from_lt, assigned=("__code__",), updated=())
+    return a - b
+''' + _WRONG_SCALE, CLOSE_TEST, r"target\.py:\d+ replaces __code__ of test\.py:\d+ \(close\)"),
+    "pytest's defaults loosened": ('''
+import pytest
+
+
+def add(a, b):
+    pytest.approx.__defaults__ = (1e9, 1e9, False)
+    return a - b
+''' + _WRONG_SCALE, CLOSE_TEST, r"target\.py:\d+ replaces __defaults__ of \w+\.py:\d+ \(approx\)"),
     # rule 7: a namedtuple of its own with the same fields (its __new__'s code equals the test's) may take new
     # defaults; the test's may not
     "the test's namedtuple defaults": (_FIND_TEST + '''

@@ -34,7 +34,7 @@ Denied to candidate code (on the stack, or in a thread it started):
   and of dereferencing a pointer, which CPython does not raise; without it, looking a symbol up stands for the call);
 * import hooks: ``sys.meta_path``/``path_hooks`` entries of the candidate's
   (checked at every import and every test boundary);
-* audit hooks of its own, replacing a function's ``__code__`` or the defaults of one not its own,
+* audit hooks of its own, replacing the code or defaults of a function not its own (a library may change its own),
   re-classing modules, classes or pytest objects;
 * ending or signalling the process: ``os._exit``, ``os.abort``,
   ``os.kill``/``killpg`` of the test process or its parent,
@@ -65,10 +65,13 @@ from recode_guard_origin import candidate_frame, code_of, describe, in_candidate
 
 MAIN_PID = os.getpid()
 _report: list[Callable[[str], None]] = []
+_suspect: list[Callable[[str], None]] = []
+_for_the_verdict: list[Callable[[object, types.FrameType, types.FrameType], bool]] = []
 _TRACE_TOOLS = frozenset({"bdb", "pdb", "coverage", "pytest_cov", "_pytest", "pydevd", "_pydevd_bundle", "IPython",
                           "cProfile", "profile"})
 _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
-_SPECIAL_WRITES = frozenset({"__code__", "__defaults__", "__kwdefaults__", "__class__", "__bases__"})
+_FUNCTION_WRITES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
+_SPECIAL_WRITES = _FUNCTION_WRITES | {"__class__", "__bases__"}
 _handout_codes: dict[int, bool] = {}  # code id -> it hands out only its caller's frame
 gated = [False]  # the compiled helper gates frame.f_back (recode_guard_core)
 _known_hooks: dict[str, tuple] = {}
@@ -78,8 +81,14 @@ class Denied(RuntimeError):
     """Raised into a call the guard refused (the run is already graded ``tampered``)."""
 
 
-def configure(report: Callable[[str], None], is_reference_file: Callable[[str], bool]) -> None:
+def configure(report: Callable[[str], None], is_reference_file: Callable[[str], bool],
+              suspect: Callable[[str], None], for_the_verdict: Callable[[object, types.FrameType, types.FrameType],
+                                                                        bool]) -> None:
+    """``for_the_verdict(function, cand, writer)``: a library's change of that function on the candidate's behalf
+    reaches what the verdict runs through (``recode_guard_integrity``, which imports this module)."""
     _report.append(report)
+    _suspect.append(suspect)
+    _for_the_verdict.append(for_the_verdict)
     _is_reference_file.append(is_reference_file)
     _remember_handouts()
     _wrap_exits()
@@ -319,8 +328,10 @@ def _special_write(trigger: types.FrameType, args: tuple) -> None:
     if name not in _SPECIAL_WRITES:
         return
     cand, context = _context(trigger)
+    if name in _FUNCTION_WRITES:
+        _function_write(cand, trigger, args)
+        return
     if not context:
-        _code_swap(trigger, args)
         return
     if name == "__class__":
         own = str(type(target).__module__)
@@ -332,20 +343,32 @@ def _special_write(trigger: types.FrameType, args: tuple) -> None:
         deny(cand, trigger, f"changes the class of {describe(target)}")
     if name == "__bases__" and not origin.candidate_object(target):
         deny(cand, trigger, f"changes the bases of {describe(target)}")
-    if name == "__code__":
-        deny(cand, trigger, f"replaces __code__ of {describe(target)}")
-    if name in ("__defaults__", "__kwdefaults__") and origin.is_candidate_frame(trigger):
-        owner = code_of(target)  # libraries may set defaults of functions they build (namedtuple's __new__)
-        if owner is None or not (is_candidate_code(owner) or _built_for.get(id(owner)) is owner):
-            deny(cand, trigger, f"replaces {name} of {describe(target)}")
 
 
-def _code_swap(trigger: types.FrameType, args: tuple) -> None:
-    """Giving a function the candidate's code is refused to everyone (candidate code must not run under another
-    module's globals, where the stack checks would not see it); ``types.coroutine`` and the like may swap
-    their own."""
-    if len(args) > 2 and args[1] == "__code__" and type(args[2]) is types.CodeType and is_candidate_code(args[2]):
-        deny(None, trigger, f"gives {describe(args[0])} the candidate's code")
+def _function_write(cand: types.FrameType | None, trigger: types.FrameType, args: tuple) -> None:
+    """A function's code or defaults, judged by the frame that writes and the function it writes onto. The
+    candidate's functions (of its code, or code a library compiled for it, such as its namedtuple's ``__new__``)
+    anyone may change, and a library its own (networkx's ``argmap`` gives a function it built the code it compiles
+    on the first call); giving any other function the candidate's code is refused to everyone. Candidate code
+    changing another's is refused, and so is a library doing it on the candidate's behalf to a function the
+    verdict runs through (``functools.update_wrapper(test_function, ..., assigned=("__code__",))``); a library
+    changing another library's with a candidate frame below is only suspicious."""
+    target, name = args[0], args[1]
+    owner = code_of(target)
+    if owner is None or is_candidate_code(owner) or _built_for.get(id(owner)) is owner:
+        return
+    if name == "__code__" and len(args) > 2 and type(args[2]) is types.CodeType and is_candidate_code(args[2]):
+        deny(cand, trigger, f"gives {describe(target)} the candidate's code")
+    writer_is_candidate = origin.is_candidate_frame(trigger)
+    if not writer_is_candidate and owner.co_filename == trigger.f_code.co_filename and \
+            not owner.co_filename.startswith("<"):
+        return
+    what = f"replaces {name} of {describe(target)}"
+    if writer_is_candidate or in_candidate_thread() or cand is not None and _for_the_verdict[0](target, cand,
+                                                                                                  trigger):
+        deny(cand, trigger, what)
+    if cand is not None:
+        _suspect[0](f"{where(trigger)} {what}, with {where(cand)} of the candidate's below")
 
 
 def _own_process(pid: object) -> bool:

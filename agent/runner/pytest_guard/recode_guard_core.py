@@ -171,7 +171,7 @@ if _WATCH:
         origin.use_native(_CONFIG["native"])
     origin.configure(_CANDIDATE)
     reference.configure(candidate=_CANDIDATE, references=_REFERENCES, report=_report_access, note=_note)
-    capabilities.configure(_flag, reference.is_reference_file)
+    capabilities.configure(_flag, reference.is_reference_file, _suspect, integrity.for_the_verdict)
     results.configure(_flag, _TEST, _suspect)
     integrity.configure(_flag, test=_TEST, references=_REFERENCES, repo=_REPO, suspect=_suspect)
 

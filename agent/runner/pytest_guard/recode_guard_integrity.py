@@ -567,6 +567,20 @@ def _test_acts(cand: types.FrameType | None, writer: types.FrameType) -> bool:
     return False
 
 
+def for_the_verdict(function: object, cand: types.FrameType, writer: types.FrameType) -> bool:
+    """Whether a library changing ``function``'s code or defaults with the candidate's frame ``cand`` below acts
+    on the candidate's behalf on what the verdict runs through (rule 7, as rule 9 for modules): a function of the
+    test file or a conftest, of the reference, or of pytest and the testing libraries (by its module), with no
+    frame of the test between."""
+    code = code_of(function)
+    if code is None or _test_acts(cand, writer):
+        return False
+    if _test_file(code.co_filename) or _protected_paths.get(os.path.realpath(code.co_filename)) == "reference":
+        return True
+    module = _GLOBALS.__get__(function).get("__name__") if type(function) is types.FunctionType else None
+    return _name_protection(str(module or ""), "module") == "verdict"
+
+
 _test_files: dict[str, bool] = {}
 
 
