@@ -4,8 +4,8 @@ A class attribute can be written without any event (``TestX.atol = 1``) and a
 baseline taken while the tests run would follow the candidate's change, so the
 comparison is with the source, as for the test's module namespace: each class
 the test module defines (nested ones too) keeps what its body binds to a literal
-(``atol = 1e-5``, ``expected = [3, 6]``) and the contents of what it binds to a
-built value (``data = np.arange(3)``, copied when first seen); an attribute the
+(``atol = 1e-5``, ``expected = [3, 6]``) and the plain data of what it binds to a
+built value (``data = np.arange(3)``, ``sources.snapshot``); an attribute the
 test's methods store as ``cls.NAME = <literal>`` (``setup_class``) keeps a value
 equal to one the source stores. An attribute the source writes, mutates or
 hands out any other way is the test's own state and is not judged: stored from

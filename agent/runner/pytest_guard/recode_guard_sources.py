@@ -5,8 +5,9 @@ candidate wrote while the module was still importing (its ``from target import
 ...`` line runs the candidate first). So the comparison is with the source: each
 name the module's top level binds once is the function or class it defines, the
 module or attribute its import names, or the literal it assigns (a tolerance
-dict, a list, a number); a value built otherwise (``np.array(...)``) is copied
-when first seen and must keep its contents. What the module's own code changes
+dict, a list, a number); a value built otherwise (``np.array(...)``) must keep
+its plain data (``snapshot``: containers, scalars and arrays, copied when first
+seen; the other objects they hold by identity, their state being their own). What the module's own code changes
 (its ``global`` statements, a subscript or method call on the name, ``del``)
 is its own; a change to a value the source hands to a call (which may be the
 candidate's, mutating its argument) cannot be told apart from tampering and
