@@ -146,9 +146,16 @@ def given(cand: types.FrameType) -> tuple:
     return tuple(held)
 
 
-def stored(owner: object, name: str, value: object = _MISSING) -> None:
+def stored(owner: object, name: str, value: object = _MISSING, of_class: bool = False) -> None:
     """The test's code just stored ``name``: a global of its module (``owner`` None, ``value`` what it holds now)
-    or an attribute of ``owner`` (recorded when ``owner`` is a class: instance attributes are nobody's to judge)."""
+    or an attribute of ``owner``, or with ``of_class`` of ``owner.__class__`` (recorded when that is a class and
+    the real one: instance attributes are nobody's to judge, and a ``__class__`` a class defines may answer another
+    class each time)."""
+    if of_class:
+        kind = type(owner)
+        if any("__class__" in origin.type_dict(klass) for klass in origin.type_mro(kind)[:-1]):
+            return
+        owner = kind
     if owner is None:
         _stores[0, name] = (None, value)
     elif origin.is_kind(owner, type):

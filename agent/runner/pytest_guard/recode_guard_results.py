@@ -277,7 +277,8 @@ class _Instrument(ast.NodeTransformer):
 
     def _stores(self, node: ast.stmt, targets: list[ast.expr]) -> ast.stmt | list[ast.stmt]:
         """``node``, then a call of ``STORED`` for each global it binds and each attribute it stores on an owner
-        named plainly (``cls``, ``TestX``, ``self.__class__``: evaluating it again runs nothing of anyone's)."""
+        named plainly (``cls``, ``TestX``: loading the name again runs nothing; ``self.__class__``: the guard
+        reads the type)."""
         notes = []
         for target in targets:
             for part in ast.walk(target):
@@ -285,8 +286,11 @@ class _Instrument(ast.NodeTransformer):
                     continue
                 if isinstance(part, ast.Name) and part.id in self.globals[-1]:
                     notes.append([ast.Constant(None), ast.Constant(part.id), ast.Name(id=part.id, ctx=ast.Load())])
-                elif isinstance(part, ast.Attribute) and _plain_owner(part.value):
-                    notes.append([_load(part.value), ast.Constant(part.attr)])
+                elif isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name):
+                    notes.append([ast.Name(id=part.value.id, ctx=ast.Load()), ast.Constant(part.attr)])
+                elif isinstance(part, ast.Attribute) and _of_class(part.value):  # ``self.__class__.x``
+                    notes.append([ast.Name(id=part.value.value.id, ctx=ast.Load()), ast.Constant(part.attr),
+                                  ast.Constant(None), ast.Constant(True)])
         return [node, *(_located(ast.Expr(_call(STORED, args, node)), node) for args in notes)] if notes else node
 
     def visit_Raise(self, node: ast.Raise) -> ast.Raise:
@@ -328,17 +332,9 @@ def _declared_global(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozen
     return frozenset(names)
 
 
-def _plain_owner(node: ast.expr) -> bool:
-    """A name, or a name's ``__class__``."""
-    return isinstance(node, ast.Name) or isinstance(node, ast.Attribute) and node.attr == "__class__" and \
-        isinstance(node.value, ast.Name)
-
-
-def _load(node: ast.expr) -> ast.expr:
-    """A fresh load of the plain owner expression ``node``."""
-    if isinstance(node, ast.Name):
-        return ast.Name(id=node.id, ctx=ast.Load())
-    return ast.Attribute(value=_load(node.value), attr=node.attr, ctx=ast.Load())
+def _of_class(node: ast.expr) -> bool:
+    """``name.__class__``."""
+    return isinstance(node, ast.Attribute) and node.attr == "__class__" and isinstance(node.value, ast.Name)
 
 
 def _docstring(body: list[ast.stmt]) -> int:
