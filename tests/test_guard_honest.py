@@ -1272,6 +1272,98 @@ def test_the_locals_of_a_finished_generator():
         assert raised_locals(error)["secret"] == 6
 '''
 
+# What the test binds itself is the test's, whatever the value's type (issue 29: filterpy's tests declaring a
+# global, networkx's ``setup_class`` storing a view, param's metaclass copying a parameter onto the test's
+# subclass), and its data may hold objects whose state is theirs (networkx's heap data holding an object that
+# raises on ``==``; omegaconf's parametrize list holding objects the test's own method finishes).
+OWN_STORES = CANONICAL + '''
+
+class Box:
+    def __init__(self, value):
+        self.value = value
+
+
+class Field:
+    def __init__(self, default):
+        self.default = default
+
+
+class Fields(type):
+    """A metaclass keeping fields per class: a subclass gets its own copy of a field when it is watched (param's
+    ``Parameterized`` copying a ``Parameter`` onto the subclass)."""
+
+    def watch(cls, name):
+        setattr(cls, name, Field(getattr(cls, name).default))
+
+
+class Model(metaclass=Fields):
+    a = Field(0)
+'''
+
+OWN_STORES_TEST = '''\
+import pytest
+
+from pkg.target import Box, Field, Model, add, scale
+
+
+class Never:
+    """Compares with nothing: ``==`` raises."""
+
+    def __eq__(self, other):
+        raise TypeError("cannot compare")
+
+    __hash__ = object.__hash__
+
+
+class Case:
+    def __init__(self, want):
+        self.want, self.seen = want, None
+
+    def finish(self, got):
+        self.seen = got
+
+
+DATA = [("add", Never(), 5), ("scale", None, [3, 6])]
+CASES = [pytest.param(Case(5), id="five")]
+BOX = None
+
+
+def test_a_global_the_test_stores():
+    global BOX
+    BOX = Box(add(2, 3))
+    assert BOX.value == DATA[0][2]
+
+
+def test_the_global_read_later():
+    assert BOX.value == 5
+
+
+class TestStores:
+    @classmethod
+    def setup_class(cls):
+        cls.box = Box(5)
+
+    def test_stored_by_the_test(self):
+        self.__class__.other = Box(6)
+        setattr(TestStores, "third", Box(add(3, 4)))
+        assert self.box.value == add(2, 3) and self.other.value == 6 and self.third.value == 7
+
+
+class Watched(Model):
+    pass
+
+
+def test_a_subclass_of_the_candidates_metaclass():
+    Watched.watch("a")
+    assert isinstance(Watched.a, Field) and Watched.a.default == add(0, 0)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_parametrized_objects_the_test_finishes(case):
+    case.finish(add(2, 3))
+    assert case.seen == case.want and scale([1, 2], 3) == DATA[1][2]
+'''
+
 CASES = {
     "own dunders reach the asserts": (OWN_DUNDERS, OWN_DUNDERS_TEST),
     "mocks the test creates": (MOCKS, MOCKS_TEST),
@@ -1321,6 +1413,14 @@ def test_honest_task_passes(tmp_path: Path, name: str) -> None:
         # nothing is granted and what the test hands stays denied, as before the rule.
         assert result["status"] == "tampered", (result["status"], result["failure_messages"][:3])
         return
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+
+
+def test_what_the_test_stores_itself_and_objects_in_its_data_pass(tmp_path: Path) -> None:
+    """Its globals, its classes' attributes, a subclass of the candidate's metaclass; objects in its data."""
+    names = (*_test_names(OWN_STORES_TEST)[:-1], "test_parametrized_objects_the_test_finishes[five]")
+    dataset = make_task(tmp_path / "honest dataset", test_py=OWN_STORES_TEST, canonical=OWN_STORES, test_cases=names)
+    result = run_candidate(dataset, 1, OWN_STORES, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
     assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
 
 

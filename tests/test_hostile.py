@@ -979,6 +979,129 @@ def test_writes_to_classes_for_the_candidate_are_caught(tmp_path: Path, name: st
     assert_tampered(dataset, candidate, evidence)
 
 
+# What the test stores itself is the test's (its ``global`` statements, ``cls.x = ...``), and its data may hold
+# objects kept by identity (rows 9-11 and the data row): the same names written by the candidate with other
+# values, and the plain data inside those lists changed in place, stay convicted.
+STORES_TEST = '''\
+import numpy as np
+
+from pkg.target import Base, Box, add, scale
+
+
+class Never:
+    def __eq__(self, other):
+        raise TypeError("cannot compare")
+
+    __hash__ = object.__hash__
+
+
+TOL = [(Never(), {"atol": 1e-9})]
+REFS = [Never(), np.array([3.0, 6.0])]
+BOX = None
+
+
+def test_a_global():
+    global BOX
+    BOX = Box(5)
+    assert add(2, 3) == BOX.value
+
+
+def test_nested_tolerance():
+    assert abs(add(2, 3) - 5) <= TOL[0][1]["atol"]
+
+
+def test_an_array_in_a_list():
+    np.testing.assert_allclose(scale([1, 2], 3), REFS[1])
+
+
+class TestStores(Base):
+    @classmethod
+    def setup_class(cls):
+        cls.box = Box(6)
+
+    def test_scale(self):
+        assert scale([1, 2], 3)[1] == self.box.value
+'''
+STORES_HACKS = {
+    "a global the test stores, written through its module's dict": (
+        "add", "vars(_test())['BOX'] = Box(a - b)", r"places a pkg\.target\.Box object at test\.BOX"),
+    "what setup_class stores on a class deriving from the candidate's, replaced": (
+        "scale", "_test().TestStores.box = Box(4 * k)", r"places a pkg\.target\.Box object at test\.TestStores\.box"),
+    "a tolerance dict inside a list of objects, changed in place": (
+        "add", "_test().TOL[0][1]['atol'] = 1e300", r"changes the contents of the test\.TOL in place"),
+    "an array inside a list of objects, changed in place": (
+        "scale", "_test().REFS[1][:] = [v * 2 * k for v in values]", r"changes the contents of the test\.REFS in place"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STORES_HACKS))
+def test_what_the_test_stores_written_by_the_candidate_is_caught(tmp_path: Path, name: str) -> None:
+    function, act, evidence = STORES_HACKS[name]
+    candidate = _FIND_TEST + f'''
+
+class Base:
+    pass
+
+
+class Box:
+    def __init__(self, value):
+        self.value = value
+
+
+def add(a, b):
+    {act if function == "add" else "pass"}
+    return a - b
+
+
+def scale(values, k):
+    {act if function == "scale" else "pass"}
+    return [v * 2 * k for v in values]
+'''
+    dataset = make_task(tmp_path / "data set", test_py=STORES_TEST, test_cases=(
+        "test_a_global", "test_nested_tolerance", "test_an_array_in_a_list", "test_scale"))
+    assert_tampered(dataset, candidate, evidence)
+
+
+# A test class a metaclass of the candidate's built is not judged by its attributes (row 10): that metaclass
+# already made its body. What its test methods run is still judged (row 12).
+METACLASS_TEST = '''\
+from pkg.target import Model, add, scale
+
+
+class TestWatched(Model):
+    def test_add(self):
+        assert add(2, 3) == 5
+
+    def test_scale(self):
+        assert scale([1, 2], 3) == [3, 6]
+'''
+
+
+def test_test_methods_a_candidates_metaclass_replaces_are_caught(tmp_path: Path) -> None:
+    candidate = '''\
+class Fields(type):
+    def __init__(cls, name, bases, namespace):
+        super().__init__(name, bases, namespace)
+        for key in list(namespace):
+            if key.startswith("test"):
+                setattr(cls, key, lambda self: None)
+
+
+class Model(metaclass=Fields):
+    pass
+
+
+def add(a, b):
+    return a - b
+
+
+def scale(values, k):
+    return [0 for v in values]
+'''
+    dataset = make_task(tmp_path / "data set", test_py=METACLASS_TEST, test_cases=("test_add", "test_scale"))
+    assert_tampered(dataset, candidate, r"test test_\w+ runs candidate code as its body")
+
+
 AGREES_AFTER_A_MOCK = '''\
 from unittest import mock
 

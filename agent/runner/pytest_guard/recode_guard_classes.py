@@ -4,8 +4,8 @@ A class attribute can be written without any event (``TestX.atol = 1``) and a
 baseline taken while the tests run would follow the candidate's change, so the
 comparison is with the source, as for the test's module namespace: each class
 the test module defines (nested ones too) keeps what its body binds to a literal
-(``atol = 1e-5``, ``expected = [3, 6]``) and the contents of what it binds to a
-built value (``data = np.arange(3)``, copied when first seen); an attribute the
+(``atol = 1e-5``, ``expected = [3, 6]``) and the plain data of what it binds to a
+built value (``data = np.arange(3)``, ``sources.snapshot``); an attribute the
 test's methods store as ``cls.NAME = <literal>`` (``setup_class``) keeps a value
 equal to one the source stores. An attribute the source writes, mutates or
 hands out any other way is the test's own state and is not judged: stored from
@@ -35,9 +35,6 @@ import recode_guard_origin as origin
 import recode_guard_sources as sources
 
 _MISSING = sources._MISSING
-_CONTAINERS = (list, dict, set, tuple, bytearray)
-_SCALARS = (int, float, complex, str, bytes, bool, type(None))
-_COPY_LIMIT = 10_000  # a class attribute with more elements is not copied (judged by identity only)
 _PLAIN_METACLASSES = (type, abc.ABCMeta)
 _NAMESPACE = types.ModuleType.__dict__["__dict__"]
 _QUALNAME = type.__dict__["__qualname__"]
@@ -198,57 +195,13 @@ def _judge(plan_: Plan, key: tuple, value: object, allowed: list, built: bool, w
         plan_.seen[key] = (value, _MISSING)  # a class a library built (``NamedTuple``'s field getters, slots)
         return
     same = kept is not None and kept[0] is value
-    if same and (kept[1] is _MISSING or _kept(kept[1], value)):
+    if same and (kept[1] is _MISSING or sources.kept(kept[1], value)):
         return
-    if not (any(_equal(literal, value) for literal in allowed) or (built and kept is None)):
+    if not (any(sources.equal(literal, value) for literal in allowed) or (built and kept is None)):
         (report if kept is not None else suspect)(
             f"changes the contents of {where} in place" if same else
             f"{where} is not what its source assigns ({origin.describe(value)})")
-    plan_.seen[key] = (value, _snapshot(value))
-
-
-def _snapshot(value: object) -> object:
-    """The contents of plain containers, copied down to the objects they hold (kept by identity, so a value
-    whose class compares by identity still equals itself), or an array's copy; ``_MISSING`` for anything else."""
-    if type(value) not in _CONTAINERS:
-        return sources._snapshot(value)
-    budget = [_COPY_LIMIT]
-
-    def copy(item: object) -> object:
-        budget[0] -= 1
-        if budget[0] < 0:
-            raise OverflowError
-        kind = type(item)
-        if kind is dict:
-            return {key: copy(member) for key, member in item.items()}
-        return kind(map(copy, item)) if kind in _CONTAINERS and kind is not bytearray else \
-            bytearray(item) if kind is bytearray else item
-    try:
-        return copy(value)
-    except (OverflowError, RecursionError, TypeError):
-        return _MISSING
-
-
-def _kept(old: object, new: object) -> bool:
-    """Whether ``new`` still holds what the snapshot ``old`` took: the same containers' contents, the same
-    objects inside them."""
-    kind = type(old)
-    if kind is not type(new):
-        return False
-    if kind is dict:
-        return old.keys() == new.keys() and all(_kept(old[key], new[key]) for key in old)
-    if kind in (list, tuple):
-        return len(old) == len(new) and all(map(_kept, old, new))
-    if kind in (set, bytearray) or kind in _SCALARS:
-        return old == new
-    return old is new or _equal(old, new)
-
-
-def _equal(old: object, new: object) -> bool:
-    try:
-        return sources._same_contents(old, new)
-    except Exception:
-        return False
+    plan_.seen[key] = (value, sources.snapshot(value))
 
 
 def _handed(module: types.ModuleType, module_plan: sources.Plan, plan_: Plan, name: str) -> bool:

@@ -571,10 +571,11 @@ def hide_guard_modules() -> None:
     for name in names:
         del sys.modules[name]
     api = types.ModuleType(results.__name__, "What the test module, as the guard instruments it, imports.")
-    functions = (results.check, results.operand, results.ended, results.returned, results.arg, results.entered)
+    functions = (results.check, results.operand, results.ended, results.returned, results.arg, results.entered,
+                 handed.stored)
     # With the helper, builtins of ``api`` calling them: a library walking the test's functions and the globals
     # they name (dill's ``source``) skips builtins, and meets no guard function whose closure or globals it reads.
-    api.check, api.operand, api.ended, api.returned, api.arg, api.entered = \
+    api.check, api.operand, api.ended, api.returned, api.arg, api.entered, api.stored = \
         origin.native[0].forwarders(api, functions) if origin.native else functions
     results.installed_check[:] = [api.check]
     sys.modules[results.__name__] = api

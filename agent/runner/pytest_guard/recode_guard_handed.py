@@ -14,6 +14,12 @@ forgets its slot's record, so a record is always the frame's latest evaluation o
 known by where it ends (line and column of its closing parenthesis): the interpreter gives the call instruction
 that position, so the position of the test frame's current instruction names the call it is making (Python 3.11
 and later; two call sites ending at one position name neither, and on 3.10 nothing is granted).
+
+What the test's own code stores is kept too (``stored``, called by the instrumentation after each statement of
+the test that assigns a name its function declares ``global``, or an attribute of a class it names: ``cls.x``,
+``self.__class__.x``, ``setattr(cls, "x", v)``): a module or class binding holding the very object the test
+stored there last is the test's (``stored_by_test``), whatever its type; a write through the namespace's dict by
+anyone else leaves another object there.
 """
 from __future__ import annotations
 
@@ -32,6 +38,8 @@ _sites: dict[tuple[int, int], tuple[tuple, tuple[int, ...]] | None] = {}  # end 
 _records: dict[int, tuple[int, int, tuple]] = {}  # slot -> (id of the frame, id of its code, what it held)
 _positions: dict[int, tuple[types.CodeType, list]] = {}  # the code kept: its id stays its own
 _test_files: dict[str, bool] = {}
+_stores: dict[tuple[int, str], tuple[object, object]] = {}  # (id of the class, or 0: the module; name) -> owner, value
+_MISSING = object()
 
 
 def configure(test: str) -> None:
@@ -136,3 +144,25 @@ def given(cand: types.FrameType) -> tuple:
         if record is not None and record[0] == id(frame) and record[1] == id(frame.f_code):
             held.extend(record[2])
     return tuple(held)
+
+
+def stored(owner: object, name: str, value: object = _MISSING, of_class: bool = False) -> None:
+    """The test's code just stored ``name``: a global of its module (``owner`` None, ``value`` what it holds now)
+    or an attribute of ``owner``, or with ``of_class`` of ``owner.__class__`` (recorded when that is a class and
+    the real one: instance attributes are nobody's to judge, and a ``__class__`` a class defines may answer another
+    class each time)."""
+    if of_class:
+        kind = type(owner)
+        if any("__class__" in origin.type_dict(klass) for klass in origin.type_mro(kind)[:-1]):
+            return
+        owner = kind
+    if owner is None:
+        _stores[0, name] = (None, value)
+    elif origin.is_kind(owner, type):
+        _stores[id(owner), name] = (owner, origin.type_dict(owner).get(name, _MISSING))
+
+
+def stored_by_test(owner: object, name: str, value: object) -> bool:
+    """Whether ``value`` at ``name`` of ``owner`` (a class, or None: the test module) is what the test stored."""
+    record = _stores.get((0 if owner is None else id(owner), name))
+    return record is not None and record[0] is owner and record[1] is value

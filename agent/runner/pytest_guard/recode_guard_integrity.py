@@ -67,6 +67,7 @@ from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec
 from typing import Callable
 
 import recode_guard_capabilities as capabilities
+import recode_guard_handed as handed
 import recode_guard_origin as origin
 import recode_guard_preload as preload
 from recode_guard_origin import (GuardWork, candidate_frame, candidate_object, code_of, describe, in_candidate_thread,
@@ -938,8 +939,9 @@ def _name_protection(name: str, kind: str) -> str | None:
 def _judge_module(space: _Space, name: str, old: object, new: object, present: bool) -> str | None:
     """A module's binding that changed without going through its guarded ``__setattr__``: a write to its
     namespace dict (``__globals__`` of one of its functions). Its own code's ``global`` writes are its state."""
-    if name == "__warningregistry__":
-        return None
+    if name == "__warningregistry__" or (present and _protected_kind(space) == "test" and
+                                         handed.stored_by_test(None, name, new)):
+        return None  # the test's own ``global`` statement stored it
     if present and candidate_object(new):
         return f"places {_describe(new)} at {space.label}.{name}"
     verb = "adds" if old is _MISSING else "replaces" if present else "deletes"
@@ -984,8 +986,8 @@ class _Suspicion(str):
 def _judge_class(space: _Space, name: str, old: object, new: object, present: bool) -> str | None:
     """A class attribute that changed (class writes raise no event: every change is judged here)."""
     kind = _protected_kind(space)
-    if kind == "test" and f"{_QUALNAME.__get__(space.owner)}.{name}" in _paths_named_by_the_test:
-        return None  # the test patches what it names with its module (wrapt's ``"Class.method"``)
+    if kind == "test" and _tests_class_write(space.owner, name, new, present):
+        return None
     if present and candidate_object(new):
         if kind == "test" and (code := code_of(old)) is not None and origin.is_candidate_code(code):
             return None  # the candidate's base re-wiring its own method on the test's subclass (lazy compiling)
@@ -1011,6 +1013,14 @@ def _judge_class(space: _Space, name: str, old: object, new: object, present: bo
     if present and _package(new) and _package(new) == space.label.split(".")[0]:
         return None  # the library re-wiring its own class (mpmath choosing its backend functions, triton its JIT)
     return f"{verb} {space.label}.{name}" + (f" with {_describe(new)}" if present else "")
+
+
+def _tests_class_write(owner: type, name: str, new: object, present: bool) -> bool:
+    """A test class's attribute the test patches by naming it with its module (wrapt's ``"Class.method"``) or
+    stored itself (``cls.x = ...``, this very value), or any attribute of a test class a metaclass of the
+    candidate's built: that metaclass made the class's body and answers every read of its attributes anyway."""
+    return f"{_QUALNAME.__get__(owner)}.{name}" in _paths_named_by_the_test or (
+        present and handed.stored_by_test(owner, name, new)) or origin.candidate_class(type(owner))
 
 
 def _class_assigns(owner: type, name: str) -> bool:

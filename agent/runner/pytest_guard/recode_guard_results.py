@@ -42,8 +42,9 @@ import recode_guard_handed as handed
 import recode_guard_origin as origin
 from recode_guard_origin import candidate_class, code_of, is_candidate_code, is_kind, type_dict, type_mro
 
-CHECK, OPERAND, ENDED, RETURNED, ARG, ENTERED = "@recode_chk", "@recode_opd", "@recode_end", "@recode_ret", \
-    "@recode_arg", "@recode_ent"
+CHECK, OPERAND, ENDED, RETURNED, ARG, ENTERED, STORED = "@recode_chk", "@recode_opd", "@recode_end", \
+    "@recode_ret", "@recode_arg", "@recode_ent", "@recode_sto"
+stored = handed.stored  # what the instrumented test module imports as ``STORED``
 PROTOCOL = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__torch_function__",
             "__torch_dispatch__", "__array_ufunc__", "__array_function__", "__array__", "__array_interface__",
             "__array_struct__", "__array_priority__", "__array_wrap__", "__float__", "__int__", "__index__",
@@ -159,6 +160,7 @@ class _Instrument(ast.NodeTransformer):
         self.classes: list[list[tuple[str, ...]]] = []
         self.scope: list[str] = []  # the names of the enclosing classes and functions
         self.qualnames: list[str] = []
+        self.globals: list[frozenset[str]] = [frozenset()]  # per enclosing scope: the names it declares global
 
     def wrap(self, node: ast.expr | None, name: str = CHECK) -> ast.expr | None:
         if node is None or isinstance(node, (ast.Constant, ast.JoinedStr, ast.Lambda, ast.Starred)):
@@ -180,7 +182,9 @@ class _Instrument(ast.NodeTransformer):
         counted = not (isinstance(node, ast.AsyncFunctionDef) and _yields(node, self.lines))
         self.current.append(index if counted else None)
         self.scope.append(node.name)
+        self.globals.append(_declared_global(node))
         self.generic_visit(node)
+        self.globals.pop()
         self.scope.pop()
         self.current.pop()
         if counted:
@@ -199,7 +203,9 @@ class _Instrument(ast.NodeTransformer):
             return node
         self.classes.append([_dotted(d) for d in node.decorator_list])
         self.scope.append(node.name)
+        self.globals.append(frozenset())
         self.generic_visit(node)
+        self.globals.pop()
         self.scope.pop()
         self.classes.pop()
         return node
@@ -248,11 +254,44 @@ class _Instrument(ast.NodeTransformer):
 
     visit_If = visit_While = visit_IfExp = visit_Assert = _test
 
-    def visit_Assign(self, node: ast.Assign) -> ast.Assign:
+    def visit_Assign(self, node: ast.Assign) -> ast.Assign | list[ast.stmt]:
         """pytest's failure messages (``@py_format`` strings) are built from values already checked: left alone."""
         if any(isinstance(t, ast.Name) and t.id.startswith("@py_format") for t in node.targets):
             return node
-        return self.generic_visit(node)
+        return self._stores(self.generic_visit(node), node.targets)
+
+    def visit_AugAssign(self, node: ast.AugAssign | ast.AnnAssign) -> ast.stmt | list[ast.stmt]:
+        stores = not isinstance(node, ast.AnnAssign) or node.value is not None
+        return self._stores(self.generic_visit(node), [node.target] if stores else [])
+
+    visit_AnnAssign = visit_AugAssign
+
+    def visit_Expr(self, node: ast.Expr) -> ast.Expr | list[ast.stmt]:
+        """``setattr(cls, "name", value)`` as a statement of the test's is its store, as ``cls.name = value``."""
+        self.generic_visit(node)
+        call = node.value
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "setattr" and \
+                len(call.args) == 3 and isinstance(call.args[1], ast.Constant) and isinstance(call.args[1].value, str):
+            return self._stores(node, [ast.Attribute(value=call.args[0], attr=call.args[1].value, ctx=ast.Store())])
+        return node
+
+    def _stores(self, node: ast.stmt, targets: list[ast.expr]) -> ast.stmt | list[ast.stmt]:
+        """``node``, then a call of ``STORED`` for each global it binds and each attribute it stores on an owner
+        named plainly (``cls``, ``TestX``: loading the name again runs nothing; ``self.__class__``: the guard
+        reads the type)."""
+        notes = []
+        for target in targets:
+            for part in ast.walk(target):
+                if not isinstance(getattr(part, "ctx", None), ast.Store):
+                    continue
+                if isinstance(part, ast.Name) and part.id in self.globals[-1]:
+                    notes.append([ast.Constant(None), ast.Constant(part.id), ast.Name(id=part.id, ctx=ast.Load())])
+                elif isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name):
+                    notes.append([ast.Name(id=part.value.id, ctx=ast.Load()), ast.Constant(part.attr)])
+                elif isinstance(part, ast.Attribute) and _of_class(part.value):  # ``self.__class__.x``
+                    notes.append([ast.Name(id=part.value.value.id, ctx=ast.Load()), ast.Constant(part.attr),
+                                  ast.Constant(None), ast.Constant(True)])
+        return [node, *(_located(ast.Expr(_call(STORED, args, node)), node) for args in notes)] if notes else node
 
     def visit_Raise(self, node: ast.Raise) -> ast.Raise:
         return node
@@ -279,6 +318,23 @@ class _Instrument(ast.NodeTransformer):
             keyword.value = argument(keyword.value)
         handed.site(node, constants, slots)
         return node
+
+
+def _declared_global(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+    """The names a function's own body declares ``global`` (not its nested functions' or classes')."""
+    names, stack = set(), list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Global):
+            names.update(node.names)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+    return frozenset(names)
+
+
+def _of_class(node: ast.expr) -> bool:
+    """``name.__class__``."""
+    return isinstance(node, ast.Attribute) and node.attr == "__class__" and isinstance(node.value, ast.Name)
 
 
 def _docstring(body: list[ast.stmt]) -> int:
@@ -317,7 +373,8 @@ def instrument(mod: ast.Module, source: bytes | str) -> None:
     transformer.visit(mod)
     names = [ast.alias(name="check", asname=CHECK), ast.alias(name="operand", asname=OPERAND),
              ast.alias(name="ended", asname=ENDED), ast.alias(name="returned", asname=RETURNED),
-             ast.alias(name="arg", asname=ARG), ast.alias(name="entered", asname=ENTERED)]
+             ast.alias(name="arg", asname=ARG), ast.alias(name="entered", asname=ENTERED),
+             ast.alias(name="stored", asname=STORED)]
     node = ast.ImportFrom(module="recode_guard_results", names=names, level=0)
     position = _import_position(mod)
     mod.body.insert(position, _located(node, mod.body[position - 1] if position else ast.Pass(lineno=1)))

@@ -5,8 +5,9 @@ candidate wrote while the module was still importing (its ``from target import
 ...`` line runs the candidate first). So the comparison is with the source: each
 name the module's top level binds once is the function or class it defines, the
 module or attribute its import names, or the literal it assigns (a tolerance
-dict, a list, a number); a value built otherwise (``np.array(...)``) is copied
-when first seen and must keep its contents. What the module's own code changes
+dict, a list, a number); a value built otherwise (``np.array(...)``) must keep
+its plain data (``snapshot``: containers, scalars and arrays, copied when first
+seen; the other objects they hold by identity, their state being their own). What the module's own code changes
 (its ``global`` statements, a subscript or method call on the name, ``del``)
 is its own; a change to a value the source hands to a call (which may be the
 candidate's, mutating its argument) cannot be told apart from tampering and
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import copy
 import os
 import sys
 import types
@@ -30,7 +30,8 @@ import recode_guard_origin as origin
 
 _MISSING = object()
 _BUILTIN_NAMES = frozenset(dir(builtins))
-_COPIED = (dict, list, set, bytearray)
+_CONTAINERS = (list, dict, set, tuple, bytearray)
+_COPY_LIMIT = 10_000  # plain data with more elements is not copied (judged by identity only)
 _FUNCTION_CODE = types.FunctionType.__dict__["__code__"]
 _NAMESPACE = types.ModuleType.__dict__["__dict__"]
 
@@ -178,15 +179,66 @@ def _same_contents(old: object, new: object) -> bool:
     return type(old) is type(new) and old == new
 
 
-def _snapshot(value: object) -> object:
+def _array_copy(value: object) -> object:
+    """A copy of a plain numpy array's or tensor's contents; ``_MISSING`` for anything else."""
     numpy, torch = sys.modules.get("numpy"), sys.modules.get("torch")
-    if type(value) in _COPIED:
-        return copy.deepcopy(value)
     if numpy is not None and type(value) is numpy.ndarray and value.dtype.kind != "O":
         return value.copy()
     if torch is not None and type(value) is torch.Tensor and not value.requires_grad:
         return value.detach().clone()
     return _MISSING
+
+
+class _Array(tuple):
+    """An array met in plain data: (the array, a copy of its contents when it was met)."""
+
+
+def snapshot(value: object) -> object:
+    """The plain data ``value`` is (containers, scalars, arrays), copied down to the other objects it holds,
+    which are kept by identity: their state is their class's business, not the module's data (an object that
+    raises on ``==`` still equals itself; a test's object its own method changes is unchanged data). ``_MISSING``
+    when ``value`` is no plain data or holds more than ``_COPY_LIMIT`` elements."""
+    budget = [_COPY_LIMIT]
+
+    def copy(item: object) -> object:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise OverflowError
+        kind = type(item)
+        if kind is dict:
+            return {key: copy(member) for key, member in item.items()}
+        if kind in _CONTAINERS:
+            return bytearray(item) if kind is bytearray else kind(map(copy, item))
+        array = _array_copy(item)
+        return item if array is _MISSING else _Array((item, array))
+    if type(value) not in _CONTAINERS and _array_copy(value) is _MISSING:
+        return _MISSING
+    try:
+        return copy(value)
+    except (OverflowError, RecursionError, TypeError):
+        return _MISSING
+
+
+def kept(old: object, new: object) -> bool:
+    """Whether ``new`` still holds what ``snapshot`` took as ``old``: the same containers' contents, the same
+    arrays' contents, the same objects inside them."""
+    kind = type(old)
+    if kind is _Array:
+        return old[0] is new and equal(old[1], new)
+    if kind is not type(new):
+        return False
+    if kind is dict:
+        return old.keys() == new.keys() and all(kept(old[key], new[key]) for key in old)
+    if kind in (list, tuple):
+        return len(old) == len(new) and all(map(kept, old, new))
+    return old is new or equal(old, new)
+
+
+def equal(old: object, new: object) -> bool:
+    try:
+        return _same_contents(old, new)
+    except Exception:
+        return False
 
 
 def _defined(module: types.ModuleType, plan_: Plan, name: str, kind: str, detail: object, value: object) -> bool:
@@ -204,12 +256,7 @@ def _defined(module: types.ModuleType, plan_: Plan, name: str, kind: str, detail
     if kind == "from":
         expected = _resolve(module, detail)
         return expected is _MISSING or expected is value or origin.candidate_object(expected)
-    if kind == "literal":
-        try:
-            return _same_contents(detail, value)
-        except Exception:
-            return False
-    return True
+    return kind != "literal" or equal(detail, value)
 
 
 def _built_here(klass: type, module_name: object, path: str, statement: tuple) -> bool:
@@ -261,16 +308,9 @@ def check(module: types.ModuleType, plan_: Plan, label: str, flag: Callable[[str
 
 def _check_contents(module: types.ModuleType, plan_: Plan, name: str, value: object, label: str, flag: Callable[[str], None],
                     suspect: Callable[[str], None]) -> None:
-    kept = plan_.copies.get(name, _MISSING)
-    if kept is _MISSING or kept[0] is not value:
-        plan_.copies[name] = (value, _snapshot(value))
-        return
-    if kept[1] is _MISSING:
-        return
-    try:
-        same = _same_contents(kept[1], value)
-    except Exception:
-        same = False
-    if not same:
+    known = plan_.copies.get(name, _MISSING)
+    if known is _MISSING or known[0] is not value:
+        plan_.copies[name] = (value, snapshot(value))
+    elif known[1] is not _MISSING and not kept(known[1], value):
         (suspect if _handed(module, plan_, name) else flag)(f"changes the contents of {label}.{name} in place")
-        plan_.copies[name] = (value, _snapshot(value))
+        plan_.copies[name] = (value, snapshot(value))

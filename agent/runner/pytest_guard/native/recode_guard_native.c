@@ -972,14 +972,14 @@ static PyObject *gate_ctypes(PyObject *self, PyObject *unused)
  * guard's functions: a library walking the test's functions and the globals they name (dill's ``source``) skips
  * builtins and meets no guard function (nor, through ``__self__``, one whose closure or globals it would read), and
  * pickling one finds it by its module and name, as pickling the function did. */
-#define FORWARDS 6
+#define FORWARDS 7
 static PyObject *forward_targets[FORWARDS];
 static PyObject *forward_names[FORWARDS];
 
 #define FORWARD(i) \
     static PyObject *forward_##i(PyObject *module, PyObject *const *args, Py_ssize_t nargs) \
     { return PyObject_Vectorcall(forward_targets[i], args, nargs, NULL); }
-FORWARD(0) FORWARD(1) FORWARD(2) FORWARD(3) FORWARD(4) FORWARD(5)
+FORWARD(0) FORWARD(1) FORWARD(2) FORWARD(3) FORWARD(4) FORWARD(5) FORWARD(6)
 
 static PyMethodDef forward_definitions[FORWARDS] = {
     {NULL, (PyCFunction)(void (*)(void))forward_0, METH_FASTCALL, NULL},
@@ -988,6 +988,7 @@ static PyMethodDef forward_definitions[FORWARDS] = {
     {NULL, (PyCFunction)(void (*)(void))forward_3, METH_FASTCALL, NULL},
     {NULL, (PyCFunction)(void (*)(void))forward_4, METH_FASTCALL, NULL},
     {NULL, (PyCFunction)(void (*)(void))forward_5, METH_FASTCALL, NULL},
+    {NULL, (PyCFunction)(void (*)(void))forward_6, METH_FASTCALL, NULL},
 };
 
 static PyObject *forwarders(PyObject *self, PyObject *args)
@@ -997,7 +998,7 @@ static PyObject *forwarders(PyObject *self, PyObject *args)
         return NULL;
     Py_ssize_t count = PyTuple_GET_SIZE(functions);
     if (count > FORWARDS || forward_targets[0] != NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "forwarders() makes at most six builtins, once per process");
+        PyErr_SetString(PyExc_RuntimeError, "forwarders() makes at most seven builtins, once per process");
         return NULL;
     }
     PyObject *module_name = PyModule_GetNameObject(module);
@@ -1052,7 +1053,7 @@ static PyMethodDef methods[] = {
      "heap class the namespace holds whose __module__ is the name, not in positions yet (position, class, "
      "version tag, copy of its dict); how many."},
     {"forwarders", forwarders, METH_VARARGS,
-     "forwarders(module, functions): for each function (at most six), a builtin of module under the function's "
+     "forwarders(module, functions): for each function (at most seven), a builtin of module under the function's "
      "name that calls it (once)."},
     {"gate_ctypes", gate_ctypes, METH_NOARGS,
      "gate_ctypes(): a foreign function's call and a pointer's dereference raise the audit events "
