@@ -1007,7 +1007,8 @@ def _answered_nothing(owner: type, name: str, old: object, new: object) -> bool:
     ``Distribution.arg_constraints``); never a dunder (the interpreter's slots) or a data descriptor (which
     hides what instances hold). A library probing with ``hasattr`` or catching the error could still take
     another path, so it is only suspicious."""
-    if (name.startswith("__") and name.endswith("__")) or hasattr(type(new), "__set__"):
+    if (name.startswith("__") and name.endswith("__")) or any(
+            "__set__" in type_dict(k) or "__delete__" in type_dict(k) for k in origin.type_mro(type(new))):
         return False
     if old is not _MISSING:
         return _only_raises(old)
