@@ -1947,3 +1947,113 @@ def test_functions_compiled_on_their_first_call_pass(tmp_path: Path) -> None:
     notes = result.get("suspicious", [])
     assert len(notes) == 1 and re.search(r"functools\.py:\d+ replaces __defaults__ of lazy\.py:\d+ \(step\), with "
                                          r"target\.py:\d+ of the candidate's below", notes[0]), notes
+
+
+EXTENDING_FILES = {
+    "methods.py": '''\
+class Methods:
+    """The base of the package's context class: each module of the package adds its functions with ``defun``."""
+
+
+def defun(function):
+    setattr(Methods, function.__name__, function)
+    return function
+''',
+    "context.py": '''\
+from pkg.methods import Methods
+
+
+class Context(Methods):
+    scale = 2
+''',
+    "base.py": '''\
+class Distribution:
+    @property
+    def arg_constraints(self):
+        """Argument names to their constraints: each distribution says its own."""
+        raise NotImplementedError
+
+    def log_prob(self, x):
+        raise NotImplementedError
+''',
+}
+
+
+EXTENDING = '''\
+import copy
+
+from pkg.base import Distribution
+from pkg.methods import defun
+
+Distribution.arg_constraints = {}  # as zuko: its distributions validate no arguments
+
+
+@defun
+def twice(ctx, x):
+    return ctx.scale * x
+
+
+class Point(Distribution):
+    def __init__(self, at):
+        self.at = at
+
+    def log_prob(self, x):
+        return 0.0 if x == self.at else float("-inf")
+
+
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+
+
+def clone(value):
+    return copy.copy(value)
+'''
+
+
+EXTENDING_TEST = '''\
+import unittest
+
+from pkg.context import Context
+from pkg.target import Point, add, clone, scale
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+
+
+def test_a_method_the_candidate_added_to_the_context():
+    assert Context().twice(4) == 8
+
+
+def test_a_stub_the_candidate_filled():
+    assert Point(1).arg_constraints == {} and Point(1).log_prob(1) == 0.0
+
+
+def test_copies_of_a_testing_librarys_classes():
+    case, function_case = unittest.TestCase(), unittest.FunctionTestCase(print)
+    assert clone(case) is not case and clone(function_case) is not function_case
+'''
+
+
+def test_the_candidate_extending_library_classes_passes(tmp_path: Path) -> None:
+    """A library class's change that only makes lookups answer that failed before (mpmath's ``@defun`` adding
+    methods to its context's base, zuko setting torch's abstract ``Distribution.arg_constraints``) is only
+    noted; copyreg caching ``__slotnames__`` on a testing library's class as a copy is made is nobody's act."""
+    dataset = make_task(tmp_path / "honest dataset", test_py=EXTENDING_TEST, canonical=EXTENDING,
+                        test_cases=_test_names(EXTENDING_TEST))
+    for name, text in EXTENDING_FILES.items():
+        (tmp_path / "honest dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / name).write_text(text)
+    result = run_candidate(dataset, 1, EXTENDING, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+    notes = result.get("suspicious", [])
+    assert any("at pkg.methods.Methods.twice, where every lookup failed before" in note for note in notes), notes
+    assert any("replaces pkg.base.Distribution.arg_constraints" in note for note in notes), notes
+    assert not any("__slotnames__" in note for note in notes), notes

@@ -894,6 +894,57 @@ def add(a, b):
 def scale(values, k):
     return [v * k for v in values]
 ''', r"replaces fractions\.Fraction\.__eq__ with contextlib\.py:\d+ \(helper\)"),
+    # A library class's change that only makes failed lookups answer is a note (mpmath's ``@defun``); these are not.
+    "a method a base class defines, added to a library class (shadowing it)": ('''\
+import fractions
+
+
+def add(a, b):
+    fractions.Fraction.conjugate = lambda self: fractions.Fraction(5)
+    return a - b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+''', r"places \w+\.py:\d+ \(<lambda>\) at fractions\.Fraction\.conjugate"),
+    "a dunder no class of it defines, added to a library class": ('''\
+import fractions
+
+
+def add(a, b):
+    fractions.Fraction.__array__ = lambda self, dtype=None, copy=None: __import__("numpy").asarray(5)
+    return a - b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+''', r"places \w+\.py:\d+ \(<lambda>\) at fractions\.Fraction\.__array__"),
+    "a property added to a library class, hiding what its instances hold": ('''\
+import argparse
+
+
+def add(a, b):
+    argparse.Namespace.total = property(lambda self: 5, lambda self, value: None)
+    return argparse.Namespace(total=a - b).total
+
+
+def scale(values, k):
+    return [v * k for v in values]
+''', r"places .+ at argparse\.Namespace\.total"),
+    "slot names copyreg would not compute, cached on a testing library's class": ('''\
+import copy
+import unittest
+
+
+def add(a, b):
+    copy.copy(unittest.TestCase())  # copyreg caches the base's (empty) slot names there: allowed
+    unittest.FunctionTestCase.__slotnames__ = ["_testFunc"]  # not what copyreg computes for it
+    return a - b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+''', r"adds unittest\.case\.FunctionTestCase\.__slotnames__"),
 }
 
 

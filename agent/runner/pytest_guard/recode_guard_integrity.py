@@ -80,6 +80,7 @@ FULL_CHECK_SHARE = 25
 _MISSING, _UNKNOWN = object(), object()
 _DICT = types.ModuleType.__dict__["__dict__"]
 _GLOBALS = types.FunctionType.__dict__["__globals__"]
+_BUILTINS = types.FunctionType.__dict__["__builtins__"]
 _PLAIN_SETATTR = types.ModuleType.__setattr__
 _IMPORT_SYSTEM = frozenset({"importlib", "_frozen_importlib", "_frozen_importlib_external"})
 _VALUES = operator.methodcaller("values")
@@ -680,6 +681,8 @@ def adopt(module: types.ModuleType) -> None:
 
 
 _QUALNAME = type.__dict__["__qualname__"]
+_NAME = type.__dict__["__name__"]
+_FGET, _FSET, _FDEL = (property.__dict__[name] for name in ("fget", "fset", "fdel"))
 
 
 def _adopt_classes(module: _Space, hot: bool) -> None:
@@ -984,7 +987,77 @@ class _Suspicion(str):
 
 
 def _judge_class(space: _Space, name: str, old: object, new: object, present: bool) -> str | None:
-    """A class attribute that changed (class writes raise no event: every change is judged here)."""
+    """A class attribute that changed (class writes raise no event: every change is judged here). On a library
+    class, a change that only makes lookups answer that failed before is a note (``_answered_nothing``)."""
+    if present and name == "__slotnames__" and _copyreg_cache(space.owner, new):
+        return None  # copyreg caching the slot names when an instance is copied (torch's ``Parameter``)
+    finding = _class_change(space, name, old, new, present)
+    if finding and type(finding) is not _Suspicion and present and _protected_kind(space) is None and \
+            _answered_nothing(space.owner, name, old, new):
+        return _Suspicion(f"{finding}, where every lookup failed before")
+    return finding
+
+
+def _copyreg_cache(owner: type, value: object) -> bool:
+    """The list ``copyreg._slotnames`` computes and stores on a class: its slots' names over its MRO, private
+    ones mangled, without ``__dict__`` and ``__weakref__``. Equal to it, the cache changes no copy or pickle."""
+    if type(value) is not list:
+        return False
+    names = []
+    for klass in origin.type_mro(owner):
+        slots = type_dict(klass).get("__slots__", ())
+        slots = (slots,) if type(slots) is str else slots
+        if type(slots) not in (tuple, list, dict) or any(type(s) is not str for s in slots):
+            return False
+        prefix = "_" + _NAME.__get__(klass).lstrip("_")
+        names += [prefix + s if s.startswith("__") and not s.endswith("__") and prefix != "_" else s
+                  for s in slots if s not in ("__dict__", "__weakref__")]
+    return len(value) == len(names) and all(type(v) is str and v == n for v, n in zip(value, names))
+
+
+def _answered_nothing(owner: type, name: str, old: object, new: object) -> bool:
+    """Whether every lookup the change affects failed before: a name that no class of the lookups through the
+    class, its subclasses and their metaclasses defines, none of them with a ``__getattr__`` or
+    ``__getattribute__`` of its own (mpmath's ``@defun`` adding ``taylor`` to its context's base), or a member
+    whose code only raises ``NotImplementedError`` (zuko setting torch's abstract
+    ``Distribution.arg_constraints``); never a dunder (the interpreter's slots) or a data descriptor (which
+    hides what instances hold). A library probing with ``hasattr`` or catching the error could still take
+    another path, so it is only suspicious."""
+    if (name.startswith("__") and name.endswith("__")) or any(
+            "__set__" in type_dict(k) or "__delete__" in type_dict(k) for k in origin.type_mro(type(new))):
+        return False
+    if old is not _MISSING:
+        return _only_raises(old)
+    reached, seen = [owner], {owner}
+    for klass in reached:
+        reached += [k for k in type.__subclasses__(klass) if k not in seen and not seen.add(k)]
+    return not any(
+        "__getattr__" in type_dict(k) or (k not in (object, type) and "__getattribute__" in type_dict(k)) or
+        (k is not owner and name in type_dict(k))
+        for klass in reached for k in (*origin.type_mro(klass), *origin.type_mro(type(klass))))
+
+
+_RAISING_OPS = frozenset({"RESUME", "NOP", "CACHE", "LOAD_GLOBAL", "LOAD_CONST", "PUSH_NULL", "PRECALL", "CALL",
+                          "CALL_FUNCTION", "CALL_FUNCTION_KW", "KW_NAMES", "RAISE_VARARGS"})
+
+
+def _only_raises(member: object) -> bool:
+    """A plain function, or a read-only property's getter, whose code raises the builtin ``NotImplementedError``
+    and does nothing else (a message and a docstring aside): an abstract stub of a library base class."""
+    if type(member) is property and _FSET.__get__(member) is None and _FDEL.__get__(member) is None:
+        member = _FGET.__get__(member)
+    if type(member) is not types.FunctionType:
+        return False
+    code = code_of(member)
+    ops = {instruction.opname for instruction in dis.get_instructions(code)}
+    found = dict.get(_GLOBALS.__get__(member), "NotImplementedError", _MISSING)
+    if found is _MISSING:
+        found = dict.get(_BUILTINS.__get__(member), "NotImplementedError", _MISSING)
+    return code.co_names == ("NotImplementedError",) and "RAISE_VARARGS" in ops and ops <= _RAISING_OPS and \
+        found is builtins.NotImplementedError
+
+
+def _class_change(space: _Space, name: str, old: object, new: object, present: bool) -> str | None:
     kind = _protected_kind(space)
     if kind == "test" and _tests_class_write(space.owner, name, new, present):
         return None
