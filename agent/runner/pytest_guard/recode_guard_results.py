@@ -600,6 +600,8 @@ def _find(value: object, depth: int, probe: Callable[[object], str | None],
     if kind is _LEAF or depth == 0:
         return None
     elements = _elements(value, kind)
+    if not elements:  # a number array: a test's arithmetic loop hands one to ``operand`` at every step
+        return None
     kinds = {t: _kind(t) for t in set(map(type, elements))}
     if all(k is _LEAF for k in kinds.values()):
         return None
