@@ -576,7 +576,7 @@ def hide_guard_modules() -> None:
     # With the helper, builtins of ``api`` calling them: a library walking the test's functions and the globals
     # they name (dill's ``source``) skips builtins, and meets no guard function whose closure or globals it reads.
     api.check, api.operand, api.ended, api.returned, api.arg, api.entered, api.stored = \
-        origin.native[0].forwarders(api, functions) if origin.native else functions
+        origin.native[0].forwarders(api, functions, *results.PASSING) if origin.native else functions
     results.installed_check[:] = [api.check]
     sys.modules[results.__name__] = api
     integrity.forget_modules(names)

@@ -975,10 +975,26 @@ static PyObject *gate_ctypes(PyObject *self, PyObject *unused)
 #define FORWARDS 7
 static PyObject *forward_targets[FORWARDS];
 static PyObject *forward_names[FORWARDS];
+/* What the first ``passing`` forwarders return at once, without calling the guard: a value whose class (a plain
+ * ``type``, whose hash runs no code) maps to ``leaf`` in ``kinds``, the guard's answer for it that never changes.
+ * A test's arithmetic loop hands millions of ints and floats to ``check`` and ``operand``. */
+static PyObject *forward_kinds, *forward_leaf;
+static Py_ssize_t forward_passing;
+
+static int forward_passes(Py_ssize_t i, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (i >= forward_passing || nargs != 1 || !PyType_CheckExact((PyObject *)Py_TYPE(Py_TYPE(args[0]))))
+        return 0;
+    PyObject *kind = PyDict_GetItemWithError(forward_kinds, (PyObject *)Py_TYPE(args[0]));
+    if (kind == NULL)
+        PyErr_Clear();
+    return kind == forward_leaf;
+}
 
 #define FORWARD(i) \
     static PyObject *forward_##i(PyObject *module, PyObject *const *args, Py_ssize_t nargs) \
-    { return PyObject_Vectorcall(forward_targets[i], args, nargs, NULL); }
+    { return forward_passes(i, args, nargs) ? Py_NewRef(args[0]) : \
+             PyObject_Vectorcall(forward_targets[i], args, nargs, NULL); }
 FORWARD(0) FORWARD(1) FORWARD(2) FORWARD(3) FORWARD(4) FORWARD(5) FORWARD(6)
 
 static PyMethodDef forward_definitions[FORWARDS] = {
@@ -993,14 +1009,19 @@ static PyMethodDef forward_definitions[FORWARDS] = {
 
 static PyObject *forwarders(PyObject *self, PyObject *args)
 {
-    PyObject *module, *functions;
-    if (!PyArg_ParseTuple(args, "O!O!", &PyModule_Type, &module, &PyTuple_Type, &functions))
+    PyObject *module, *functions, *kinds, *leaf;
+    Py_ssize_t passing;
+    if (!PyArg_ParseTuple(args, "O!O!O!On", &PyModule_Type, &module, &PyTuple_Type, &functions, &PyDict_Type,
+                          &kinds, &leaf, &passing))
         return NULL;
     Py_ssize_t count = PyTuple_GET_SIZE(functions);
     if (count > FORWARDS || forward_targets[0] != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "forwarders() makes at most seven builtins, once per process");
         return NULL;
     }
+    forward_kinds = Py_NewRef(kinds);
+    forward_leaf = Py_NewRef(leaf);
+    forward_passing = passing;
     PyObject *module_name = PyModule_GetNameObject(module);
     PyObject *made = module_name == NULL ? NULL : PyTuple_New(count);
     for (Py_ssize_t i = 0; made != NULL && i < count; i++) {
@@ -1053,8 +1074,9 @@ static PyMethodDef methods[] = {
      "heap class the namespace holds whose __module__ is the name, not in positions yet (position, class, "
      "version tag, copy of its dict); how many."},
     {"forwarders", forwarders, METH_VARARGS,
-     "forwarders(module, functions): for each function (at most seven), a builtin of module under the function's "
-     "name that calls it (once)."},
+     "forwarders(module, functions, kinds, leaf, passing): for each function (at most seven), a builtin of module "
+     "under the function's name that calls it, except that each of the first passing returns its one argument "
+     "at once when kinds maps its class (a plain type) to leaf (once)."},
     {"gate_ctypes", gate_ctypes, METH_NOARGS,
      "gate_ctypes(): a foreign function's call and a pointer's dereference raise the audit events "
      "ctypes.call_function and ctypes.dereference first (once)."},
