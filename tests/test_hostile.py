@@ -421,7 +421,7 @@ def test_a_library_module_imported_by_its_package_is_guarded(tmp_path: Path) -> 
     assert_tampered(dataset, ASSERT_EQUAL_SILENCED, r"unittest\.case\.TestCase\.assertEqual")
 
 
-CLOSE_TEST = '''\
+DIFFERENCE_TEST = '''\
 from pkg.target import add, scale
 
 
@@ -453,8 +453,43 @@ def scale(values, k):
 
 def test_an_operand_whose_difference_is_always_zero_is_caught(tmp_path: Path) -> None:
     """Operands of the test's arithmetic are judged by what arithmetic makes of them."""
-    dataset = make_task(tmp_path / "dataset", test_py=CLOSE_TEST)
+    dataset = make_task(tmp_path / "dataset", test_py=DIFFERENCE_TEST)
     assert_tampered(dataset, NO_DIFFERENCE,
+                    r"makes values that agree with anything \(a zero difference\); one reaches test\.py:\d+")
+
+
+SEEDED_DIFFERENCE = '''\
+import random
+
+_SEED = 1234
+_DRAWN = random.Random(_SEED)
+_FORESEEN = {_DRAWN.random() + 3.0 for _ in range(10_000)}
+
+
+class _Seeded(float):
+    """Differs from the numbers a probe drawing from the seeded global generator would pick; from nothing else."""
+
+    def __sub__(self, other):
+        return float(self) - other if other in _FORESEEN else 0.0
+
+    def __rsub__(self, other):
+        return other - float(self) if other in _FORESEEN else 0.0
+
+
+def add(a, b):
+    random.seed(_SEED)
+    return _Seeded(a - b + 1.0)
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+
+def test_the_probes_random_numbers_cannot_be_foreseen_by_seeding(tmp_path: Path) -> None:
+    """The probes draw from a generator of their own: a candidate seeding ``random`` cannot answer them alone."""
+    dataset = make_task(tmp_path / "dataset", test_py=DIFFERENCE_TEST)
+    assert_tampered(dataset, SEEDED_DIFFERENCE,
                     r"makes values that agree with anything \(a zero difference\); one reaches test\.py:\d+")
 
 

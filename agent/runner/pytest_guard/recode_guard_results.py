@@ -941,8 +941,9 @@ def _any_text(rng: random.Random) -> str:
 
 
 def no_difference(value: object) -> str | None:
-    """``value`` minus a random number, either way round, is zero."""
-    scalar = random.random() + 3.0
+    """``value`` minus a random number, either way round, is zero; drawn from the guard's own generator, which the
+    candidate cannot seed as it can ``random``'s."""
+    scalar = _sampler.random() + 3.0
     return _agrees(value, [("a zero difference", lambda: abs(value - scalar) < 1e-12),
                            ("a zero difference", lambda: abs(scalar - value) < 1e-12)])
 
