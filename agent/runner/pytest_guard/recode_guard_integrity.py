@@ -1054,11 +1054,12 @@ def _module_answered_nothing(space: _Space, name: str, new: object) -> bool:
     """Whether a name added to a library module only makes lookups answer that failed before (networkx's
     ``argmap`` storing the function it wraps at a new name of its own module): a plain new name
     (``_plain_new_name``), not a builtin's (a global shadowing ``len`` changes what the module's code does),
-    that its source does not bind, in a module with no ``__getattr__``, no package (``from pkg import name``
-    imports a submodule where the name is missing), whose class adds nothing on the way. Never the test's, the
-    reference's, a conftest, pytest's, a testing library's or ``builtins`` (the last lookup of every module)."""
+    that its source does not bind (``builtins``, the last lookup of every module, has none), in a module with
+    no ``__getattr__``, no package (``from pkg import name`` imports a submodule where the name is missing),
+    whose class adds nothing on the way. Never the test's, the reference's, a conftest, pytest's or a testing
+    library's."""
     namespace = space.mapping
-    return _protected_kind(space) is None and space.owner is not builtins and name not in _BUILTIN_NAMES and \
+    return _protected_kind(space) is None and name not in _BUILTIN_NAMES and \
         "__getattr__" not in namespace and "__path__" not in namespace and _plain_new_name(name, new) and \
         not _test_file(str(namespace.get("__file__"))) and not _defined_on_the_way(
             name, [k for k in origin.type_mro(type(space.owner)) if k is not types.ModuleType]) and \
