@@ -1064,7 +1064,7 @@ def add(a, b):
     vars(fractions)["math"] = _Math()
     return a - b
 ''' + _SCALE, r"places a pkg\.target\._Math object at fractions\.math"),
-    "a name a library module's source binds and deletes, added": ('''\
+    "a name a library module's source names (binds and deletes), added": ('''\
 import copy
 
 

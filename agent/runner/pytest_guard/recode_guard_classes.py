@@ -76,7 +76,7 @@ def _collect_classes(body: list[ast.stmt], path: tuple[str, ...], result: Plan) 
                 for name, kind, detail in sources._binding(statement):
                     counts[name] = counts.get(name, 0) + 1
                     entries[name] = (kind, detail)
-            others = {n for s in node.body if not sources._binding(s) for n in sources.module_stores(s)}
+            others = {n for s in node.body if not sources._binding(s) for n in sources._module_stores(s)}
             result.classes[inner] = {name: entry for name, entry in entries.items() if entry[0] in (
                 "literal", "value") and counts[name] == 1 and name not in others and not name.startswith("__")
                 and name != "pytestmark"}

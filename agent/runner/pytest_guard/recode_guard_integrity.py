@@ -71,7 +71,6 @@ import recode_guard_capabilities as capabilities
 import recode_guard_handed as handed
 import recode_guard_origin as origin
 import recode_guard_preload as preload
-import recode_guard_sources as sources
 from recode_guard_origin import (GuardWork, candidate_frame, candidate_object, code_of, describe, in_candidate_thread,
                                 is_kind, type_dict)
 
@@ -1054,7 +1053,7 @@ def _module_answered_nothing(space: _Space, name: str, new: object) -> bool:
     """Whether a name added to a library module only makes lookups answer that failed before (networkx's
     ``argmap`` storing the function it wraps at a new name of its own module): a plain new name
     (``_plain_new_name``), not a builtin's (a global shadowing ``len`` changes what the module's code does),
-    that its source does not bind (``builtins``, the last lookup of every module, has none), in a module with
+    that its source never names (``builtins``, the last lookup of every module, has none), in a module with
     no ``__getattr__``, no package (``from pkg import name`` imports a submodule where the name is missing),
     whose class adds nothing on the way. Never the test's, the reference's, a conftest, pytest's or a testing
     library's."""
@@ -1063,38 +1062,42 @@ def _module_answered_nothing(space: _Space, name: str, new: object) -> bool:
         "__getattr__" not in namespace and "__path__" not in namespace and _plain_new_name(name, new) and \
         not _test_file(str(namespace.get("__file__"))) and not _defined_on_the_way(
             name, [k for k in origin.type_mro(type(space.owner)) if k is not types.ModuleType]) and \
-        not _source_binds(namespace, name)
+        not _source_names(namespace, name)
 
 
-_bound: dict[str, frozenset | None] = {}
+_named: dict[str, frozenset | None] = {}
 
 
-def _source_binds(namespace: dict, name: str) -> bool:
-    """Whether a module's own source may bind ``name``: a statement of its top level stores it (at any depth:
-    ``try`` and ``if`` branches, loops, ``del``), a function declares it ``global``, an ``except`` clause names
-    it, or its code names ``globals`` or ``vars`` (any name); so too without a source that parses."""
+def _source_names(namespace: dict, name: str) -> bool:
+    """Whether a module's own source names ``name`` as a variable anywhere (binds it, at any depth and in any
+    scope, or reads it: its code's own lookups, ``except NameError`` included), or may name any (its code
+    names ``globals`` or ``vars``, or it has no source that parses)."""
     path = namespace.get("__file__")
     path = path if type(path) is str else ""
-    names = _bound.get(path, _MISSING)
+    names = _named.get(path, _MISSING)
     if names is _MISSING:
-        names = _bound[path] = _bound_names(path)
+        names = _named[path] = _names_in(path)
     return names is None or name in names
 
 
-def _bound_names(path: str) -> frozenset | None:
+def _names_in(path: str) -> frozenset | None:
     try:
         with tokenize.open(path) as source:
             tree = ast.parse(source.read())
     except (OSError, SyntaxError, ValueError):
         return None
-    names = set().union(*map(sources.module_stores, tree.body))
+    names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Global):
+        if isinstance(node, ast.Name):
+            if node.id in ("globals", "vars"):
+                return None
+            names.add(node.id)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
             names.update(node.names)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
+        elif type(getattr(node, "name", None)) is str:  # a def, a class, ``except ... as``, a match capture
             names.add(node.name)
-        elif isinstance(node, ast.Name) and node.id in ("globals", "vars"):
-            return None
     return frozenset(names)
 
 

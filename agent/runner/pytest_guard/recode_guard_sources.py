@@ -73,7 +73,7 @@ def _binding(node: ast.stmt) -> list[tuple[str, str, object]]:
     return []
 
 
-def module_stores(statement: ast.stmt) -> set[str]:
+def _module_stores(statement: ast.stmt) -> set[str]:
     """Names a top-level statement binds in the module's scope anywhere inside it (an import or a ``def`` under
     ``if sys.version_info ...``, a loop variable), not in the functions and classes it defines."""
     names, stack = set(), [statement]
@@ -99,7 +99,7 @@ def plan(path: str, tree: ast.Module) -> Plan:
             result.defined[name] = (kind, detail)
         if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
             result.stars.append((node.level, node.module or ""))
-    top_level = {name for node in tree.body if not _binding(node) for name in module_stores(node)}
+    top_level = {name for node in tree.body if not _binding(node) for name in _module_stores(node)}
     for node in ast.walk(tree):
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             result.changed.update(node.names)
