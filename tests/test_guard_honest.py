@@ -2059,7 +2059,7 @@ def test_the_candidate_extending_library_classes_passes(tmp_path: Path) -> None:
     assert not any("__slotnames__" in note for note in notes), notes
 
 
-LAZY_LIBRARY = '''\
+ARGMAP_LIBRARY = '''\
 import itertools
 
 _count = itertools.count()
@@ -2087,7 +2087,7 @@ def _compile(wrapper):
 '''
 
 
-LAZY = '''\
+ARGMAP = '''\
 from pkg.lazy import lazy
 
 
@@ -2102,7 +2102,7 @@ def scale(values, k):
 '''
 
 
-LAZY_TEST = '''\
+ARGMAP_TEST = '''\
 from pkg.target import add, scale
 
 
@@ -2118,11 +2118,11 @@ def test_scale():
 def test_a_library_keeping_the_candidates_function_at_a_new_name_of_its_module_passes(tmp_path: Path) -> None:
     """A library adding a name to its own module's namespace for the candidate's function (networkx's ``argmap``
     compiling a decorated writer on its first call) only makes lookups answer that failed before: a note."""
-    dataset = make_task(tmp_path / "honest dataset", test_py=LAZY_TEST, canonical=LAZY,
-                        test_cases=_test_names(LAZY_TEST))
+    dataset = make_task(tmp_path / "honest dataset", test_py=ARGMAP_TEST, canonical=ARGMAP,
+                        test_cases=_test_names(ARGMAP_TEST))
     (tmp_path / "honest dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / "lazy.py").write_text(
-        LAZY_LIBRARY)
-    result = run_candidate(dataset, 1, LAZY, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+        ARGMAP_LIBRARY)
+    result = run_candidate(dataset, 1, ARGMAP, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
     assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
     notes = result.get("suspicious", [])
     assert any(re.search(r"places target\.py:\d+ \(add\) at pkg\.lazy\.lazy_add_\d+, where every lookup failed "
