@@ -2057,3 +2057,73 @@ def test_the_candidate_extending_library_classes_passes(tmp_path: Path) -> None:
     assert any("at pkg.methods.Methods.twice, where every lookup failed before" in note for note in notes), notes
     assert any("replaces pkg.base.Distribution.arg_constraints" in note for note in notes), notes
     assert not any("__slotnames__" in note for note in notes), notes
+
+
+ARGMAP_LIBRARY = '''\
+import itertools
+
+_count = itertools.count()
+
+
+def lazy(function):
+    """Wrap ``function`` for nothing at import: the wrapper compiles its code on its first call, finding
+    ``function`` at a new name of this module's namespace (as networkx's ``argmap``)."""
+    def wrapper(*args, _self=None, **kwargs):
+        return _compile(_self)(*args, **kwargs)
+
+    wrapper.__kwdefaults__["_self"] = wrapper
+    wrapper.__wrapped__ = function
+    return wrapper
+
+
+def _compile(wrapper):
+    name = f"lazy_{wrapper.__wrapped__.__name__}_{next(_count)}"
+    namespace, compiled = {name: wrapper.__wrapped__}, {}
+    source = f"def wrapper(*args, _self=None, **kwargs):\\n    return {name}(*args, **kwargs)\\n"
+    exec(compile(source, f"lazy compilation {name}", "exec"), namespace, compiled)
+    wrapper.__code__ = compiled["wrapper"].__code__
+    wrapper.__globals__.update(namespace)
+    return wrapper
+'''
+
+
+ARGMAP = '''\
+from pkg.lazy import lazy
+
+
+@lazy
+def add(a, b):
+    return a + b
+
+
+@lazy
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+
+ARGMAP_TEST = '''\
+from pkg.target import add, scale
+
+
+def test_add():
+    assert add(2, 3) == 5 and add(1, 1) == 2
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+'''
+
+
+def test_a_library_keeping_the_candidates_function_at_a_new_name_of_its_module_passes(tmp_path: Path) -> None:
+    """A library adding a name to its own module's namespace for the candidate's function (networkx's ``argmap``
+    compiling a decorated writer on its first call) only makes lookups answer that failed before: a note."""
+    dataset = make_task(tmp_path / "honest dataset", test_py=ARGMAP_TEST, canonical=ARGMAP,
+                        test_cases=_test_names(ARGMAP_TEST))
+    (tmp_path / "honest dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / "lazy.py").write_text(
+        ARGMAP_LIBRARY)
+    result = run_candidate(dataset, 1, ARGMAP, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+    notes = result.get("suspicious", [])
+    assert any(re.search(r"places target\.py:\d+ \(add\) at pkg\.lazy\.lazy_add_\d+, where every lookup failed "
+                         r"before", note) for note in notes), notes

@@ -1065,6 +1065,85 @@ def test_writes_to_classes_for_the_candidate_are_caught(tmp_path: Path, name: st
     assert_tampered(dataset, candidate, evidence)
 
 
+# A value of the candidate's at a new name of a library module that only makes failed lookups answer is a note
+# (networkx's ``argmap`` storing the function it wraps in its own module, row 10); these dict-level writes are not.
+_SCALE = '''
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+MODULE_NAME_HACKS = {
+    "a name shadowing a builtin, added to a library module": ('''\
+import fractions
+
+
+def _abs(value):
+    return 0
+
+
+def add(a, b):
+    vars(fractions)["abs"] = _abs  # every abs() of fractions' code answers 0 now
+    return a - b
+''' + _SCALE, r"places \w+\.py:\d+ \(_abs\) at fractions\.abs"),
+    "a name a library module binds, replaced": ('''\
+import fractions
+import math
+
+
+class _Math:
+    def __getattr__(self, name):
+        return getattr(math, name)
+
+
+def add(a, b):
+    vars(fractions)["math"] = _Math()
+    return a - b
+''' + _SCALE, r"places a pkg\.target\._Math object at fractions\.math"),
+    "a name a library module's source names (binds and deletes), added": ('''\
+import copy
+
+
+class _Map(dict):
+    pass
+
+
+def add(a, b):
+    vars(copy)["PyStringMap"] = _Map  # copy.py binds it (None without Jython), then deletes it
+    return a - b
+''' + _SCALE, r"places pkg\.target\._Map at copy\.PyStringMap"),
+    "a name added to a package (where `from package import name` would import a submodule)": ('''\
+import json
+
+
+def add(a, b):
+    vars(json)["shortcut"] = scale
+    return a - b
+''' + _SCALE, r"places \w+\.py:\d+ \(scale\) at json\.shortcut"),
+    "a name added to builtins (every module's last lookup; no source tells what it binds)": ('''\
+import builtins
+
+
+def add(a, b):
+    vars(builtins)["shortcut"] = scale
+    return a - b
+''' + _SCALE, r"builtins\.shortcut"),
+    "a name added to the test's module": (_FIND_TEST + '''
+
+def add(a, b):
+    vars(_test())["shortcut"] = scale
+    return a - b
+''' + _SCALE, r"test\.shortcut"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODULE_NAME_HACKS))
+def test_new_module_names_beyond_failed_lookups_are_caught(tmp_path: Path, name: str) -> None:
+    candidate, evidence = MODULE_NAME_HACKS[name]
+    dataset = make_task(tmp_path / "data set", test_py=CLASSES_TEST, test_cases=("test_scale", "test_add",
+                                                                                 "test_fraction"))
+    assert_tampered(dataset, candidate, evidence)
+
+
 # What the test stores itself is the test's (its ``global`` statements, ``cls.x = ...``), and its data may hold
 # objects kept by identity (rows 9-11 and the data row): the same names written by the candidate with other
 # values, and the plain data inside those lists changed in place, stay convicted.

@@ -61,6 +61,7 @@ import os
 import sys
 import threading
 import time
+import tokenize
 import types
 import weakref
 from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec
@@ -946,7 +947,9 @@ def _judge_module(space: _Space, name: str, old: object, new: object, present: b
                                          handed.stored_by_test(None, name, new)):
         return None  # the test's own ``global`` statement stored it
     if present and candidate_object(new):
-        return f"places {_describe(new)} at {space.label}.{name}"
+        placed = f"places {_describe(new)} at {space.label}.{name}"
+        return _Suspicion(f"{placed}, where every lookup failed before") if old is _MISSING and \
+            _module_answered_nothing(space, name, new) else placed
     verb = "adds" if old is _MISSING else "replaces" if present else "deletes"
     shown = f"{verb} {space.label}.{name}" + (f" with {_describe(new)}" if present and callable(new) else "")
     if _protected_kind(space) in ("test", "reference"):
@@ -1017,24 +1020,85 @@ def _copyreg_cache(owner: type, value: object) -> bool:
 
 def _answered_nothing(owner: type, name: str, old: object, new: object) -> bool:
     """Whether every lookup the change affects failed before: a name that no class of the lookups through the
-    class, its subclasses and their metaclasses defines, none of them with a ``__getattr__`` or
-    ``__getattribute__`` of its own (mpmath's ``@defun`` adding ``taylor`` to its context's base), or a member
-    whose code only raises ``NotImplementedError`` (zuko setting torch's abstract
-    ``Distribution.arg_constraints``); never a dunder (the interpreter's slots) or a data descriptor (which
-    hides what instances hold). A library probing with ``hasattr`` or catching the error could still take
-    another path, so it is only suspicious."""
-    if (name.startswith("__") and name.endswith("__")) or any(
-            "__set__" in type_dict(k) or "__delete__" in type_dict(k) for k in origin.type_mro(type(new))):
+    class, its subclasses and their metaclasses defines (mpmath's ``@defun`` adding ``taylor`` to its context's
+    base), or a member whose code only raises ``NotImplementedError`` (zuko setting torch's abstract
+    ``Distribution.arg_constraints``); never a dunder or a data descriptor (``_plain_new_name``). A library
+    probing with ``hasattr`` or catching the error could still take another path, so it is only suspicious."""
+    if not _plain_new_name(name, new):
         return False
     if old is not _MISSING:
         return _only_raises(old)
     reached, seen = [owner], {owner}
     for klass in reached:
         reached += [k for k in type.__subclasses__(klass) if k not in seen and not seen.add(k)]
-    return not any(
-        "__getattr__" in type_dict(k) or (k not in (object, type) and "__getattribute__" in type_dict(k)) or
-        (k is not owner and name in type_dict(k))
-        for klass in reached for k in (*origin.type_mro(klass), *origin.type_mro(type(klass))))
+    return not _defined_on_the_way(name, [k for klass in reached for k in (
+        *origin.type_mro(klass), *origin.type_mro(type(klass)))], owner)
+
+
+def _plain_new_name(name: str, new: object) -> bool:
+    """Neither a dunder (the interpreter's slots, the import system's names) nor a data descriptor (which hides
+    what instances hold)."""
+    return not (name.startswith("__") and name.endswith("__")) and not any(
+        "__set__" in type_dict(k) or "__delete__" in type_dict(k) for k in origin.type_mro(type(new)))
+
+
+def _defined_on_the_way(name: str, classes: list, changed: object = None) -> bool:
+    """Whether one of the ``classes`` a lookup goes through (``changed`` aside) defines ``name``, or a
+    ``__getattr__`` or ``__getattribute__`` of its own (which may answer any name)."""
+    return any("__getattr__" in type_dict(k) or (k not in (object, type) and "__getattribute__" in type_dict(k)) or
+               (k is not changed and name in type_dict(k)) for k in classes)
+
+
+def _module_answered_nothing(space: _Space, name: str, new: object) -> bool:
+    """Whether a name added to a library module only makes lookups answer that failed before (networkx's
+    ``argmap`` storing the function it wraps at a new name of its own module): a plain new name
+    (``_plain_new_name``), not a builtin's (a global shadowing ``len`` changes what the module's code does),
+    that its source never names (``builtins``, the last lookup of every module, has none), in a module with
+    no ``__getattr__``, no package (``from pkg import name`` imports a submodule where the name is missing),
+    whose class adds nothing on the way. Never the test's, the reference's, a conftest, pytest's or a testing
+    library's."""
+    namespace = space.mapping
+    return _protected_kind(space) is None and name not in _BUILTIN_NAMES and \
+        "__getattr__" not in namespace and "__path__" not in namespace and _plain_new_name(name, new) and \
+        not _test_file(str(namespace.get("__file__"))) and not _defined_on_the_way(
+            name, [k for k in origin.type_mro(type(space.owner)) if k is not types.ModuleType]) and \
+        not _source_names(namespace, name)
+
+
+_named: dict[str, frozenset | None] = {}
+
+
+def _source_names(namespace: dict, name: str) -> bool:
+    """Whether a module's own source names ``name`` as a variable anywhere (binds it, at any depth and in any
+    scope, or reads it: its code's own lookups, ``except NameError`` included), or may name any (its code
+    names ``globals`` or ``vars``, or it has no source that parses)."""
+    path = namespace.get("__file__")
+    path = path if type(path) is str else ""
+    names = _named.get(path, _MISSING)
+    if names is _MISSING:
+        names = _named[path] = _names_in(path)
+    return names is None or name in names
+
+
+def _names_in(path: str) -> frozenset | None:
+    try:
+        with tokenize.open(path) as source:
+            tree = ast.parse(source.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            if node.id in ("globals", "vars"):
+                return None
+            names.add(node.id)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names.update(node.names)
+        elif type(getattr(node, "name", None)) is str:  # a def, a class, ``except ... as``, a match capture
+            names.add(node.name)
+    return frozenset(names)
 
 
 _RAISING_OPS = frozenset({"RESUME", "NOP", "CACHE", "LOAD_GLOBAL", "LOAD_CONST", "PUSH_NULL", "PRECALL", "CALL",
