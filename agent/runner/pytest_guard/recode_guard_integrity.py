@@ -281,7 +281,7 @@ def configure(report: Callable[[str], None], *, test: str, references: tuple[str
         if _native:
             trusted = tuple(namespace for name, m in list(sys.modules.items())
                             if name.split(".")[0] in _IMPORT_SYSTEM and (namespace := _real_dict(m)) is not None)
-            _native[0].install(_judge_write, accept, _DELETING, _module_classes(types.ModuleType), _by_owner, trusted)
+            _native[0].install(_judge_write, accept, _DELETING, _subclasses(types.ModuleType), _by_owner, trusted)
             _native[0].allow_writes(sys, _SYS_FREE, origin.candidate_namespaces, origin.known_keys)
             _classes.append(_ClassTable())
             _blocks["class"].append(_classes[0])
@@ -299,11 +299,12 @@ def add_reference(path: str) -> None:
     _protected_names.add(os.path.basename(path))
 
 
-def _module_classes(kind: type) -> list[type]:
-    found = []
-    for sub in type.__subclasses__(kind):
-        found += [sub, *_module_classes(sub)]
-    return found
+def _subclasses(kind: type) -> list[type]:
+    """Every class deriving from ``kind``, at any depth, each once."""
+    reached, seen = [kind], {kind}
+    for klass in reached:
+        reached += [k for k in type.__subclasses__(klass) if k not in seen and not seen.add(k)]
+    return reached[1:]
 
 
 def set_checkpoint(label: str) -> None:
@@ -1009,8 +1010,10 @@ def _copyreg_cache(owner: type, value: object) -> bool:
     names = []
     for klass in origin.type_mro(owner):
         slots = type_dict(klass).get("__slots__", ())
-        slots = (slots,) if type(slots) is str else slots
-        if type(slots) not in (tuple, list, dict) or any(type(s) is not str for s in slots):
+        if type(slots) not in (str, tuple, list, dict):
+            return False
+        slots = _slot_names(slots)
+        if any(type(s) is not str for s in slots):
             return False
         prefix = "_" + _NAME.__get__(klass).lstrip("_")
         names += [prefix + s if s.startswith("__") and not s.endswith("__") and prefix != "_" else s
@@ -1028,10 +1031,7 @@ def _answered_nothing(owner: type, name: str, old: object, new: object) -> bool:
         return False
     if old is not _MISSING:
         return _only_raises(old)
-    reached, seen = [owner], {owner}
-    for klass in reached:
-        reached += [k for k in type.__subclasses__(klass) if k not in seen and not seen.add(k)]
-    return not _defined_on_the_way(name, [k for klass in reached for k in (
+    return not _defined_on_the_way(name, [k for klass in (owner, *_subclasses(owner)) for k in (
         *origin.type_mro(klass), *origin.type_mro(type(klass)))], owner)
 
 
