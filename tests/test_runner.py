@@ -242,7 +242,7 @@ def test_cli_user_errors_are_one_line(dataset, args: list[str], message: str) ->
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 
 
-SLEEPER = "import time\ntime.sleep(120)\n" + CANONICAL
+SLEEPER = "import time\nopen('sleeping', 'w').close()\ntime.sleep(120)\n" + CANONICAL  # marks its run folder
 LOCKS_ITS_FILES = CANONICAL + '''
 import os
 os.makedirs("locked/inner", exist_ok=True)
@@ -295,9 +295,8 @@ def test_ctrl_c_on_the_cli_leaves_nothing_behind(dataset, private_tmp: Path, tmp
                              str(dataset.root), "--task-id", "1", "--candidate", str(candidate)],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
-    while not list(private_tmp.glob("recode-run-*/ws")) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.5)  # pytest is running the sleeping candidate now
+    while not list(private_tmp.glob("recode-run-*/ws/**/sleeping")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # until pytest is running the sleeping candidate, however loaded the machine
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode != 0 and "KeyboardInterrupt" in err
