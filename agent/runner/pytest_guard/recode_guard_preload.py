@@ -43,6 +43,31 @@ def parse(path: str) -> ast.Module | None:
         return None
 
 
+def walk(tree: ast.AST) -> list[ast.AST]:
+    """The nodes ``ast.walk`` yields, in its order (breadth first), as one list: several times cheaper than its
+    three nested generators, on trees the guard reads in full (the test's, the reference's)."""
+    found = [tree]
+    for node in found:  # the list grows as it is read: breadth first, each node's children in field order
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                found += [item for item in value if isinstance(item, ast.AST)]
+            elif isinstance(value, ast.AST):
+                found.append(value)
+    return found
+
+
+_walked: dict[ast.AST, list[ast.AST]] = {}
+
+
+def nodes(tree: ast.AST) -> list[ast.AST]:
+    """``walk`` of a tree ``parse`` returned, once: the test's is read by several rules (never changed)."""
+    found = _walked.get(tree)
+    if found is None:
+        found = _walked[tree] = walk(tree)
+    return found
+
+
 def top_level_imports(tree: ast.Module) -> list[str]:
     """Absolute module names a file imports in its top-level statements, in order (``import a.b`` gives
     ``a.b``, ``from a.b import c`` gives ``a.b``)."""

@@ -461,7 +461,7 @@ def _blocks_of(source: str, tree: ast.Module | None = None) -> list[tuple[str, s
         return []
     blocks = []
     lines = [line.encode("utf-8") for line in _LINE_END.split(source)]  # once, not once per node
-    for node in ast.walk(tree):
+    for node in preload.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             text = _normalise(_segment(lines, node))
             if text.count("\n") >= 1:

@@ -40,6 +40,7 @@ from typing import Callable
 
 import recode_guard_handed as handed
 import recode_guard_origin as origin
+import recode_guard_preload as preload
 from recode_guard_origin import candidate_class, code_of, is_candidate_code, is_kind, type_dict, type_mro
 
 CHECK, OPERAND, ENDED, RETURNED, ARG, ENTERED, STORED = "@recode_chk", "@recode_opd", "@recode_end", \
@@ -106,7 +107,7 @@ def _located(node: ast.AST, at: ast.AST) -> ast.AST:
     line = getattr(at, "lineno", 1)
     end = getattr(at, "end_lineno", None)
     end = line if end is None or end < line else end
-    for child in ast.walk(node):
+    for child in preload.walk(node):
         if "lineno" in child._attributes and getattr(child, "lineno", None) is None:
             child.lineno, child.col_offset = line, getattr(at, "col_offset", 0)
             child.end_lineno, child.end_col_offset = end, getattr(at, "end_col_offset", None) or child.col_offset
@@ -185,7 +186,7 @@ class _Instrument(ast.NodeTransformer):
         counted = not (isinstance(node, ast.AsyncFunctionDef) and _yields(node, self.lines))
         self.current.append(index if counted else None)
         self.scope.append(node.name)
-        self.globals.append(_declared_global(node))
+        self.globals.append(_declared_global(node, self.lines))
         self.generic_visit(node)
         self.globals.pop()
         self.scope.pop()
@@ -284,7 +285,7 @@ class _Instrument(ast.NodeTransformer):
         reads the type)."""
         notes = []
         for target in targets:
-            for part in ast.walk(target):
+            for part in preload.walk(target):
                 if not isinstance(getattr(part, "ctx", None), ast.Store):
                     continue
                 if isinstance(part, ast.Name) and part.id in self.globals[-1]:
@@ -323,8 +324,12 @@ class _Instrument(ast.NodeTransformer):
         return node
 
 
-def _declared_global(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
-    """The names a function's own body declares ``global`` (not its nested functions' or classes')."""
+def _declared_global(function: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[bytes]) -> frozenset[str]:
+    """The names a function's own body declares ``global`` (not its nested functions' or classes'); its source
+    lines without the word ``global`` settle it unwalked."""
+    end = getattr(function, "end_lineno", None)
+    if end is not None and not any(b"global" in line for line in lines[function.lineno - 1:end]):
+        return frozenset()
     names, stack = set(), list(function.body)
     while stack:
         node = stack.pop()
@@ -694,7 +699,7 @@ def _class_line(klass: type) -> str:
         try:
             with open(origin.candidate_path(), encoding="utf-8") as handle:
                 tree = ast.parse(handle.read())
-            for node in ast.walk(tree):
+            for node in preload.walk(tree):
                 if isinstance(node, ast.ClassDef):
                     lines.setdefault(node.name, node.lineno)
         except (OSError, SyntaxError, ValueError):
