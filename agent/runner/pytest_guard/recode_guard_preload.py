@@ -43,17 +43,24 @@ def parse(path: str) -> ast.Module | None:
         return None
 
 
+def children(node: ast.AST) -> list[ast.AST]:
+    """``ast.iter_child_nodes``'s nodes, as a list (no generators: the guard reads trees of thousands of nodes)."""
+    found = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, list):
+            found += [item for item in value if isinstance(item, ast.AST)]
+        elif isinstance(value, ast.AST):
+            found.append(value)
+    return found
+
+
 def walk(tree: ast.AST) -> list[ast.AST]:
-    """The nodes ``ast.walk`` yields, in its order (breadth first), as one list: several times cheaper than its
-    three nested generators, on trees the guard reads in full (the test's, the reference's)."""
+    """The nodes ``ast.walk`` yields, in its order (breadth first), as one list: about twice as fast as its
+    nested generators, on trees the guard reads in full (the test's, the reference's)."""
     found = [tree]
     for node in found:  # the list grows as it is read: breadth first, each node's children in field order
-        for name in node._fields:
-            value = getattr(node, name, None)
-            if isinstance(value, list):
-                found += [item for item in value if isinstance(item, ast.AST)]
-            elif isinstance(value, ast.AST):
-                found.append(value)
+        found += children(node)
     return found
 
 

@@ -103,14 +103,20 @@ def instrumented(module: types.ModuleType) -> bool:
 
 def _located(node: ast.AST, at: ast.AST) -> ast.AST:
     """``node`` and the new nodes in it get ``at``'s position (pytest's own inserted nodes lack an end; whole-tree
-    ``fix_missing_locations`` would give them an invalid one)."""
+    ``fix_missing_locations`` would give them an invalid one). A node placed already holds only placed nodes (the
+    parser's, pytest's: it compiles what it rewrote, and compiling needs every line; ours, placed as built), so
+    the new nodes are found without walking the test's own expressions again."""
     line = getattr(at, "lineno", 1)
     end = getattr(at, "end_lineno", None)
     end = line if end is None or end < line else end
-    for child in preload.walk(node):
-        if "lineno" in child._attributes and getattr(child, "lineno", None) is None:
+    pending = [node]
+    for child in pending:
+        if "lineno" in child._attributes:
+            if getattr(child, "lineno", None) is not None:
+                continue
             child.lineno, child.col_offset = line, getattr(at, "col_offset", 0)
             child.end_lineno, child.end_col_offset = end, getattr(at, "end_col_offset", None) or child.col_offset
+        pending += preload.children(child)
     return node
 
 
@@ -165,6 +171,41 @@ class _Instrument(ast.NodeTransformer):
         self.scope: list[str] = []  # the names of the enclosing classes and functions
         self.qualnames: list[str] = []
         self.globals: list[frozenset[str]] = [frozenset()]  # per enclosing scope: the names it declares global
+        self.visitors: dict[type, Callable] = {}
+
+    def visit(self, node: ast.AST) -> object:
+        """``NodeTransformer.visit``, each class's visitor looked up once."""
+        visitor = self.visitors.get(type(node))
+        if visitor is None:
+            visitor = self.visitors[type(node)] = getattr(self, "visit_" + type(node).__name__, self.generic_visit)
+        return visitor(node)
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        """``NodeTransformer.generic_visit`` without ``ast.iter_fields``'s generator (thousands of nodes)."""
+        for name in node._fields:
+            try:
+                old = getattr(node, name)
+            except AttributeError:
+                continue
+            if isinstance(old, list):
+                new: list = []
+                for value in old:
+                    if isinstance(value, ast.AST):
+                        value = self.visit(value)
+                        if value is None:
+                            continue
+                        if not isinstance(value, ast.AST):
+                            new.extend(value)
+                            continue
+                    new.append(value)
+                old[:] = new
+            elif isinstance(old, ast.AST):
+                replaced = self.visit(old)
+                if replaced is None:
+                    delattr(node, name)
+                else:
+                    setattr(node, name, replaced)
+        return node
 
     def wrap(self, node: ast.expr | None, name: str = CHECK) -> ast.expr | None:
         if node is None or isinstance(node, (ast.Constant, ast.JoinedStr, ast.Lambda, ast.Starred)):
