@@ -160,8 +160,9 @@ _NOT_COMPARING = frozenset({"type", "id", "isinstance", "issubclass", "callable"
                             "delattr", "vars", "dir"})
 
 
-class _Instrument(ast.NodeTransformer):
+class _Instrument(preload.Transformer):
     def __init__(self, lines: list[bytes]) -> None:
+        super().__init__()
         self.lines = lines
         self.functions: list[tuple[str, int, int]] = []
         self.decorators: list[list[tuple[str, ...]]] = []  # per function: its own and its classes' decorators
@@ -171,41 +172,6 @@ class _Instrument(ast.NodeTransformer):
         self.scope: list[str] = []  # the names of the enclosing classes and functions
         self.qualnames: list[str] = []
         self.globals: list[frozenset[str]] = [frozenset()]  # per enclosing scope: the names it declares global
-        self.visitors: dict[type, Callable] = {}
-
-    def visit(self, node: ast.AST) -> object:
-        """``NodeTransformer.visit``, each class's visitor looked up once."""
-        visitor = self.visitors.get(type(node))
-        if visitor is None:
-            visitor = self.visitors[type(node)] = getattr(self, "visit_" + type(node).__name__, self.generic_visit)
-        return visitor(node)
-
-    def generic_visit(self, node: ast.AST) -> ast.AST:
-        """``NodeTransformer.generic_visit`` without ``ast.iter_fields``'s generator (thousands of nodes)."""
-        for name in node._fields:
-            try:
-                old = getattr(node, name)
-            except AttributeError:
-                continue
-            if isinstance(old, list):
-                new: list = []
-                for value in old:
-                    if isinstance(value, ast.AST):
-                        value = self.visit(value)
-                        if value is None:
-                            continue
-                        if not isinstance(value, ast.AST):
-                            new.extend(value)
-                            continue
-                    new.append(value)
-                old[:] = new
-            elif isinstance(old, ast.AST):
-                replaced = self.visit(old)
-                if replaced is None:
-                    delattr(node, name)
-                else:
-                    setattr(node, name, replaced)
-        return node
 
     def wrap(self, node: ast.expr | None, name: str = CHECK) -> ast.expr | None:
         if node is None or isinstance(node, (ast.Constant, ast.JoinedStr, ast.Lambda, ast.Starred)):
