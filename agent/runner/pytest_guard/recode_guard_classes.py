@@ -32,6 +32,7 @@ from typing import Callable
 
 import recode_guard_integrity as integrity
 import recode_guard_origin as origin
+import recode_guard_preload as preload
 import recode_guard_sources as sources
 
 _MISSING = sources._MISSING
@@ -57,7 +58,7 @@ def plan(tree: ast.Module, module_plan: sources.Plan) -> Plan:
     result = Plan()
     _collect_classes(tree.body, (), result)
     aliases: dict[str, set[str]] = {}
-    for node in ast.walk(tree):
+    for node in preload.nodes(tree):
         _read_node(node, result, aliases)
     for name, attributes in aliases.items():  # ``rows = self.rows``: what the source does to ``rows``
         if name in module_plan.mutated or name in module_plan.changed:
@@ -127,7 +128,7 @@ def _read_store(node: ast.AST, result: Plan, aliases: dict[str, set[str]]) -> No
         targets, value = [node.target], node.value
     literal = _literal(value) if isinstance(node, (ast.Assign, ast.AnnAssign)) and len(targets) == 1 else _MISSING
     for target in targets:
-        for part in ast.walk(target):
+        for part in preload.walk(target):
             if isinstance(part, ast.Name) and isinstance(part.ctx, ast.Store) and value is not None:
                 aliases.setdefault(part.id, set()).update(_chain(value))
             if isinstance(part, ast.Attribute) and part is target and literal is not _MISSING:

@@ -385,7 +385,7 @@ def _import_bindings(tree: ast.Module) -> tuple[list[tuple[str, str, str | None]
                     bindings.append((alias.asname or alias.name, node.module or "", alias.name))
     bound = {name for name, _, _ in bindings}
     attributes: dict[str, set[str]] = {}
-    for node in ast.walk(tree):
+    for node in preload.nodes(tree):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound:
             attributes.setdefault(node.value.id, set()).add(node.attr)
     return bindings, star, attributes

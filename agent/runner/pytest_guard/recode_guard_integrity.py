@@ -495,7 +495,7 @@ _paths_named_by_the_test: set[str] = set()  # ``Class.attr`` strings the test's 
 def note_paths_named_by_the_test(tree: ast.Module) -> None:
     """The dotted strings (``"Class_1.method"``) the test's calls hand over together with its own ``__name__``
     (``wrapt.wrap_function_wrapper(__name__, "Class_1.method", wrapper)``): attributes of its classes it patches."""
-    for node in ast.walk(tree):
+    for node in preload.nodes(tree):
         values = [*node.args, *(k.value for k in node.keywords)] if isinstance(node, ast.Call) else []
         if any(isinstance(v, ast.Name) and v.id == "__name__" for v in values):
             _paths_named_by_the_test.update(v.value for v in values if isinstance(v, ast.Constant) and
@@ -1087,7 +1087,7 @@ def _names_in(path: str) -> frozenset | None:
     except (OSError, SyntaxError, ValueError):
         return None
     names = set()
-    for node in ast.walk(tree):
+    for node in preload.walk(tree):
         if isinstance(node, ast.Name):
             if node.id in ("globals", "vars"):
                 return None

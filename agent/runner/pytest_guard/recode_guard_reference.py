@@ -97,11 +97,12 @@ def remember_test_code(functions: list) -> None:
 
 # ------------------------------------------------------- compiling the reference
 
-class _Prologue(ast.NodeTransformer):
-    """Put ``SENTINEL()`` first in every function body (after the docstring) and lambda."""
+class _Prologue(preload.Transformer):
+    """Put ``SENTINEL()`` first in every function body (after the docstring) and lambda; each new node takes the
+    position of the node it stands by (what ``ast.fix_missing_locations`` would give it, without a walk)."""
 
     def _call(self, at: ast.AST) -> ast.Call:
-        call = ast.Call(func=ast.Constant(value=SENTINEL), args=[], keywords=[])
+        call = ast.Call(func=ast.copy_location(ast.Constant(value=SENTINEL), at), args=[], keywords=[])
         return ast.copy_location(call, at)
 
     def _function(self, node):
@@ -118,7 +119,8 @@ class _Prologue(ast.NodeTransformer):
     def visit_Lambda(self, node: ast.Lambda) -> ast.Lambda:
         self.generic_visit(node)
         pair = ast.copy_location(ast.Tuple(elts=[self._call(node.body), node.body], ctx=ast.Load()), node.body)
-        node.body = ast.copy_location(ast.Subscript(value=pair, slice=ast.Constant(value=1), ctx=ast.Load()),
+        node.body = ast.copy_location(ast.Subscript(value=pair, slice=ast.copy_location(ast.Constant(value=1),
+                                                                                        node.body), ctx=ast.Load()),
                                       node.body)
         return node
 
@@ -136,7 +138,6 @@ def _bind(code: types.CodeType) -> types.CodeType:
 
 def compile_reference(source: bytes, path: str) -> types.CodeType:
     tree = _Prologue().visit(ast.parse(source, path))
-    ast.fix_missing_locations(tree)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "'str' object is not callable": the constant is replaced below
         code = compile(tree, path, "exec", dont_inherit=True)
@@ -461,7 +462,7 @@ def _blocks_of(source: str, tree: ast.Module | None = None) -> list[tuple[str, s
         return []
     blocks = []
     lines = [line.encode("utf-8") for line in _LINE_END.split(source)]  # once, not once per node
-    for node in ast.walk(tree):
+    for node in preload.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             text = _normalise(_segment(lines, node))
             if text.count("\n") >= 1:

@@ -40,6 +40,7 @@ from typing import Callable
 
 import recode_guard_handed as handed
 import recode_guard_origin as origin
+import recode_guard_preload as preload
 from recode_guard_origin import candidate_class, code_of, is_candidate_code, is_kind, type_dict, type_mro
 
 CHECK, OPERAND, ENDED, RETURNED, ARG, ENTERED, STORED = "@recode_chk", "@recode_opd", "@recode_end", \
@@ -102,14 +103,20 @@ def instrumented(module: types.ModuleType) -> bool:
 
 def _located(node: ast.AST, at: ast.AST) -> ast.AST:
     """``node`` and the new nodes in it get ``at``'s position (pytest's own inserted nodes lack an end; whole-tree
-    ``fix_missing_locations`` would give them an invalid one)."""
+    ``fix_missing_locations`` would give them an invalid one). A node placed already holds only placed nodes (the
+    parser's, pytest's: it compiles what it rewrote, and compiling needs every line; ours, placed as built), so
+    the new nodes are found without walking the test's own expressions again."""
     line = getattr(at, "lineno", 1)
     end = getattr(at, "end_lineno", None)
     end = line if end is None or end < line else end
-    for child in ast.walk(node):
-        if "lineno" in child._attributes and getattr(child, "lineno", None) is None:
+    pending = [node]
+    for child in pending:
+        if "lineno" in child._attributes:
+            if getattr(child, "lineno", None) is not None:
+                continue
             child.lineno, child.col_offset = line, getattr(at, "col_offset", 0)
             child.end_lineno, child.end_col_offset = end, getattr(at, "end_col_offset", None) or child.col_offset
+        pending += preload.children(child)
     return node
 
 
@@ -153,8 +160,9 @@ _NOT_COMPARING = frozenset({"type", "id", "isinstance", "issubclass", "callable"
                             "delattr", "vars", "dir"})
 
 
-class _Instrument(ast.NodeTransformer):
+class _Instrument(preload.Transformer):
     def __init__(self, lines: list[bytes]) -> None:
+        super().__init__()
         self.lines = lines
         self.functions: list[tuple[str, int, int]] = []
         self.decorators: list[list[tuple[str, ...]]] = []  # per function: its own and its classes' decorators
@@ -185,7 +193,7 @@ class _Instrument(ast.NodeTransformer):
         counted = not (isinstance(node, ast.AsyncFunctionDef) and _yields(node, self.lines))
         self.current.append(index if counted else None)
         self.scope.append(node.name)
-        self.globals.append(_declared_global(node))
+        self.globals.append(_declared_global(node, self.lines))
         self.generic_visit(node)
         self.globals.pop()
         self.scope.pop()
@@ -284,7 +292,7 @@ class _Instrument(ast.NodeTransformer):
         reads the type)."""
         notes = []
         for target in targets:
-            for part in ast.walk(target):
+            for part in preload.walk(target):
                 if not isinstance(getattr(part, "ctx", None), ast.Store):
                     continue
                 if isinstance(part, ast.Name) and part.id in self.globals[-1]:
@@ -323,8 +331,12 @@ class _Instrument(ast.NodeTransformer):
         return node
 
 
-def _declared_global(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
-    """The names a function's own body declares ``global`` (not its nested functions' or classes')."""
+def _declared_global(function: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[bytes]) -> frozenset[str]:
+    """The names a function's own body declares ``global`` (not its nested functions' or classes'); its source
+    lines without the word ``global`` settle it unwalked."""
+    end = getattr(function, "end_lineno", None)
+    if end is not None and not any(b"global" in line for line in lines[function.lineno - 1:end]):
+        return frozenset()
     names, stack = set(), list(function.body)
     while stack:
         node = stack.pop()
@@ -694,7 +706,7 @@ def _class_line(klass: type) -> str:
         try:
             with open(origin.candidate_path(), encoding="utf-8") as handle:
                 tree = ast.parse(handle.read())
-            for node in ast.walk(tree):
+            for node in preload.walk(tree):
                 if isinstance(node, ast.ClassDef):
                     lines.setdefault(node.name, node.lineno)
         except (OSError, SyntaxError, ValueError):

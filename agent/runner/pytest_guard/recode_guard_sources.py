@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import recode_guard_origin as origin
+import recode_guard_preload as preload
 
 _MISSING = object()
 _BUILTIN_NAMES = frozenset(dir(builtins))
@@ -100,7 +101,7 @@ def plan(path: str, tree: ast.Module) -> Plan:
         if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
             result.stars.append((node.level, node.module or ""))
     top_level = {name for node in tree.body if not _binding(node) for name in _module_stores(node)}
-    for node in ast.walk(tree):
+    for node in preload.nodes(tree):
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             result.changed.update(node.names)
         elif isinstance(node, (ast.Subscript, ast.Attribute)) and not isinstance(node.ctx, ast.Load) and \
