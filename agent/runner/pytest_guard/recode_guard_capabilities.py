@@ -12,7 +12,8 @@ Denied to candidate code (on the stack, or in a thread it started):
 
 * tracers and profilers: ``sys.settrace``, ``sys.setprofile``, their
   all-threads forms and ``sys.monitoring`` callbacks (from anywhere, except the
-  debuggers and coverage tools pytest itself may run);
+  debuggers and coverage tools pytest itself may run); a thread starting installs
+  the hook ``threading.settrace`` registered, judged as that hook's act;
 * frames: reading the locals of a running frame not its own (``f_locals``, which
   the compiled helper gates, directly or through a library such as
   ``inspect.getargvalues``; finished frames a traceback holds, a frame the test
