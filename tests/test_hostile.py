@@ -15,6 +15,7 @@ from agent.runner.core import RunnerOptions, run_candidate
 from agent.task.dataset import DatasetManager
 from agent.runner.sandbox import bwrap_problem, pids_cgroup_root
 from tests.runner_testlib import CANONICAL, TEST_CASES, WRONG, make_task, tree_digest
+from tests.test_guard_honest import THREADED_TEST
 
 SECRET = "sk-test-" + uuid.uuid4().hex
 NEEDS_BWRAP = pytest.mark.skipif(bwrap_problem() is not None, reason=f"no working bubblewrap: {bwrap_problem()}")
@@ -1680,24 +1681,6 @@ class _Quiet(bdb.Bdb):
 
 
 threading.settrace({hook})
-'''
-
-THREADED_TEST = '''\
-import threading
-
-from pkg.target import add, scale
-
-
-def test_add():
-    found = []
-    thread = threading.Thread(target=lambda: found.append(add(2, 3)))
-    thread.start()
-    thread.join()
-    assert found == [5]
-
-
-def test_scale():
-    assert scale([1, 2], 3) == [3, 6]
 '''
 
 
