@@ -463,10 +463,11 @@ def _check_write(module, name: str, value: object, base: type, deleting: bool, w
     unless the test acts (a frame of the test file or a conftest between the writer and the candidate's frame,
     or pytest writing with no candidate frame below), a value of the candidate's placed by anyone (a callback
     left behind; putting back what the name held before the first write not the module's own is no placing: a
-    ``mock.patch`` undone by the suite's base class), and a library's write into a module the verdict runs through (the test's, the reference's, pytest and the
-    testing libraries) on the candidate's behalf. The test's own tooling (a time-freezing library, its
-    ``monkeypatch``) and libraries writing other modules are theirs; a function of the test file placed in the
-    test's namespace is judged against what the test's source binds (``recode_guard_sources``)."""
+    ``mock.patch`` undone by the suite's base class), and a library's write into a module the verdict runs
+    through (the test's, the reference's, pytest and the testing libraries) on the candidate's behalf. The
+    test's own tooling (a time-freezing library, its ``monkeypatch``) and libraries writing other modules are
+    theirs; a function of the test file placed in the test's namespace is judged against what the test's source
+    binds (``recode_guard_sources``)."""
     if getattr(origin.tls, "busy", False):
         return False
     with GuardWork():  # the writer's callers are read below: the guard's own frames count as trusted code
