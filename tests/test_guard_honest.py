@@ -2127,3 +2127,117 @@ def test_a_library_keeping_the_candidates_function_at_a_new_name_of_its_module_p
     notes = result.get("suspicious", [])
     assert any(re.search(r"places target\.py:\d+ \(add\) at pkg\.lazy\.lazy_add_\d+, where every lookup failed "
                          r"before", note) for note in notes), notes
+
+
+# A suite run under coverage (pytest-cov from its addopts, as injector's): coverage registers its tracer with
+# ``threading.settrace``, and every thread started later, by the test or by the candidate, installs it as it
+# starts (``threading.Thread._bootstrap_inner``), with no frame of the coverage tool on that thread's stack.
+THREADED = '''\
+import threading
+
+
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    out = [None] * len(values)
+
+    def work(i):
+        out[i] = values[i] * k
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(values))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return out
+'''
+
+THREADED_TEST = '''\
+import threading
+
+from pkg.target import add, scale
+
+
+def test_add():
+    found = []
+    thread = threading.Thread(target=lambda: found.append(add(2, 3)))
+    thread.start()
+    thread.join()
+    assert found == [5]
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+'''
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pytest_cov") is None, reason="pytest-cov is not installed (its extra)")
+def test_threads_started_under_coverage_pass(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "honest dataset", test_py=THREADED_TEST, canonical=THREADED)
+    (tmp_path / "honest dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / "pytest.ini").write_text(
+        "[pytest]\naddopts = --cov=pkg --cov-report=\n")
+    result = run_candidate(dataset, 1, THREADED, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+
+
+# The suite's own base class (dateparser's ``tests/__init__.py``, neither the test file nor a conftest) starts the
+# test's ``mock.patch`` of a library module's attribute that holds the candidate's function, and stops it in its
+# ``tearDown``: the patch puts the candidate's function back where the library's import bound it.
+PATCH_BASE = '''\
+import unittest
+
+
+class BaseTestCase(unittest.TestCase):
+    def setUp(self):
+        self._patches = []
+
+    def add_patch(self, patcher):
+        patcher.start()
+        self._patches.append(patcher)
+
+    def tearDown(self):
+        for patcher in reversed(self._patches):
+            patcher.stop()
+'''
+
+PATCH_LIBRARY = '''\
+from pkg.target import add
+
+
+def total(values):
+    result = 0
+    for value in values:
+        result = add(result, value)
+    return result
+'''
+
+PATCHED_BY_THE_BASE_TEST = '''\
+from unittest.mock import Mock, patch
+
+import pkg.summing
+from pkg.basecase import BaseTestCase
+from pkg.target import scale
+
+
+class TestPatched(BaseTestCase):
+    def test_add(self):
+        adder = Mock(wraps=pkg.summing.add)
+        self.add_patch(patch("pkg.summing.add", new=adder))
+        assert pkg.summing.total([2, 3]) == 5
+        assert adder.call_count == 2
+
+    def test_scale(self):
+        self.add_patch(patch.object(pkg.summing, "add", Mock(return_value=0)))
+        assert scale([1, 2], 3) == [3, 6]
+'''
+
+
+def test_a_mock_patch_the_suites_base_class_undoes_passes(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "honest dataset", test_py=PATCHED_BY_THE_BASE_TEST)
+    package = tmp_path / "honest dataset" / "annotations" / "annotation_1" / "toy" / "pkg"
+    (package / "basecase.py").write_text(PATCH_BASE)
+    (package / "summing.py").write_text(PATCH_LIBRARY)
+    result = run_candidate(dataset, 1, CANONICAL, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+    assert sum(result["test_summary"].values()) == 2, result["test_summary"]

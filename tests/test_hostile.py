@@ -15,6 +15,7 @@ from agent.runner.core import RunnerOptions, run_candidate
 from agent.task.dataset import DatasetManager
 from agent.runner.sandbox import bwrap_problem, pids_cgroup_root
 from tests.runner_testlib import CANONICAL, TEST_CASES, WRONG, make_task, tree_digest
+from tests.test_guard_honest import THREADED_TEST
 
 SECRET = "sk-test-" + uuid.uuid4().hex
 NEEDS_BWRAP = pytest.mark.skipif(bwrap_problem() is not None, reason=f"no working bubblewrap: {bwrap_problem()}")
@@ -1650,3 +1651,94 @@ def test_the_guards_calls_in_the_test_module_lead_to_no_guard_function(tmp_path:
                            RunnerOptions(sandbox="off", timeout_sec=120))
     assert result["status"] in {"failed", "tampered"}, (result["status"], result["failure_messages"][:1])
     assert not any(result["test_summary"].values())
+
+
+# Tracers registered for threads (``threading.settrace``): every thread started later installs the hook as it
+# starts, the stdlib's frame acting for whoever registered it. A debugger's or coverage tool's hook is theirs
+# (tests/test_guard_honest.py); the candidate's own, or a debugger's dispatch bound to its own subclass, is not.
+_THREAD_TRACERS = {
+    "its own function": "_trace",
+    "a debugger's dispatch bound to its own subclass": "_Quiet().trace_dispatch",
+}
+THREAD_TRACER = CANONICAL + '''
+import bdb
+import threading
+
+
+def _trace(frame, event, arg):
+    return None
+
+
+class _Quiet(bdb.Bdb):
+    """Sees every line the thread runs (a tracer may rewrite the locals of the frames it is handed)."""
+
+    def __init__(self):
+        super().__init__()
+        self.reset()
+
+    def user_line(self, frame):
+        pass
+
+
+threading.settrace({hook})
+'''
+
+
+@pytest.mark.parametrize("hook", sorted(_THREAD_TRACERS))
+def test_a_tracer_registered_for_the_tests_threads_is_caught(tmp_path: Path, hook: str) -> None:
+    dataset = make_task(tmp_path / "dataset", test_py=THREADED_TEST)
+    assert_tampered(dataset, THREAD_TRACER.format(hook=_THREAD_TRACERS[hook]),
+                    r"sets sys\.settrace \(threading\.py:\d+\), outside the candidate's frames")
+
+
+# A callback left behind (a finalizer of an object the test's fixture holds, run as pytest releases it) placing a
+# value of the candidate's in a library module: putting back what the name held first is no placing (the test's
+# ``mock.patch`` undone, tests/test_guard_honest.py), another function of the candidate's is.
+LEFT_BEHIND = CANONICAL + '''
+import functools
+import weakref
+
+import pkg.summing
+
+
+def _fake_total(values):
+    return 0
+
+
+class Values(list):
+    pass
+
+
+def scaled(values, k):
+    result = Values(scale(values, k))
+    weakref.finalize(result, functools.partial(setattr, pkg.summing, "total", _fake_total))
+    return result
+'''
+
+LEFT_BEHIND_TEST = '''\
+import pytest
+
+import pkg.summing
+from pkg.target import add, scaled
+
+
+@pytest.fixture
+def values():
+    return scaled([1, 2], 3)
+
+
+def test_add(values):
+    assert add(2, 3) == 5 and values == [3, 6]
+
+
+def test_scale():
+    assert pkg.summing.total([3, 6]) == 9
+'''
+
+
+def test_a_callback_left_behind_placing_the_candidates_value_is_caught(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "dataset", test_py=LEFT_BEHIND_TEST)
+    (tmp_path / "dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / "summing.py").write_text(
+        "def total(values):\n    return sum(values)\n")
+    assert_tampered(dataset, LEFT_BEHIND, r"writes pkg\.summing\.total \(weakref\.py:\d+\), outside the candidate's "
+                                          r"frames \(a callback left behind\)")

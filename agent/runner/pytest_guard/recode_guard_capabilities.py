@@ -12,7 +12,8 @@ Denied to candidate code (on the stack, or in a thread it started):
 
 * tracers and profilers: ``sys.settrace``, ``sys.setprofile``, their
   all-threads forms and ``sys.monitoring`` callbacks (from anywhere, except the
-  debuggers and coverage tools pytest itself may run);
+  debuggers and coverage tools pytest itself may run); a thread starting installs
+  the hook ``threading.settrace`` registered, judged as that hook's act;
 * frames: reading the locals of a running frame not its own (``f_locals``, which
   the compiled helper gates, directly or through a library such as
   ``inspect.getargvalues``; finished frames a traceback holds, a frame the test
@@ -56,6 +57,7 @@ import gc
 import inspect
 import os
 import sys
+import threading
 import types
 from typing import Callable
 
@@ -126,11 +128,33 @@ def _context(trigger: types.FrameType) -> tuple[types.FrameType | None, bool]:
 
 def _tracer(name: str):
     def rule(trigger: types.FrameType, args: tuple) -> None:
+        if trigger.f_code is _THREAD_START and trace_tool(trigger.f_globals.get(_THREAD_HOOKS.get(name, ""))):
+            return
         cand, context = _context(trigger)
         module = str(trigger.f_globals.get("__name__", "")).split(".")[0]
-        if context or module not in _TRACE_TOOLS:
-            deny(cand, trigger, f"sets {name}")
+        if module not in _TRACE_TOOLS or cand is not None or context and name not in _THREAD_HOOKS:
+            deny(cand, trigger, f"sets {name}")  # a tool's own code may set the tracer of a thread it runs in
     return rule
+
+
+# A thread starting installs the hook ``threading.settrace``/``setprofile`` registered (its bootstrap's globals),
+# whoever registered it: the act is the hook's, and a debugger's or coverage tool's is theirs (coverage registers
+# its tracer so for every thread started later, by the test or the candidate); any other is judged as set here.
+_THREAD_START = threading.Thread._bootstrap_inner.__code__
+_THREAD_HOOKS = {"sys.settrace": "_trace_hook", "sys.setprofile": "_profile_hook"}
+_TOOL_PLACES = ("bdb", "pdb", "coverage", "pytest_cov", "_pytest", "pydevd")
+
+
+def trace_tool(function: object) -> bool:
+    """A tracer of a debugger or coverage tool pytest may run, told by where its code comes from, and not bound to
+    an object of the candidate's (its subclass of ``bdb.Bdb``)."""
+    if function is None or is_kind(function, types.MethodType) and origin.candidate_object(
+            types.MethodType.__dict__["__self__"].__get__(function)):
+        return False
+    code = code_of(function) or code_of(getattr(type(function), "__call__", None))
+    path = code.co_filename if code is not None else str(type(function).__module__)
+    return any(f"{os.sep}{tool}{os.sep}" in path or path.startswith(tool) or os.path.basename(path) == f"{tool}.py"
+               for tool in _TOOL_PLACES)
 
 
 def _remember_handouts() -> None:

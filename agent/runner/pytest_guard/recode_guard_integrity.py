@@ -461,21 +461,24 @@ def _check_write(module, name: str, value: object, base: type, deleting: bool, w
 
     Refused: a write the candidate's own code makes (the writing frame is its, or runs in a thread it started);
     unless the test acts (a frame of the test file or a conftest between the writer and the candidate's frame,
-    or pytest writing with no candidate frame below), a value of the candidate's placed by anyone, and a
-    library's write into a module the verdict runs through (the test's, the reference's, pytest and the
-    testing libraries) on the candidate's behalf. The test's own tooling (a time-freezing library, its
-    ``monkeypatch``) and libraries writing other modules are theirs; a function of the test file placed in the
-    test's namespace is judged against what the test's source binds (``recode_guard_sources``)."""
+    or pytest writing with no candidate frame below), a value of the candidate's placed by anyone (a callback
+    left behind; putting back what the name held before the first write not the module's own is no placing: a
+    ``mock.patch`` undone by the suite's base class), and a library's write into a module the verdict runs
+    through (the test's, the reference's, pytest and the testing libraries) on the candidate's behalf. The
+    test's own tooling (a time-freezing library, its ``monkeypatch``) and libraries writing other modules are
+    theirs; a function of the test file placed in the test's namespace is judged against what the test's source
+    binds (``recode_guard_sources``)."""
     if getattr(origin.tls, "busy", False):
         return False
     with GuardWork():  # the writer's callers are read below: the guard's own frames count as trusted code
         if _plainly_allowed(module, name, value, base, writer):
             return True
+        held = _held_first.setdefault((id(module), name), _DICT.__get__(module).get(name, _MISSING))
         cand = candidate_frame(writer)
         if cand is not None and origin.library_body_between(cand, writer):
             return True  # a library's import-time set-up reaching into another module
         if not (cand is writer or in_candidate_thread()):
-            placed = not deleting and candidate_object(value)
+            placed = not deleting and value is not held and candidate_object(value)
             if not placed and (cand is None or _verdict_space(module) is None) or _test_acts(cand, writer):
                 return True
         if not deleting and _verdict_space(module) == "test" and _tests_own(value):
@@ -488,6 +491,9 @@ def _check_write(module, name: str, value: object, base: type, deleting: bool, w
     return False
 
 
+# (id of a module, name) -> what that name held before the first write the module's own code or the import system
+# did not make: putting it back (the test's ``mock.patch`` undone) places nothing of the candidate's there.
+_held_first: dict[tuple[int, str], object] = {}
 named_by_the_test: set[str] = set()  # names of the test's module it had the candidate write (``_named_by_the_test``)
 _paths_named_by_the_test: set[str] = set()  # ``Class.attr`` strings the test's source hands over with its ``__name__``
 
@@ -1314,21 +1320,13 @@ def _judge_entry(name: str, current: object) -> None:
     _modules[name] = current
 
 
-def _tool(function: object) -> bool:
-    """A tracer of a debugger or coverage tool pytest may run, told by where its code comes from."""
-    code = code_of(function) or code_of(getattr(type(function), "__call__", None))
-    path = code.co_filename if code is not None else str(type(function).__module__)
-    return any(f"{os.sep}{tool}{os.sep}" in path or path.startswith(tool) or os.path.basename(path) == f"{tool}.py"
-               for tool in ("bdb", "pdb", "coverage", "pytest_cov", "_pytest", "pydevd"))
-
-
 def check_tracers() -> None:
     """No trace or profile function, thread hook or ``sys.monitoring`` tool of anyone's but debuggers'."""
     found = [("sys.settrace", sys.gettrace()), ("sys.setprofile", sys.getprofile()),
              ("threading.settrace", getattr(threading, "_trace_hook", None)),
              ("threading.setprofile", getattr(threading, "_profile_hook", None))]
     for label, function in found:
-        if function is not None and not _tool(function):
+        if function is not None and not capabilities.trace_tool(function):
             _flag(f"{_describe(function)} is installed by {label} (seen {_state['checkpoint']})")
     monitoring = getattr(sys, "monitoring", None)
     if monitoring is not None:
