@@ -270,18 +270,31 @@ class _Instrument(ast.NodeTransformer):
     visit_AnnAssign = visit_AugAssign
 
     def visit_Expr(self, node: ast.Expr) -> ast.Expr | list[ast.stmt]:
-        """``setattr(cls, "name", value)`` as a statement of the test's is its store, as ``cls.name = value``."""
+        """A statement of the test's setting an attribute it names (``setattr(cls, "name", value)``,
+        ``monkeypatch.setattr(Cls, "name", value)``) is its store, as ``cls.name = value``."""
+        targets = _patched(node.value)
+        return self._stores(self.generic_visit(node), targets)
+
+    def visit_With(self, node: ast.With | ast.AsyncWith) -> ast.stmt | list[ast.stmt]:
+        """``with patch.object(Cls, "name", value):`` stores on entering (noted as the body starts) and on
+        leaving (after the statement)."""
+        targets = [target for item in node.items for target in _patched(item.context_expr)]
         self.generic_visit(node)
-        call = node.value
-        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "setattr" and \
-                len(call.args) == 3 and isinstance(call.args[1], ast.Constant) and isinstance(call.args[1].value, str):
-            return self._stores(node, [ast.Attribute(value=call.args[0], attr=call.args[1].value, ctx=ast.Store())])
-        return node
+        if not targets:
+            return node
+        node.body[:0] = self._notes(targets, node)
+        return self._stores(node, targets)
+
+    visit_AsyncWith = visit_With
 
     def _stores(self, node: ast.stmt, targets: list[ast.expr]) -> ast.stmt | list[ast.stmt]:
-        """``node``, then a call of ``STORED`` for each global it binds and each attribute it stores on an owner
-        named plainly (``cls``, ``TestX``: loading the name again runs nothing; ``self.__class__``: the guard
-        reads the type)."""
+        notes = self._notes(targets, node)
+        return [node, *notes] if notes else node
+
+    def _notes(self, targets: list[ast.expr], node: ast.stmt) -> list[ast.stmt]:
+        """A call of ``STORED`` for each global ``targets`` bind and each attribute they store on an owner named
+        plainly (``cls``, ``TestX``: loading the name again runs nothing; ``self.__class__``: the guard reads
+        the type), placed at ``node``."""
         notes = []
         for target in targets:
             for part in ast.walk(target):
@@ -294,7 +307,7 @@ class _Instrument(ast.NodeTransformer):
                 elif isinstance(part, ast.Attribute) and _of_class(part.value):  # ``self.__class__.x``
                     notes.append([ast.Name(id=part.value.value.id, ctx=ast.Load()), ast.Constant(part.attr),
                                   ast.Constant(None), ast.Constant(True)])
-        return [node, *(_located(ast.Expr(_call(STORED, args, node)), node) for args in notes)] if notes else node
+        return [_located(ast.Expr(_call(STORED, args, node)), node) for args in notes]
 
     def visit_Raise(self, node: ast.Raise) -> ast.Raise:
         return node
@@ -321,6 +334,23 @@ class _Instrument(ast.NodeTransformer):
             keyword.value = argument(keyword.value)
         handed.site(node, constants, slots)
         return node
+
+
+def _patched(call: ast.expr) -> list[ast.expr]:
+    """The attribute a call of the test sets on an owner it names plainly, as a store target: the builtin's or
+    ``monkeypatch``'s ``setattr(Cls, "name", value)``, mock's ``patch.object(Cls, "name", ...)``."""
+    if not isinstance(call, ast.Call) or len(call.args) < 2:
+        return []
+    func, owner, name = call.func, call.args[0], call.args[1]
+    called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    if called not in ("setattr", "object") or not isinstance(name, ast.Constant) or type(name.value) is not str:
+        return []
+    if isinstance(owner, ast.Name):
+        return [ast.Attribute(value=ast.Name(id=owner.id, ctx=ast.Load()), attr=name.value, ctx=ast.Store())]
+    if _of_class(owner):  # ``setattr(self.__class__, "name", value)``
+        return [ast.Attribute(value=ast.Attribute(value=ast.Name(id=owner.value.id, ctx=ast.Load()), attr="__class__",
+                                                  ctx=ast.Load()), attr=name.value, ctx=ast.Store())]
+    return []
 
 
 def _declared_global(function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
