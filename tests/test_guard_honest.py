@@ -2131,7 +2131,8 @@ def test_a_library_keeping_the_candidates_function_at_a_new_name_of_its_module_p
 
 # The test's own statements acting on library classes (dogpile.cache's test setting a testing library's
 # ``MockBackend.key_mangler``, dateparser's ``patch.object(DateDataParser, "get_date_data", fail_on_x)``), seen
-# when the candidate imports a module of its package during the call or at the test's end.
+# when the candidate imports a module of its package during the call, or unittest imports its log helper on
+# entering ``assertLogs`` (the same ``with`` statement), or at the test's end.
 TEST_PATCHES_FILES = {
     "api.py": '''\
 class Backend:
@@ -2158,6 +2159,7 @@ class Parser:
 
 TEST_PATCHES = '''\
 import importlib
+import logging
 
 from pkg.parser import Parser
 
@@ -2175,7 +2177,7 @@ def search(text, language):
         try:
             found.append(Parser().parse(word))
         except (ValueError, RuntimeError):
-            continue
+            logging.getLogger(__name__).warning("could not parse %r", word)
     return found
 
 
@@ -2189,6 +2191,7 @@ def scale(values, k):
 
 
 TEST_PATCHES_TEST = '''\
+import unittest
 from unittest.mock import patch
 
 from pkg.parser import Parser
@@ -2196,16 +2199,18 @@ from pkg.target import Region, search
 from pkg.testing.fixtures import MockBackend
 
 
-def test_parse_errors_are_skipped():
-    parse = Parser.parse
+class TestSearch(unittest.TestCase):
+    def test_parse_errors_are_logged_and_skipped(self):
+        parse = Parser.parse
 
-    def fail_on_x(self, word):
-        if "x" in word:
-            raise RuntimeError
-        return parse(self, word)
+        def fail_on_x(self, word):
+            if "x" in word:
+                raise RuntimeError
+            return parse(self, word)
 
-    with patch.object(Parser, "parse", fail_on_x):
-        assert search("x 2 3", "en") == [2, 3]
+        with patch.object(Parser, "parse", fail_on_x), self.assertLogs("pkg.target", "WARNING") as logs:
+            self.assertEqual(search("x 2 3", "en"), [2, 3])
+        self.assertIn("could not parse 'x'", logs.output[0])
 
 
 def test_monkeypatched_parser(monkeypatch):

@@ -276,14 +276,18 @@ class _Instrument(ast.NodeTransformer):
         return self._stores(self.generic_visit(node), targets)
 
     def visit_With(self, node: ast.With | ast.AsyncWith) -> ast.stmt | list[ast.stmt]:
-        """``with patch.object(Cls, "name", value):`` stores on entering (noted as the body starts) and on
-        leaving (after the statement)."""
-        targets = [target for item in node.items for target in _patched(item.context_expr)]
+        """``with patch.object(Cls, "name", value), ...:`` stores on entering (noted as soon as that item is
+        entered: the statement becomes the nested ``with`` statements it stands for, since entering the next item
+        may run anything, such as a library's first import) and on leaving (after the statement)."""
+        patched = [_patched(item.context_expr) for item in node.items]
         self.generic_visit(node)
-        if not targets:
+        if not any(patched):
             return node
-        node.body[:0] = self._notes(targets, node)
-        return self._stores(node, targets)
+        body = node.body
+        for item, targets in zip(reversed(node.items[1:]), reversed(patched[1:])):
+            body = [_located(type(node)(items=[item], body=[*self._notes(targets, node), *body]), node)]
+        node.items, node.body = node.items[:1], [*self._notes(patched[0], node), *body]
+        return self._stores(node, [target for targets in patched for target in targets])
 
     visit_AsyncWith = visit_With
 
