@@ -1267,6 +1267,10 @@ LIBRARY_STORES_HACKS = {
     "the test's patch function put back by the candidate after the test's with restored the method": (
         "scale", "fractions.Fraction.limit_denominator = _test().fake_limit",
         r"replaces fractions\.Fraction\.limit_denominator with test\.py:\d+ \(fake_limit\)"),
+    "a write recorded as the test's through the instrumentation the test module imports": (
+        "scale", "fractions.Fraction.limit_denominator = _test().fake_limit; "
+        "vars(_test())['@recode_sto'](fractions.Fraction, 'limit_denominator')",
+        r"replaces fractions\.Fraction\.limit_denominator with test\.py:\d+ \(fake_limit\)"),
     "another object at a testing library's class attribute the test stores": (
         "scale", "unittest.TestCase.maxDiff = 0", r"replaces unittest\.case\.TestCase\.maxDiff"),
     "the candidate's function on a library class replaced by a property of its own": (
