@@ -2241,3 +2241,174 @@ def test_a_mock_patch_the_suites_base_class_undoes_passes(tmp_path: Path) -> Non
     result = run_candidate(dataset, 1, CANONICAL, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
     assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
     assert sum(result["test_summary"].values()) == 2, result["test_summary"]
+
+
+# The test's own statements acting on library classes (dogpile.cache's test setting a testing library's
+# ``MockBackend.key_mangler``, dateparser's ``patch.object(DateDataParser, "get_date_data", fail_on_x)``), seen
+# when the candidate imports a module of its package during the call, or unittest imports its log helper on
+# entering ``assertLogs`` (the same ``with`` statement), or at the test's end.
+TEST_PATCHES_FILES = {
+    "api.py": '''\
+class Backend:
+    key_mangler = None
+''',
+    "testing/__init__.py": "",
+    "testing/fixtures.py": '''\
+from pkg.api import Backend
+
+
+class MockBackend(Backend):
+    """A backend of the package's testing helpers."""
+''',
+    "parser.py": '''\
+class Parser:
+    def parse(self, word):
+        return int(word)
+''',
+    "languages/__init__.py": "",
+    "languages/en.py": 'SEPARATOR = " "\n',
+    "languages/fr.py": 'SEPARATOR = ","\n',
+}
+
+
+TEST_PATCHES = '''\
+import importlib
+import logging
+
+from pkg.parser import Parser
+
+
+class Region:
+    def __init__(self, backend, key_mangler=None):
+        self.backend = backend
+        self.key_mangler = key_mangler or backend.key_mangler
+
+
+def search(text, language):
+    separator = importlib.import_module(f"pkg.languages.{language}").SEPARATOR  # loaded at its first use
+    found = []
+    for word in text.split(separator):
+        try:
+            found.append(Parser().parse(word))
+        except (ValueError, RuntimeError):
+            logging.getLogger(__name__).warning("could not parse %r", word)
+    return found
+
+
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+
+TEST_PATCHES_TEST = '''\
+import unittest
+from unittest.mock import patch
+
+from pkg.parser import Parser
+from pkg.target import Region, search
+from pkg.testing.fixtures import MockBackend
+
+
+class TestSearch(unittest.TestCase):
+    def test_parse_errors_are_logged_and_skipped(self):
+        parse = Parser.parse
+
+        def fail_on_x(self, word):
+            if "x" in word:
+                raise RuntimeError
+            return parse(self, word)
+
+        with patch.object(Parser, "parse", fail_on_x), self.assertLogs("pkg.target", "WARNING") as logs:
+            self.assertEqual(search("x 2 3", "en"), [2, 3])
+        self.assertIn("could not parse 'x'", logs.output[0])
+
+
+def test_monkeypatched_parser(monkeypatch):
+    monkeypatch.setattr(Parser, "parse", lambda self, word: len(word))
+    assert search("ab,c", "fr") == [2, 1]
+
+
+def test_key_mangler_argument():
+    assert Region(MockBackend()).key_mangler is None
+    MockBackend.key_mangler = lambda self, key: "foo"
+    assert Region(MockBackend()).key_mangler("bar") == "foo"
+    MockBackend.key_mangler = None
+'''
+
+
+def test_the_tests_own_changes_to_library_classes_pass(tmp_path: Path) -> None:
+    """What the test's own statement stores on a library's class (``MockBackend.key_mangler = ...``,
+    ``patch.object(Parser, "parse", fail_on_x)``, ``monkeypatch.setattr(Parser, "parse", ...)``) is the test's,
+    whichever library the class is of (a testing library's too)."""
+    dataset = make_task(tmp_path / "honest dataset", test_py=TEST_PATCHES_TEST, canonical=TEST_PATCHES,
+                        test_cases=_test_names(TEST_PATCHES_TEST))
+    package = tmp_path / "honest dataset" / "annotations" / "annotation_1" / "toy" / "pkg"
+    for name, text in TEST_PATCHES_FILES.items():
+        (package / name).parent.mkdir(exist_ok=True)
+        (package / name).write_text(text)
+    result = run_candidate(dataset, 1, TEST_PATCHES, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+    assert not result.get("suspicious"), result["suspicious"]
+
+
+# mpmath's contexts: each context the package makes has the candidate's base wrap the package's functions again,
+# placing a fresh closure of the candidate's over the one it placed for the context made at the package's import.
+REWRAPPING_CONTEXT = '''\
+from pkg.target import Wrapping
+
+
+class Context(Wrapping):
+    functions = {"double": lambda ctx, x: 2 * x}
+
+    def __init__(self):
+        for name, function in self.functions.items():
+            type(self)._wrap(name, function)
+
+
+ctx = Context()
+'''
+
+
+REWRAPPING = '''\
+class Wrapping:
+    @classmethod
+    def _wrap(cls, name, function):
+        def wrapped(ctx, *args):
+            return function(ctx, *args)
+        wrapped.__name__ = name
+        setattr(cls, name, wrapped)
+
+
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+
+REWRAPPING_TEST = '''\
+from pkg.context import Context, ctx
+
+
+def test_a_context_made_in_the_test():
+    assert Context().double(3) == 6 and ctx.double(2) == 4
+'''
+
+
+def test_the_candidate_replacing_its_own_function_on_a_library_class_passes(tmp_path: Path) -> None:
+    """A library class's member holding the candidate's function, replaced by another function of the candidate's
+    (mpmath wrapping its special functions again at each context made): nothing the candidate could not do
+    through the function already there."""
+    dataset = make_task(tmp_path / "honest dataset", test_py=REWRAPPING_TEST, canonical=REWRAPPING,
+                        test_cases=_test_names(REWRAPPING_TEST))
+    (tmp_path / "honest dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / "context.py").write_text(
+        REWRAPPING_CONTEXT)
+    result = run_candidate(dataset, 1, REWRAPPING, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+    assert not result.get("suspicious"), result["suspicious"]

@@ -17,9 +17,10 @@ and later; two call sites ending at one position name neither, and on 3.10 nothi
 
 What the test's own code stores is kept too (``stored``, called by the instrumentation after each statement of
 the test that assigns a name its function declares ``global``, or an attribute of a class it names: ``cls.x``,
-``self.__class__.x``, ``setattr(cls, "x", v)``): a module or class binding holding the very object the test
-stored there last is the test's (``stored_by_test``), whatever its type; a write through the namespace's dict by
-anyone else leaves another object there.
+``self.__class__.x``, ``setattr(cls, "x", v)``, ``monkeypatch.setattr(Cls, "x", v)``, ``patch.object(Cls, "x")``,
+a ``with`` item as soon as it is entered): a module or class binding holding the very object the test stored
+there last is the test's (``stored_by_test``), whatever its type and whoever's the class; a write through the
+namespace's dict by anyone else leaves another object there.
 """
 from __future__ import annotations
 
@@ -150,7 +151,12 @@ def stored(owner: object, name: str, value: object = _MISSING, of_class: bool = 
     """The test's code just stored ``name``: a global of its module (``owner`` None, ``value`` what it holds now)
     or an attribute of ``owner``, or with ``of_class`` of ``owner.__class__`` (recorded when that is a class and
     the real one: instance attributes are nobody's to judge, and a ``__class__`` a class defines may answer another
-    class each time)."""
+    class each time). Only the test's own code records: the candidate finds this function among the test
+    module's globals."""
+    with origin.GuardWork():
+        caller = sys._getframe(1)
+    if not is_test_frame(caller):
+        return
     if of_class:
         kind = type(owner)
         if any("__class__" in origin.type_dict(klass) for klass in origin.type_mro(kind)[:-1]):

@@ -1129,11 +1129,13 @@ def _only_raises(member: object) -> bool:
 
 def _class_change(space: _Space, name: str, old: object, new: object, present: bool) -> str | None:
     kind = _protected_kind(space)
-    if kind == "test" and _tests_class_write(space.owner, name, new, present):
+    if present and handed.stored_by_test(space.owner, name, new):
+        return None  # this very object stored by the test's own statement (``Cls.x = v``, ``patch.object(Cls, "x")``)
+    if kind == "test" and _tests_class_write(space.owner, name):
         return None
     if present and candidate_object(new):
-        if kind == "test" and (code := code_of(old)) is not None and origin.is_candidate_code(code):
-            return None  # the candidate's base re-wiring its own method on the test's subclass (lazy compiling)
+        if type(old) is type(new) is types.FunctionType and origin.is_candidate_code(code_of(old)):
+            return None  # the candidate's function replaced by its own (mpmath wrapping its functions at each context)
         if kind == "test" and (old is _MISSING or old is None) and space.owner in origin.type_mro(type(new)):
             return None  # the test's class caching its own instance in an empty slot (traitlets' singletons)
         placed = f"places {_describe(new)} at {space.label}.{name}"
@@ -1158,12 +1160,11 @@ def _class_change(space: _Space, name: str, old: object, new: object, present: b
     return f"{verb} {space.label}.{name}" + (f" with {_describe(new)}" if present else "")
 
 
-def _tests_class_write(owner: type, name: str, new: object, present: bool) -> bool:
-    """A test class's attribute the test patches by naming it with its module (wrapt's ``"Class.method"``) or
-    stored itself (``cls.x = ...``, this very value), or any attribute of a test class a metaclass of the
-    candidate's built: that metaclass made the class's body and answers every read of its attributes anyway."""
-    return f"{_QUALNAME.__get__(owner)}.{name}" in _paths_named_by_the_test or (
-        present and handed.stored_by_test(owner, name, new)) or origin.candidate_class(type(owner))
+def _tests_class_write(owner: type, name: str) -> bool:
+    """A test class's attribute the test patches by naming it with its module (wrapt's ``"Class.method"``), or
+    any attribute of a test class a metaclass of the candidate's built: that metaclass made the class's body and
+    answers every read of its attributes anyway."""
+    return f"{_QUALNAME.__get__(owner)}.{name}" in _paths_named_by_the_test or origin.candidate_class(type(owner))
 
 
 def _class_assigns(owner: type, name: str) -> bool:

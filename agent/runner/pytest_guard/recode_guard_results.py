@@ -278,18 +278,35 @@ class _Instrument(preload.Transformer):
     visit_AnnAssign = visit_AugAssign
 
     def visit_Expr(self, node: ast.Expr) -> ast.Expr | list[ast.stmt]:
-        """``setattr(cls, "name", value)`` as a statement of the test's is its store, as ``cls.name = value``."""
+        """A statement of the test's setting an attribute it names (``setattr(cls, "name", value)``,
+        ``monkeypatch.setattr(Cls, "name", value)``) is its store, as ``cls.name = value``."""
+        targets = _patched(node.value)
+        return self._stores(self.generic_visit(node), targets)
+
+    def visit_With(self, node: ast.With | ast.AsyncWith) -> ast.stmt | list[ast.stmt]:
+        """``with patch.object(Cls, "name", value), ...:`` stores on entering (noted as soon as that item is
+        entered: the statement becomes the nested ``with`` statements it stands for, since entering the next item
+        may run anything, such as a library's first import) and on leaving (after the statement)."""
+        patched = [_patched(item.context_expr) for item in node.items]
         self.generic_visit(node)
-        call = node.value
-        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "setattr" and \
-                len(call.args) == 3 and isinstance(call.args[1], ast.Constant) and isinstance(call.args[1].value, str):
-            return self._stores(node, [ast.Attribute(value=call.args[0], attr=call.args[1].value, ctx=ast.Store())])
-        return node
+        if not any(patched):
+            return node
+        body = node.body
+        for item, targets in zip(reversed(node.items[1:]), reversed(patched[1:])):
+            body = [_located(type(node)(items=[item], body=[*self._notes(targets, node), *body]), node)]
+        node.items, node.body = node.items[:1], [*self._notes(patched[0], node), *body]
+        return self._stores(node, [target for targets in patched for target in targets])
+
+    visit_AsyncWith = visit_With
 
     def _stores(self, node: ast.stmt, targets: list[ast.expr]) -> ast.stmt | list[ast.stmt]:
-        """``node``, then a call of ``STORED`` for each global it binds and each attribute it stores on an owner
-        named plainly (``cls``, ``TestX``: loading the name again runs nothing; ``self.__class__``: the guard
-        reads the type)."""
+        notes = self._notes(targets, node)
+        return [node, *notes] if notes else node
+
+    def _notes(self, targets: list[ast.expr], node: ast.stmt) -> list[ast.stmt]:
+        """A call of ``STORED`` for each global ``targets`` bind and each attribute they store on an owner named
+        plainly (``cls``, ``TestX``: loading the name again runs nothing; ``self.__class__``: the guard reads
+        the type), placed at ``node``."""
         notes = []
         for target in targets:
             for part in preload.walk(target):
@@ -302,7 +319,7 @@ class _Instrument(preload.Transformer):
                 elif isinstance(part, ast.Attribute) and _of_class(part.value):  # ``self.__class__.x``
                     notes.append([ast.Name(id=part.value.value.id, ctx=ast.Load()), ast.Constant(part.attr),
                                   ast.Constant(None), ast.Constant(True)])
-        return [node, *(_located(ast.Expr(_call(STORED, args, node)), node) for args in notes)] if notes else node
+        return [_located(ast.Expr(_call(STORED, args, node)), node) for args in notes]
 
     def visit_Raise(self, node: ast.Raise) -> ast.Raise:
         return node
@@ -329,6 +346,23 @@ class _Instrument(preload.Transformer):
             keyword.value = argument(keyword.value)
         handed.site(node, constants, slots)
         return node
+
+
+def _patched(call: ast.expr) -> list[ast.expr]:
+    """The attribute a call of the test sets on an owner it names plainly, as a store target: the builtin's or
+    ``monkeypatch``'s ``setattr(Cls, "name", value)``, mock's ``patch.object(Cls, "name", ...)``."""
+    if not isinstance(call, ast.Call) or len(call.args) < 2:
+        return []
+    func, owner, name = call.func, call.args[0], call.args[1]
+    called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    if called not in ("setattr", "object") or not isinstance(name, ast.Constant) or type(name.value) is not str:
+        return []
+    if isinstance(owner, ast.Name):
+        return [ast.Attribute(value=ast.Name(id=owner.id, ctx=ast.Load()), attr=name.value, ctx=ast.Store())]
+    if _of_class(owner):  # ``setattr(self.__class__, "name", value)``
+        return [ast.Attribute(value=ast.Attribute(value=ast.Name(id=owner.value.id, ctx=ast.Load()), attr="__class__",
+                                                  ctx=ast.Load()), attr=name.value, ctx=ast.Store())]
+    return []
 
 
 def _declared_global(function: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[bytes]) -> frozenset[str]:
