@@ -1197,7 +1197,9 @@ class Parameter:
 
 class Delta:
     """Changes to a list; subtracted from one, it applies its reverse by swapping its changes in and back out
-    around the application, which raises for anything but a list (deepdiff's ``Delta.__rsub__``)."""
+    around the application, which raises for anything but a list (deepdiff's ``Delta.__rsub__``; here in slots)."""
+
+    __slots__ = ("changes", "reverse")
 
     def __init__(self, changes):
         self.changes = dict(changes)

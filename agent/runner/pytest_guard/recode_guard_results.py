@@ -842,7 +842,8 @@ def _own_state(value: object) -> tuple | None:
     never made, and that code may change the value: lmfit's ``Parameter`` evaluates its expression on its first
     comparison and fixes itself (``vary`` false); deepdiff's ``Delta.__rsub__`` swaps its diff for its reverse,
     raises on a number and never swaps it back. None when a class's own descriptor answers for its ``__dict__``."""
-    found = _own_descriptors(type_mro(type(value)))
+    mro = type_mro(type(value))
+    found = _own_descriptors(mro)
     if found is None:
         return None
     descriptor, slots = found
@@ -851,7 +852,9 @@ def _own_state(value: object) -> tuple | None:
     except (AttributeError, TypeError):
         namespace = None
     items = tuple(dict.items(namespace)) if is_kind(namespace, dict) else None
-    return descriptor, namespace, items, [(slot, _content(slot, value)) for slot in slots]
+    if items is not None and not all(type(name) is str for name, _ in items):
+        items = None  # rehashing another key could run its code
+    return mro, descriptor, namespace, items, [(slot, _content(slot, value)) for slot in slots]
 
 
 def _content(slot: types.MemberDescriptorType, value: object) -> object:
@@ -863,10 +866,11 @@ def _content(slot: types.MemberDescriptorType, value: object) -> object:
 
 def _put_back(value: object, state: tuple | None) -> None:
     """Rebind what ``_own_state`` read, where the probe changed it: the same dict with the same items in the same
-    order, the same slot contents (compared by identity; the value's own code does not run)."""
-    if state is None:
+    order, the same slot contents (compared by identity; the value's own code does not run). A value whose class
+    or bases the probe changed is left as it is (the descriptors read may no longer apply)."""
+    if state is None or type_mro(type(value)) is not state[0]:
         return
-    descriptor, namespace, items, slots = state
+    _, descriptor, namespace, items, slots = state
     if items is not None:
         if descriptor.__get__(value) is not namespace:
             descriptor.__set__(value, namespace)
