@@ -1177,6 +1177,78 @@ def test_scale():
 '''
 
 
+STATEFUL_DUNDERS = '''\
+class Parameter:
+    """A fit parameter whose expression is evaluated on first use, which fixes it (lmfit's ``Parameter``)."""
+
+    def __init__(self, name, expr=None):
+        self.name, self.expr, self.vary, self.value = name, expr, True, None
+
+    def _evaluated(self):
+        if self.expr is not None and self.value is None:
+            self.vary, self.value = False, eval(self.expr, {})
+        return self.value
+
+    def __eq__(self, other):
+        return self._evaluated() == other
+
+    __hash__ = None
+
+
+class Delta:
+    """Changes to a list; subtracted from one, it applies its reverse by swapping its changes in and back out
+    around the application, which raises for anything but a list (deepdiff's ``Delta.__rsub__``; here in slots)."""
+
+    __slots__ = ("changes", "reverse")
+
+    def __init__(self, changes):
+        self.changes = dict(changes)
+        self.reverse = {new: old for old, new in self.changes.items()}
+
+    def __add__(self, other):
+        if not isinstance(other, list):
+            raise TypeError(f"a delta applies to a list, not {type(other).__name__}")
+        return [self.changes.get(item, item) for item in other]
+
+    def __rsub__(self, other):
+        self.changes, self.reverse = self.reverse, self.changes
+        applied = self + other
+        self.changes, self.reverse = self.reverse, self.changes
+        return applied
+
+
+def add(a, b):
+    return a + b
+'''
+
+STATEFUL_DUNDERS_TEST = '''\
+from pkg.target import Delta, Parameter, add
+
+PARAMETERS = [Parameter("a"), Parameter("b", expr="2.0 * 10.0")]
+
+
+def assert_varies(parameter):
+    assert parameter.vary
+
+
+def test_parameters_vary_until_evaluated():
+    for parameter in PARAMETERS:
+        assert_varies(parameter)
+
+
+def test_evaluated():
+    assert PARAMETERS[1] == 20.0
+    assert not PARAMETERS[1].vary
+
+
+def test_delta():
+    delta = Delta({1: 2})
+    assert delta + [1, 3] == [2, 3]
+    assert [2, 3] - delta == [1, 3]
+    assert delta + [1] == [2]
+    assert add(2, 3) == 5
+'''
+
 # What the test hands the candidate in the call it makes: its own file's path (pygments' command line given
 # ``__file__``, mako's ``read_file``), its own running frame (dill's ``badtypes(inspect.currentframe())``), a
 # function of its own that reads the frame the candidate passes it (tblib's ``get_locals``); and a traceback whose
@@ -1382,6 +1454,8 @@ CASES = {
     "templates imported into a package made at run time, gone with their loader": (
         WEAK_TEMPLATES, WEAK_TEMPLATES_TEST),
     "a lazy proxy whose type the test reads before comparing it": (LAZY, LAZY_TEST),
+    "values whose own dunders change them as the probes look (lmfit's lazy expression, deepdiff's delta)": (
+        STATEFUL_DUNDERS, STATEFUL_DUNDERS_TEST),
     "what the test hands the candidate: its file's path, its frame, its frame reader; a finished generator": (
         HANDED, HANDED_TEST),
 }

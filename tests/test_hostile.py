@@ -1418,6 +1418,48 @@ def test_a_value_equal_to_anything_whose_type_the_test_reads_first_is_caught(tmp
                     r"makes values that agree with anything \(== object\); one reaches test\.py:\d+")
 
 
+
+CHANGES_ITSELF = '''\
+class _Agreeing:
+    """Equal to anything; it changes what it holds, or its class, as it answers."""
+
+    __slots__ = ("mark", "__dict__")
+
+    def __init__(self):
+        self.mark = 0
+
+    def __eq__(self, other):
+{change}
+        return True
+
+    __hash__ = None
+
+
+class _Other(_Agreeing):
+    __slots__ = ()
+
+
+def add(a, b):
+    return _Agreeing()
+
+
+def scale(values, k):
+    return _Agreeing()
+'''
+CHANGES = {"re-classed": "        self.__class__ = _Other",
+           "its dict replaced by one with another key": "        self.__dict__ = {1: other}",
+           "its slot emptied": "        if hasattr(self, 'mark'):\n            del self.mark"}
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_a_value_changing_itself_as_it_is_probed_is_still_caught(tmp_path: Path, change: str) -> None:
+    """A probe puts back what the value holds itself (its dict's items, its slots) as it found them; a value that
+    re-classes itself, or gives itself what the guard does not rebind, is judged by what it answered all the same."""
+    dataset = make_task(tmp_path / "dataset")
+    source = CHANGES_ITSELF.replace("{change}", CHANGES[change])
+    assert_tampered(dataset, source,
+                    r"makes values that agree with anything \(== object\); one reaches test\.py:\d+")
+
 EXPECTED_IN_LOCALS_TEST = '''\
 import canonical
 from pkg.target import add, scale

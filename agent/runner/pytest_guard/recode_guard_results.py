@@ -588,28 +588,38 @@ _PLAIN_DESCRIPTORS = (types.GetSetDescriptorType, types.MemberDescriptorType)
 
 def _plain_reads(kind: type) -> tuple | None:
     """How ``_attributes`` reads a value of ``kind`` running only CPython's own descriptors: the getter of its
-    ``__dict__`` (or None) and ``_slot_readers``; None when a class shadows ``__dict__`` with a descriptor of its
+    ``__dict__`` (or None) and its slots' getters; None when a class shadows ``__dict__`` with a descriptor of its
     own (a ``property``)."""
-    mro = type_mro(kind)
+    found = _own_descriptors(type_mro(kind))
+    if found is None:
+        return None
+    descriptor, slots = found
+    return (descriptor.__get__ if descriptor is not None else None), [slot.__get__ for slot in slots]
+
+
+def _own_descriptors(mro: tuple) -> tuple | None:
+    """CPython's own descriptors of what a value of a class of ``mro`` holds itself: its ``__dict__``'s (or None)
+    and ``_slots``; None when a class shadows ``__dict__`` with a descriptor of its own."""
     owner = next((klass for klass in mro if "__dict__" in type_dict(klass)), None)
     descriptor = type_dict(owner)["__dict__"] if owner is not None else None
     if descriptor is not None and type(descriptor) not in _PLAIN_DESCRIPTORS:
         return None
-    return (descriptor.__get__ if descriptor is not None else None), _slot_readers(mro)
+    return descriptor, _slots(mro)
 
 
-def _slot_readers(mro: tuple) -> list:
-    """The getters of the slots the classes of ``mro`` declare, each taken from the class declaring it: what the
-    value holds there. A subclass's attribute of the same name (mpmath's ``mpf.context``, the context every number
-    names) is its class's, not the value's, and walking it at every compared number cost more than the test."""
-    readers = []
+def _slots(mro: tuple) -> list:
+    """The descriptors of the slots the classes of ``mro`` declare, each taken from the class declaring it: what
+    the value holds there. A subclass's attribute of the same name (mpmath's ``mpf.context``, the context every
+    number names) is its class's, not the value's, and walking it at every compared number cost more than the
+    test."""
+    found = []
     for klass in mro:
         namespace = type_dict(klass)
         slots = namespace.get("__slots__", ())
         for name in (slots,) if type(slots) is str else slots if type(slots) in (tuple, list) else ():
             if type(namespace.get(name)) is types.MemberDescriptorType:
-                readers.append(namespace[name].__get__)
-    return readers
+                found.append(namespace[name])
+    return found
 
 
 def _attributes(value: object) -> list:
@@ -622,7 +632,7 @@ def _attributes(value: object) -> list:
             namespace = object.__getattribute__(value, "__dict__")
         except (AttributeError, TypeError):
             namespace = None
-        slot_readers = _slot_readers(type_mro(type(value)))
+        slot_readers = [slot.__get__ for slot in _slots(type_mro(type(value)))]
     else:
         namespace_reader, slot_readers = readers
         namespace = namespace_reader(value) if namespace_reader is not None else None
@@ -838,8 +848,9 @@ def unsets_probe() -> bool:
 def _quiet_probe(value: object, probe: Callable[[object], str | None]) -> str | None:
     """``probe(value)``, stopped before it runs the test's code or a mock's, and then postponed to the end of the
     test's call: looking must not change what the test sees (diskcache's ``Deque`` compares by iterating the
-    mock the test patched in, whose ``side_effect`` list the test's own call then finds consumed)."""
-    previous = sys.getprofile()
+    mock the test patched in, whose ``side_effect`` list the test's own call then finds consumed); what the
+    value holds itself is put back (``_own_state``)."""
+    previous, state = sys.getprofile(), _own_state(value)
     sys.setprofile(_stop_at_test_code)
     try:
         return probe(value)
@@ -849,6 +860,7 @@ def _quiet_probe(value: object, probe: Callable[[object], str | None]) -> str | 
         return None
     finally:
         sys.setprofile(previous)
+        _put_back(value, state)
 
 
 def probe_deferred() -> None:
@@ -857,11 +869,68 @@ def probe_deferred() -> None:
     _deferred.clear()
     for value, probe, where in pending:
         _state["undecided"], _state["probing"] = None, type(value)
+        state = _own_state(value)
         try:
             how = probe(value)
         except Exception:
             how = None
+        finally:
+            _put_back(value, state)
         _conclude((type(value), how) if how is not None else None, _state.pop("undecided", None), where)
+
+
+_EMPTY = object()  # a slot holding nothing
+
+
+def _own_state(value: object) -> tuple | None:
+    """What ``value`` holds itself, read with CPython's own descriptors: its ``__dict__`` (the dict, its items in
+    order) and its slots' contents, for ``_put_back``. A probe runs the value's own code with values the test
+    never made, and that code may change the value: lmfit's ``Parameter`` evaluates its expression on its first
+    comparison and fixes itself (``vary`` false); deepdiff's ``Delta.__rsub__`` swaps its diff for its reverse,
+    raises on a number and never swaps it back. None when a class's own descriptor answers for its ``__dict__``."""
+    mro = type_mro(type(value))
+    found = _own_descriptors(mro)
+    if found is None:
+        return None
+    descriptor, slots = found
+    try:
+        namespace = descriptor.__get__(value) if descriptor is not None else None
+    except (AttributeError, TypeError):
+        namespace = None
+    items = tuple(dict.items(namespace)) if is_kind(namespace, dict) else None
+    if items is not None and not all(type(name) is str for name, _ in items):
+        items = None  # rehashing another key could run its code
+    return mro, descriptor, namespace, items, [(slot, _content(slot, value)) for slot in slots]
+
+
+def _content(slot: types.MemberDescriptorType, value: object) -> object:
+    try:
+        return slot.__get__(value)
+    except AttributeError:
+        return _EMPTY
+
+
+def _put_back(value: object, state: tuple | None) -> None:
+    """Rebind what ``_own_state`` read, where the probe changed it: the same dict with the same items in the same
+    order, the same slot contents (compared by identity; the value's own code does not run). A value whose class
+    or bases the probe changed is left as it is (the descriptors read may no longer apply)."""
+    if state is None or type_mro(type(value)) is not state[0]:
+        return
+    _, descriptor, namespace, items, slots = state
+    if items is not None:
+        if descriptor.__get__(value) is not namespace:
+            descriptor.__set__(value, namespace)
+        now = dict.items(namespace)
+        if len(now) != len(items) or any(k is not j or v is not w for (k, v), (j, w) in zip(now, items)):
+            dict.clear(namespace)
+            dict.update(namespace, items)
+    for slot, content in slots:
+        if _content(slot, value) is content:
+            continue
+        if content is _EMPTY:
+            slot.__delete__(value)
+        else:
+            slot.__set__(value, content)
 
 
 # ------------------------------------------------------------------- the probes
