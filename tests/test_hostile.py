@@ -1330,6 +1330,55 @@ def test_a_value_equal_to_anything_whose_type_the_test_reads_first_is_caught(tmp
                     r"makes values that agree with anything \(== object\); one reaches test\.py:\d+")
 
 
+WALKED_BEFORE_TESTS = {
+    # the dict is walked and kept at every step; the value joins at its end
+    "appended": '''\
+from pkg.target import add, scale
+
+
+def test_add():
+    seen = {}
+    for i in range(40):
+        seen[(i, str(i))] = frozenset({(i, i + 1.0)})
+        assert len(seen) == i + 1
+    seen["sum"] = add(2, 3)
+    assert seen == {**{(i, str(i)): frozenset({(i, i + 1.0)}) for i in range(40)}, "sum": 6}
+''',
+    # ... replaces one the walk had found fixed
+    "replaced": '''\
+from pkg.target import add, scale
+
+
+def test_add():
+    seen = [(i, str(i)) for i in range(40)]
+    for i in range(40):
+        assert len(seen) == 40
+    seen[3] = add(2, 3)
+    assert seen == [(i, str(i)) if i != 3 else 6 for i in range(40)]
+''',
+    # ... is a tuple made where a tuple the walk kept as fixed was
+    "in a new tuple": '''\
+from pkg.target import add, scale
+
+
+def test_add():
+    for i in range(40):
+        assert len((i, i + 1)) == 2
+    assert (add(2, 3), 1) == (6, 1)
+''',
+}
+
+
+@pytest.mark.parametrize("how", sorted(WALKED_BEFORE_TESTS))
+def test_a_value_equal_to_anything_beside_what_was_walked_before_is_caught(tmp_path: Path, how: str) -> None:
+    # What a walk found fixed is passed by identity later (rule 14's walk, ``_fixed``, ``_prefixes``): a value
+    # joining a container walked before, or replacing one of its elements, or in a new container, is still probed.
+    dataset = make_task(tmp_path / "dataset", test_py=WALKED_BEFORE_TESTS[how], test_cases=("test_add",))
+    source = AGREES_AFTER_A_MOCK.replace("{touch}", "        pass")
+    assert_tampered(dataset, source,
+                    r"makes values that agree with anything \(== object\); one reaches test\.py:\d+")
+
+
 EXPECTED_IN_LOCALS_TEST = '''\
 import canonical
 from pkg.target import add, scale

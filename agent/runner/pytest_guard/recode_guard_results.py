@@ -30,6 +30,7 @@ from __future__ import annotations
 import array
 import ast
 import itertools
+import operator
 import os
 import random
 import string
@@ -599,7 +600,7 @@ def _elements(value: object, kind: object) -> list:
         iterator = next(method for base, method in _ITERATORS if issubclass(type(value), base))
         return list(itertools.islice(iterator(value), SCAN_LIMIT))
     if kind is _MAPPING:
-        return list(itertools.islice(itertools.chain(dict.keys(value), dict.values(value)), SCAN_LIMIT))
+        return list(itertools.islice(itertools.chain.from_iterable(dict.items(value)), SCAN_LIMIT))
     if kind is _ARRAY:
         if type(value) is not sys.modules["numpy"].ndarray:
             _foreign[0] += 1  # a subclass's own ``dtype`` or ``flat``
@@ -642,7 +643,7 @@ def _find(value: object, depth: int, probe: Callable[[object], str | None],
     (``kind``: what ``_kind`` just said of its type). What each type held is looked at as is kept for the
     container's elements until code not the guard's may have run (a probe, a class's own descriptor)."""
     kind = _kind(type(value)) if kind is None else kind
-    if _seen(value, depth):
+    if id(value) in _fixed or _seen(value, depth):
         return None
     if kind is _PROBE:
         _state["undecided"], _state["probing"] = None, type(value)
@@ -659,17 +660,66 @@ def _find(value: object, depth: int, probe: Callable[[object], str | None],
     elements = _elements(value, kind)
     if not elements:  # a number array: a test's arithmetic loop hands one to ``operand`` at every step
         return None
-    kinds = {t: _kind(t) for t in set(map(type, elements))}
-    if all(k is _LEAF for k in kinds.values()):
-        return None
-    generation = _foreign[0]
-    for element in elements:
-        element_kind = kinds[type(element)] if _foreign[0] == generation else _kind(type(element))
-        if element_kind is not _LEAF:
-            found = _find(element, depth - 1, probe, element_kind)
-            if found:
-                return found
+    known = _walked_before(value, elements)
+    rest = elements[known:] if known else elements
+    kinds = {t: _kind(t) for t in set(map(type, rest))}
+    if not all(k is _LEAF for k in kinds.values()):
+        generation = _foreign[0]
+        for element in rest:
+            element_kind = kinds[type(element)] if _foreign[0] == generation else _kind(type(element))
+            if element_kind is not _LEAF and id(element) not in _fixed:
+                found = _find(element, depth - 1, probe, element_kind)
+                if found:
+                    return found
+    if len(elements) < SCAN_LIMIT:
+        _keep_if_fixed(value, elements, rest)
     return None
+
+
+# What a walk found to hold, for good, only small numbers, strings and bytes, and tuples and frozensets (or a
+# library's subclasses of them) of such: nothing in it can change or ever agree. A tuple or frozenset of that kind
+# is passed by identity (``_fixed``); a list, dict or set (a library's subclass too) that held only such elements is
+# kept with them, in order, and the same elements at the start of it (compared by identity, in C) are not looked
+# at again (``_prefixes``): networkx's test hands over, at each of thousands of cycles, a dict of the cycles so far
+# (frozensets of edge tuples), and pygments' a list of ten thousand token tuples over and over. What is kept is
+# held (its id stays its own) until FIXED_LIMIT elements are held in all, then all is let go.
+_fixed: dict[int, object] = {}
+_prefixes: dict[int, tuple[object, list]] = {}
+_held = [0]
+FIXED_LIMIT, _SHORT = 500_000, 64
+_SCALARS = frozenset({int, float, complex, bool, type(None)})
+_TEXTS = frozenset({str, bytes})
+
+
+def _walked_before(value: object, elements: list) -> int:
+    """How many of ``elements`` (those of ``value``) start as they did when a walk of ``value`` found them fixed."""
+    kept = _prefixes.get(id(value))
+    if kept is None or kept[0] is not value or len(kept[1]) > len(elements):
+        return 0
+    return len(kept[1]) if all(map(operator.is_, elements, kept[1])) else 0
+
+
+def _keep_if_fixed(value: object, elements: list, rest: list) -> None:
+    """Keep ``value`` (a builtin container, none of the candidate's) when each element of ``rest`` (those not known
+    from a walk before) is a small scalar or fixed."""
+    kind = _kinds.get(type(value))
+    if kind is not _SEQUENCE and kind is not _MAPPING:
+        return
+    for element in rest:
+        element_type = type(element)
+        if element_type not in _SCALARS and id(element) not in _fixed and \
+                not (element_type in _TEXTS and len(element) <= _SHORT):
+            return
+    if _held[0] > FIXED_LIMIT:
+        _fixed.clear()
+        _prefixes.clear()
+        _held[0] = 0
+    if issubclass(type(value), (tuple, frozenset)):
+        _fixed[id(value)] = value
+        _held[0] += len(rest) + 1
+    else:
+        _prefixes[id(value)] = (value, elements)
+        _held[0] += len(rest) + 1
 
 
 _visited: dict[int, tuple[object, int, int]] = {}  # id -> (the value, deepest walk, _foreign then), one check long
