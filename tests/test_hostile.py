@@ -1356,6 +1356,18 @@ def test_add():
     seen[3] = add(2, 3)
     assert seen == [(i, str(i)) if i != 3 else 6 for i in range(40)]
 ''',
+    # ... is handed to the test's own function, whose arguments are judged where it compares them
+    "through the test's own function": '''\
+from pkg.target import add, scale
+
+
+def same(a, b):
+    return a == b
+
+
+def test_add():
+    assert same(add(2, 3), 6)
+''',
     # ... is a tuple made where a tuple the walk kept as fixed was
     "in a new tuple": '''\
 from pkg.target import add, scale
