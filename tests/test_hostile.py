@@ -1871,3 +1871,64 @@ def test_a_callback_left_behind_placing_the_candidates_value_is_caught(tmp_path:
         "def total(values):\n    return sum(values)\n")
     assert_tampered(dataset, LEFT_BEHIND, r"writes pkg\.summing\.total \(weakref\.py:\d+\), outside the candidate's "
                                           r"frames \(a callback left behind\)")
+
+
+WALKED_BEFORE_TESTS = {
+    # the dict is walked and kept at every step; the value joins at its end
+    "appended": '''\
+from pkg.target import add, scale
+
+
+def test_add():
+    seen = {}
+    for i in range(40):
+        seen[(i, str(i))] = frozenset({(i, i + 1.0)})
+        assert len(seen) == i + 1
+    seen["sum"] = add(2, 3)
+    assert seen == {**{(i, str(i)): frozenset({(i, i + 1.0)}) for i in range(40)}, "sum": 6}
+''',
+    # ... replaces one the walk had found fixed
+    "replaced": '''\
+from pkg.target import add, scale
+
+
+def test_add():
+    seen = [(i, str(i)) for i in range(40)]
+    for i in range(40):
+        assert len(seen) == 40
+    seen[3] = add(2, 3)
+    assert seen == [(i, str(i)) if i != 3 else 6 for i in range(40)]
+''',
+    # ... is handed to the test's own function, whose arguments are judged where it compares them
+    "through the test's own function": '''\
+from pkg.target import add, scale
+
+
+def same(a, b):
+    return a == b
+
+
+def test_add():
+    assert same(add(2, 3), 6)
+''',
+    # ... is a tuple made where a tuple the walk kept as fixed was
+    "in a new tuple": '''\
+from pkg.target import add, scale
+
+
+def test_add():
+    for i in range(40):
+        assert len((i, i + 1)) == 2
+    assert (add(2, 3), 1) == (6, 1)
+''',
+}
+
+
+@pytest.mark.parametrize("how", sorted(WALKED_BEFORE_TESTS))
+def test_a_value_equal_to_anything_beside_what_was_walked_before_is_caught(tmp_path: Path, how: str) -> None:
+    # What a walk found fixed is passed by identity later (rule 14's walk, ``_fixed``, ``_prefixes``): a value
+    # joining a container walked before, or replacing one of its elements, or in a new container, is still probed.
+    dataset = make_task(tmp_path / "dataset", test_py=WALKED_BEFORE_TESTS[how], test_cases=("test_add",))
+    source = AGREES_AFTER_A_MOCK.replace("{touch}", "        pass")
+    assert_tampered(dataset, source,
+                    r"makes values that agree with anything \(== object\); one reaches test\.py:\d+")

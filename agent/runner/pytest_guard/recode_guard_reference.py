@@ -496,12 +496,21 @@ def _candidate_text() -> str:
     return _config["candidate_text"]
 
 
+def _shortest_block() -> int:
+    """The length of the shortest block's text (blocks are only ever added)."""
+    blocks = _config["blocks"]
+    known = _config.get("shortest")
+    if known is None or known[0] != len(blocks):
+        known = _config["shortest"] = (len(blocks), min((len(block[2]) for block in blocks), default=0))
+    return known[1]
+
+
 def _copied_block(source: object) -> str | None:
     """Name of a reference function or class whose text ``source`` holds and the candidate's own file does not."""
     if isinstance(source, bytes):
         source = source.decode("utf-8", "replace")
-    if not isinstance(source, str):
-        return None
+    if not isinstance(source, str) or len(source) < _shortest_block():
+        return None  # normalising never lengthens a text: a shorter source holds no block (a unit name compiled)
     hits = [b for b in _config["blocks"] if b[1] in source]
     if not hits:
         return None

@@ -30,6 +30,7 @@ from __future__ import annotations
 import array
 import ast
 import itertools
+import operator
 import os
 import random
 import string
@@ -161,9 +162,10 @@ _NOT_COMPARING = frozenset({"type", "id", "isinstance", "issubclass", "callable"
 
 
 class _Instrument(preload.Transformer):
-    def __init__(self, lines: list[bytes]) -> None:
+    def __init__(self, lines: list[bytes], own: frozenset[str]) -> None:
         super().__init__()
         self.lines = lines
+        self.own = own  # ``_own_functions``
         self.functions: list[tuple[str, int, int]] = []
         self.decorators: list[list[tuple[str, ...]]] = []  # per function: its own and its classes' decorators
         self.parameters: list[tuple[str, ...]] = []
@@ -327,7 +329,8 @@ class _Instrument(preload.Transformer):
     def visit_Call(self, node: ast.Call) -> ast.Call:
         """Each argument passes through ``arg`` with its slot; the call site is known by where it ends."""
         self.generic_visit(node)
-        if _helper(node.func) or isinstance(node.func, ast.Name) and node.func.id in _NOT_COMPARING:
+        if _helper(node.func) or isinstance(node.func, ast.Name) and (node.func.id in _NOT_COMPARING or
+                                                                       node.func.id in self.own):
             return node
         constants: list = []
         slots: list[int] = []
@@ -363,6 +366,35 @@ def _patched(call: ast.expr) -> list[ast.expr]:
         return [ast.Attribute(value=ast.Attribute(value=ast.Name(id=owner.value.id, ctx=ast.Load()), attr="__class__",
                                                   ctx=ast.Load()), attr=name.value, ctx=ast.Store())]
     return []
+
+
+def _own_functions(mod: ast.Module) -> frozenset[str]:
+    """Names that only an undecorated ``def`` of the module's top level binds in all its source (no star import):
+    a call of one runs the test's own code, instrumented, which checks what it compares of its arguments there, so
+    they are not walked at the call (tenacity's ``make_retry_state`` hands each state it builds to its helper).
+    Anyone else binding the name in the test's module is refused by rules 9 to 11."""
+    bound: dict[str, int] = {}
+    for node in preload.walk(mod):
+        kind = type(node)
+        if kind is ast.Name:
+            names: tuple = () if type(node.ctx) is ast.Load else (node.id,)
+        elif kind is ast.alias:
+            if node.name == "*":
+                return frozenset()
+            names = ((node.asname or node.name).split(".")[0],)
+        elif kind in _BINDING_NAMES:
+            names = (getattr(node, _BINDING_NAMES[kind]),)
+        else:
+            names = node.names if kind is ast.Global or kind is ast.Nonlocal else ()
+        for name in names:
+            bound[name] = bound.get(name, 0) + 1
+    return frozenset(node.name for node in mod.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                     and not node.decorator_list and bound.get(node.name) == 1)
+
+
+# The nodes binding one name, and the field holding it (None where the node binds none: ``except E:``).
+_BINDING_NAMES = {ast.FunctionDef: "name", ast.AsyncFunctionDef: "name", ast.ClassDef: "name", ast.arg: "arg",
+                  ast.ExceptHandler: "name", ast.MatchAs: "name", ast.MatchStar: "name", ast.MatchMapping: "rest"}
 
 
 def _declared_global(function: ast.FunctionDef | ast.AsyncFunctionDef, lines: list[bytes]) -> frozenset[str]:
@@ -417,7 +449,8 @@ def _import_position(mod: ast.Module) -> int:
 
 
 def instrument(mod: ast.Module, source: bytes | str) -> None:
-    transformer = _Instrument((source.encode() if isinstance(source, str) else source).splitlines())
+    transformer = _Instrument((source.encode() if isinstance(source, str) else source).splitlines(),
+                              _own_functions(mod))
     handed.new_module()
     transformer.visit(mod)
     names = [ast.alias(name="check", asname=CHECK), ast.alias(name="operand", asname=OPERAND),
@@ -647,15 +680,17 @@ def _attributes(value: object) -> list:
 
 _BUILTIN_CONTAINERS = frozenset({tuple, list, dict, set, frozenset})  # exactly these: their len() is their own
 _ITERATORS = ((tuple, tuple.__iter__), (list, list.__iter__), (set, set.__iter__), (frozenset, frozenset.__iter__))
+_ITERATE = dict(_ITERATORS)
 
 
 def _elements(value: object, kind: object) -> list:
     """What a container holds, read with the builtin types' own iterators (a subclass's ``__iter__`` is not run)."""
     if kind is _SEQUENCE:
-        iterator = next(method for base, method in _ITERATORS if issubclass(type(value), base))
+        iterator = _ITERATE.get(type(value)) or next(method for base, method in _ITERATORS
+                                                     if issubclass(type(value), base))
         return list(itertools.islice(iterator(value), SCAN_LIMIT))
     if kind is _MAPPING:
-        return list(itertools.islice(itertools.chain(dict.keys(value), dict.values(value)), SCAN_LIMIT))
+        return list(itertools.islice(itertools.chain.from_iterable(dict.items(value)), SCAN_LIMIT))
     if kind is _ARRAY:
         if type(value) is not sys.modules["numpy"].ndarray:
             _foreign[0] += 1  # a subclass's own ``dtype`` or ``flat``
@@ -698,7 +733,7 @@ def _find(value: object, depth: int, probe: Callable[[object], str | None],
     (``kind``: what ``_kind`` just said of its type). What each type held is looked at as is kept for the
     container's elements until code not the guard's may have run (a probe, a class's own descriptor)."""
     kind = _kind(type(value)) if kind is None else kind
-    if _seen(value, depth):
+    if id(value) in _fixed or _seen(value, depth):
         return None
     if kind is _PROBE:
         _state["undecided"], _state["probing"] = None, type(value)
@@ -712,20 +747,91 @@ def _find(value: object, depth: int, probe: Callable[[object], str | None],
         kind = _OBJECT
     if kind is _LEAF or depth == 0:
         return None
+    tag = _tag(value) if kind is _MAPPING else None  # read before its elements: a change while walking shows
+    if tag is not None and _prefixes.get(id(value), _NOTHING_KEPT)[2] == tag:
+        return None
     elements = _elements(value, kind)
     if not elements:  # a number array: a test's arithmetic loop hands one to ``operand`` at every step
         return None
-    kinds = {t: _kind(t) for t in set(map(type, elements))}
-    if all(k is _LEAF for k in kinds.values()):
-        return None
-    generation = _foreign[0]
-    for element in elements:
-        element_kind = kinds[type(element)] if _foreign[0] == generation else _kind(type(element))
-        if element_kind is not _LEAF:
-            found = _find(element, depth - 1, probe, element_kind)
-            if found:
-                return found
+    known = _walked_before(value, elements)
+    rest = elements[known:] if known else elements
+    kinds = _kinds_of(rest)
+    if any(kinds.values()):  # a kind other than _LEAF (0)
+        generation = _foreign[0]
+        for element in rest:
+            element_kind = kinds[type(element)] if _foreign[0] == generation else _kind(type(element))
+            if element_kind is not _LEAF and id(element) not in _fixed and (
+                    type(element) not in _BUILTIN_CONTAINERS or element):  # not an empty list or dict
+                found = _find(element, depth - 1, probe, element_kind)
+                if found:
+                    return found
+    if len(elements) < SCAN_LIMIT:
+        _keep_if_fixed(value, elements, rest, tag)
     return None
+
+
+# What a walk found to hold, for good, only small numbers, strings and bytes, and tuples and frozensets (or a
+# library's subclasses of them) of such: nothing in it can change or ever agree. A tuple or frozenset of that kind
+# is passed by identity (``_fixed``); a list, dict or set (a library's subclass too) that held only such elements is
+# kept with them, in order, and the same elements at the start of it (compared by identity, in C) are not looked
+# at again (``_prefixes``), nor is a dict at all while its version tag stands (read by the compiled helper):
+# networkx's test hands over, at each of thousands of cycles, a dict of the cycles so far (frozensets of edge
+# tuples) twice, and pygments' a list of ten thousand token tuples over and over. What is kept is held (its id
+# stays its own) until FIXED_LIMIT elements are held in all, then all is let go.
+_fixed: dict[int, object] = {}
+_prefixes: dict[int, tuple[object, list, int | None]] = {}
+_NOTHING_KEPT = (None, None, None)
+_held = [0]
+FIXED_LIMIT, _SHORT = 500_000, 64
+_SCALARS = frozenset({int, float, complex, bool, type(None)})
+_TEXTS = frozenset({str, bytes})
+
+
+def _walked_before(value: object, elements: list) -> int:
+    """How many of ``elements`` (those of ``value``) start as they did when a walk of ``value`` found them fixed."""
+    kept = _prefixes.get(id(value))
+    if kept is None or kept[0] is not value or len(kept[1]) > len(elements):
+        return 0
+    return len(kept[1]) if all(map(operator.is_, elements, kept[1])) else 0
+
+
+def _tag(mapping: dict) -> int | None:
+    """The version tag of a dict (a library's subclass too), which any change of it moves; None without the
+    compiled helper."""
+    return origin.native[0].version(mapping) if origin.native and issubclass(type(mapping), dict) else None
+
+
+def _keep_if_fixed(value: object, elements: list, rest: list, tag: int | None) -> None:
+    """Keep ``value`` (a builtin container, none of the candidate's) when each element of ``rest`` (those not known
+    from a walk before) is a small scalar or fixed; ``tag``: its version tag before the walk, if a dict."""
+    kind = _kinds.get(type(value))
+    if kind is not _SEQUENCE and kind is not _MAPPING:
+        return
+    for element in rest:
+        element_type = type(element)
+        if element_type not in _SCALARS and id(element) not in _fixed and \
+                not (element_type in _TEXTS and len(element) <= _SHORT):
+            return
+    if _held[0] > FIXED_LIMIT:
+        _fixed.clear()
+        _prefixes.clear()
+        _held[0] = 0
+    if issubclass(type(value), (tuple, frozenset)):
+        _fixed[id(value)] = value
+        _held[0] += len(rest) + 1
+    else:
+        _prefixes[id(value)] = (value, elements, tag)
+        _held[0] += len(rest) + 1
+
+
+def _kinds_of(elements: list) -> dict[type, object]:
+    """``_kind`` of each type among ``elements``, read from ``_kinds`` in C where it has an answer."""
+    found = set(map(type, elements))
+    kinds = dict(zip(found, map(_kinds.get, found)))
+    for kind, known in kinds.items():
+        if known is None:
+            kinds[kind] = _kind(kind)
+    return kinds
 
 
 _visited: dict[int, tuple[object, int, int]] = {}  # id -> (the value, deepest walk, _foreign then), one check long
