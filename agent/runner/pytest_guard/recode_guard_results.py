@@ -878,10 +878,10 @@ def _quiet_probe(value: object, probe: Callable[[object], str | None]) -> str | 
     try:
         return probe(value)
     except _TestOwned:
-        _thread.unset = False
         _postponed.append((value, probe))
         return None
     finally:
+        _thread.unset = False  # also when CPython refused to unset it: the flag lives as long as the probe
         _set_profile(previous)
         _put_back(value, state)
 
