@@ -2486,3 +2486,65 @@ def test_the_candidate_replacing_its_own_function_on_a_library_class_passes(tmp_
     result = run_candidate(dataset, 1, REWRAPPING, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
     assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
     assert not result.get("suspicious"), result["suspicious"]
+
+
+POOL = '''\
+class Num:
+    """A number of the candidate's own, equal to another of the same value (its probes run in any thread)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __add__(self, other):
+        return Num(self.value + getattr(other, "value", other))
+
+    __radd__ = __add__
+
+    def __mul__(self, other):
+        return Num(self.value * getattr(other, "value", other))
+
+    def __eq__(self, other):
+        return self.value == getattr(other, "value", other)
+
+    __hash__ = None
+
+
+def scaled(value, k):
+    return value * k
+
+
+def total(function, points):
+    """The sum of the test's callback over ``points``, as a quadrature rule sums its integrand."""
+    result = Num(0)
+    for x in points:
+        result = result + function(Num(x))
+    return result
+'''
+
+POOL_TEST = '''\
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+from pkg.target import scaled, total
+
+
+def test_callbacks_in_a_thread_pool():
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns often: their probes set and unset profile functions at once
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            sums = list(pool.map(lambda k: total(lambda x: scaled(x * x, 1) + k, range(50)), range(800)))
+    finally:
+        sys.setswitchinterval(interval)
+    assert sums[0] == sum(x * x for x in range(50)) and sums[1] == sums[0] + 50
+'''
+
+
+def test_the_tests_callbacks_run_by_a_thread_pool_pass(tmp_path: Path) -> None:
+    """Rule 14's probes run in every thread that runs the test's code (mpmath's ``quad`` calls the test's
+    integrand in the test's thread pool); CPython 3.10 and 3.11 refuse a thread's ``sys.setprofile`` while
+    another thread's is being audited, and a probe's profile function must still leave its thread when it ends."""
+    dataset = make_task(tmp_path / "honest dataset", test_py=POOL_TEST, canonical=POOL,
+                        test_cases=_test_names(POOL_TEST))
+    result = run_candidate(dataset, 1, POOL, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])

@@ -35,6 +35,7 @@ import os
 import random
 import string
 import sys
+import threading
 import time
 import types
 from typing import Callable
@@ -940,15 +941,37 @@ def _test_owned(code: types.CodeType) -> bool:
     return owned
 
 
+_thread = threading.local()  # ``unset``: this thread's probe stopped, and CPython is unsetting its profile function
+
+
 def _stop_at_test_code(frame: types.FrameType, event: str, arg: object) -> None:
     if event == "call" and _test_owned(frame.f_code):
-        _state["unset"] = True  # CPython unsets a profile function that raises, from the frame it stopped
+        _thread.unset = True  # CPython unsets a profile function that raises, from the frame it stopped
         raise _TestOwned
 
 
 def unsets_probe() -> bool:
-    """Whether a ``sys.setprofile`` event is CPython unsetting the probe's profile function that just raised."""
-    return _state.pop("unset", False) and sys.getprofile() is _stop_at_test_code
+    """Whether a ``sys.setprofile`` event is CPython unsetting the profile function of this thread's probe that
+    just raised (the flag is the thread's: another thread's probes stop at their own times)."""
+    unset, _thread.unset = getattr(_thread, "unset", False), False
+    return unset and sys.getprofile() is _stop_at_test_code
+
+
+def _set_profile(function: Callable | None) -> None:
+    """``sys.setprofile(function)`` for this thread. CPython 3.10 and 3.11 refuse it (``RuntimeError``, nothing
+    set, the refusal clears the flag) while any other thread's ``sys.setprofile`` runs the audit hooks, which may
+    let this thread run (one flag for the process): a refused unset left the probe's function installed in this
+    thread, to stop the test's own callback later (mpmath's ``quad`` in the test's thread pool)."""
+    while True:
+        try:
+            sys.setprofile(function)
+            return
+        except RuntimeError as exc:
+            if type(exc) is not RuntimeError or not str(exc).startswith(_REFUSED):
+                raise
+
+
+_REFUSED = "Cannot install a profile function while another"
 
 
 def _quiet_probe(value: object, probe: Callable[[object], str | None]) -> str | None:
@@ -957,15 +980,15 @@ def _quiet_probe(value: object, probe: Callable[[object], str | None]) -> str | 
     mock the test patched in, whose ``side_effect`` list the test's own call then finds consumed); what the
     value holds itself is put back (``_own_state``)."""
     previous, state = sys.getprofile(), _own_state(value)
-    sys.setprofile(_stop_at_test_code)
+    _set_profile(_stop_at_test_code)
     try:
         return probe(value)
     except _TestOwned:
-        _state.pop("unset", None)
         _postponed.append((value, probe))
         return None
     finally:
-        sys.setprofile(previous)
+        _thread.unset = False  # also when CPython refused to unset it: the flag lives as long as the probe
+        _set_profile(previous)
         _put_back(value, state)
 
 
