@@ -2,7 +2,8 @@
 checks it, and must be graded ``passed`` under the sandbox. Each pattern is ordinary research or test code:
 the candidate's own classes with comparison and truth dunders reaching the test's asserts, mocks the test builds,
 the test freezing time or declaring a module global, a library (torch) acting on the candidate's classes,
-metaprogramming inside the candidate, and a suite using processes, threads and temporary files."""
+metaprogramming inside the candidate, and a suite using processes, threads, temporary files and a cache of
+sources it clears."""
 from __future__ import annotations
 
 import importlib.util
