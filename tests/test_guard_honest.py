@@ -2,7 +2,8 @@
 checks it, and must be graded ``passed`` under the sandbox. Each pattern is ordinary research or test code:
 the candidate's own classes with comparison and truth dunders reaching the test's asserts, mocks the test builds,
 the test freezing time or declaring a module global, a library (torch) acting on the candidate's classes,
-metaprogramming inside the candidate, and a suite using processes, threads and temporary files."""
+metaprogramming inside the candidate, and a suite using processes, threads, temporary files and a cache of
+sources it clears."""
 from __future__ import annotations
 
 import importlib.util
@@ -547,6 +548,7 @@ def test_functions_a_test_function_names():
 PROCESSES = '''\
 import multiprocessing
 import os
+import shutil
 import tempfile
 import threading
 
@@ -587,6 +589,18 @@ def roundtrip(text):
     return back
 
 
+def cached_source(folder):
+    """A cache of function sources cleared as joblib's Memory clears it: ``shutil.rmtree`` removes each entry by
+    name under its folder's descriptor while the tests run from the repository."""
+    entry = os.path.join(folder, "cache", "f")
+    os.makedirs(os.path.join(entry, "__pycache__"))
+    with open(os.path.join(entry, "func_code.py"), "w") as handle:
+        handle.write("def f():\\n    return 1\\n")
+    open(os.path.join(entry, "__pycache__", "func_code.cpython-311.pyc"), "wb").close()
+    shutil.rmtree(os.path.join(folder, "cache"))
+    return os.path.exists(entry)
+
+
 def add(a, b):
     return a + b
 
@@ -600,7 +614,7 @@ import multiprocessing
 
 import pytest
 
-from pkg.target import roundtrip, squares, threaded_sum
+from pkg.target import cached_source, roundtrip, squares, threaded_sum
 
 
 def test_pool_spawn():
@@ -631,6 +645,10 @@ def test_threads():
 def test_tempfiles(tmp_path):
     assert roundtrip("abc") == "abc"
     (tmp_path / "f").write_text("x")
+
+
+def test_cache_of_sources_cleared(tmp_path):
+    assert cached_source(str(tmp_path)) is False
 '''
 
 STARRED_AND_GENERATED = '''\
@@ -1442,7 +1460,7 @@ CASES = {
     "the test freezes time and declares a global": (FROZEN_TIME, FROZEN_TIME_TEST),
     "torch optimizer and module subclasses": (TORCH, TORCH_TEST),
     "metaprogramming in the candidate": (METAPROGRAMMING, METAPROGRAMMING_TEST),
-    "processes, threads and temporary files": (PROCESSES, PROCESSES_TEST),
+    "processes, threads, temporary files, a cache of sources cleared": (PROCESSES, PROCESSES_TEST),
     "star imports, generated code, the test's gc callback, the test patching its module": (
         STARRED_AND_GENERATED, STARRED_AND_GENERATED_TEST),
     "capabilities spelled, not used on others": (SPELLED_NOT_DONE, SPELLED_NOT_DONE_TEST),

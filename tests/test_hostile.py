@@ -1638,6 +1638,37 @@ def test_what_the_test_did_not_hand_stays_denied(tmp_path: Path, how: str) -> No
     assert_tampered(dataset, HANDED_HOSTILE, evidence)
 
 
+# Under the test folder's descriptor, from another working directory: a source planted in the repository, the test
+# file removed.
+_BY_DESCRIPTOR = WRONG + '''
+import os
+import tempfile
+
+_folder = os.open(os.path.dirname(os.path.abspath(__file__)), os.O_RDONLY)
+_cwd = os.getcwd()
+os.chdir(tempfile.gettempdir())
+try:
+    {act}
+finally:
+    os.chdir(_cwd)
+'''
+_DESCRIPTOR_HACKS = {
+    "plants a source": ("_handle, _made = tempfile.mkstemp()\n    os.close(_handle)\n"
+                        "    os.rename(_made, 'sitecustomize.py', dst_dir_fd=_folder)",
+                        r"modifies Python source or bytecode \(os\.rename\)"),
+    "removes the test file": ("os.remove('test.py', dir_fd=_folder)", r"touches the test file \(os\.remove\)"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(_DESCRIPTOR_HACKS))
+def test_a_path_relative_to_a_folder_descriptor_is_judged_in_that_folder(tmp_path: Path, how: str) -> None:
+    """Rule 16 resolves a name given with ``dir_fd`` in the descriptor's folder, not the working directory (an
+    honest ``shutil.rmtree`` of a temporary cache removes ``func_code.py`` so), so the name cannot hide the
+    repository behind another working directory."""
+    act, evidence = _DESCRIPTOR_HACKS[how]
+    assert_tampered(make_task(tmp_path / "dataset"), _BY_DESCRIPTOR.format(act=act), evidence)
+
+
 NAMEDTUPLE_TEST = '''\
 import collections
 

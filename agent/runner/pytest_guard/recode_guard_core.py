@@ -244,10 +244,26 @@ def _handed_by_the_test(trigger: types.FrameType, path: str) -> bool:
                                     for value in handed.given(cand))
 
 
+def _at(args: tuple, index: int, dir_fds: dict[int, int]) -> str | None:
+    """Argument ``index`` as a path, one given relative to a directory descriptor resolved in that directory:
+    ``shutil.rmtree`` removes a folder's entries by name under the folder's descriptor, which names no file
+    of the working directory (joblib's cache folder in the test's temporary folder)."""
+    path = _path(args[index])
+    fd = args[dir_fds[index]] if dir_fds.get(index, len(args)) < len(args) else None
+    if path is None or type(fd) is not int or fd < 0 or os.path.isabs(path):
+        return path
+    try:
+        return os.path.join(os.readlink(f"/proc/self/fd/{fd}"), path)
+    except OSError:
+        return path  # no /proc: judged as in the working directory
+
+
 def _rule_paths(event: str):
     """Rule for file-system events whose arguments are paths (rename, remove, link, copy...)."""
+    dir_fds = _DIR_FD_OF.get(event, {})
+
     def rule(trigger: types.FrameType, args: tuple) -> None:
-        paths = [a for a in args if _path(a) is not None]
+        paths = [path for path in (_at(args, i, dir_fds) for i in range(len(args))) if path is not None]
         label = next((label for label in map(_protected_label, paths) if label), None)
         if label:
             _finding(trigger, f"touches {label} ({event})")
@@ -265,6 +281,10 @@ _COMMAND_EVENTS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
 _PATH_EVENTS = ("os.rename", "os.remove", "os.rmdir", "os.truncate", "os.symlink", "os.link", "os.chmod",
                 "shutil.copyfile", "shutil.copytree", "shutil.move", "shutil.rmtree")
 _NEW_NAMES = frozenset({"os.rename", "os.symlink", "os.link", "shutil.copyfile", "shutil.copytree", "shutil.move"})
+# path argument -> the argument holding the directory descriptor it is relative to (-1 or None: the working
+# directory); a symlink's target is read relative to the link, so it has none
+_DIR_FD_OF = {"os.remove": {0: 1}, "os.rmdir": {0: 1}, "os.chmod": {0: 2}, "os.rename": {0: 2, 1: 3},
+              "os.link": {0: 2, 1: 3}, "os.symlink": {1: 2}, "shutil.rmtree": {0: 1}}
 
 
 def _rule_import(trigger: types.FrameType, args: tuple) -> None:
