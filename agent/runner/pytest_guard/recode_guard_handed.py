@@ -20,7 +20,10 @@ the test that assigns a name its function declares ``global``, or an attribute o
 ``self.__class__.x``, ``setattr(cls, "x", v)``, ``monkeypatch.setattr(Cls, "x", v)``, ``patch.object(Cls, "x")``,
 a ``with`` item as soon as it is entered): a module or class binding holding the very object the test stored
 there last is the test's (``stored_by_test``), whatever its type and whoever's the class; a write through the
-namespace's dict by anyone else leaves another object there.
+namespace's dict by anyone else leaves another object there. So is what a call of the test's changes on a class of
+the test's module the test hands it as an argument (optuna's ``deprecated_class(...)(_Sample)`` wrapping
+``_Sample.__init__``): ``note`` copies that class's namespace as the test evaluates the argument, and ``returned``,
+which the instrumentation calls with the value the call returned, records what differs from that copy.
 """
 from __future__ import annotations
 
