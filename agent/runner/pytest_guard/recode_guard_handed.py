@@ -123,7 +123,8 @@ def _tests_class(value: object) -> bool:
     name = origin.type_dict(value).get("__module__")
     known = _test_modules.get(name) if type(name) is str else False
     if known is None:
-        path = getattr(sys.modules.get(name), "__file__", None)
+        module = sys.modules.get(name)  # the test module is a plain module: nothing of anyone's runs here
+        path = module.__dict__.get("__file__") if type(module) is types.ModuleType else None
         known = _test_modules[name] = type(path) is str and os.path.realpath(path) == _state["test"]
     return known
 
