@@ -2566,3 +2566,91 @@ def test_the_tests_callbacks_run_by_a_thread_pool_pass(tmp_path: Path) -> None:
                         test_cases=_test_names(POOL_TEST))
     result = run_candidate(dataset, 1, POOL, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
     assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+
+
+# The test hands its own class to the candidate's class decorator (optuna's ``deprecated_class(...)(_Sample)``),
+# which wraps that class's ``__init__`` in place; later tests use the class so changed.
+DECORATING_CANDIDATE = CANONICAL + '''
+
+import functools
+import warnings
+
+
+def deprecated(note):
+    def decorator(cls):
+        original = cls.__init__
+
+        @functools.wraps(original)
+        def wrapped_init(self, *args, **kwargs):
+            warnings.warn(note, FutureWarning)
+            original(self, *args, **kwargs)
+
+        cls.__init__ = wrapped_init
+        return cls
+    return decorator
+'''
+
+DECORATING_TEST = '''\
+import pytest
+
+from pkg.target import add, deprecated
+
+
+class _Sample:
+    def __init__(self, a):
+        self.a = a
+
+
+def test_add():
+    decorated = deprecated("old")(_Sample)
+    assert decorated.__init__.__name__ == "__init__"
+    with pytest.warns(FutureWarning):
+        assert add(decorated(2).a, 3) == 5
+
+
+def test_scale():
+    deprecated(note="older")(_Sample)
+    with pytest.warns(FutureWarning):
+        assert _Sample(4).a == 4
+'''
+
+
+def test_a_test_handing_its_class_to_the_candidates_decorator_passes(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "honest dataset", test_py=DECORATING_TEST)
+    result = run_candidate(dataset, 1, DECORATING_CANDIDATE, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+
+
+# A testing library of the package keeps state on its class (optuna's ``NamedTemporaryFilePool.__init__``:
+# ``self.__class__._registered = True``, registering its clean-up once): only a note, never ``tampered``.
+FLAGGING_HELPER = '''\
+class Pool:
+    _registered = False
+
+    def __init__(self):
+        if not self.__class__._registered:
+            self.__class__._registered = True
+'''
+
+FLAGGING_TEST = '''\
+from pkg.target import add, scale
+from pkg.testing import Pool
+
+
+def test_add():
+    Pool()
+    assert add(2, 3) == 5
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+'''
+
+
+def test_a_testing_library_keeping_state_on_its_class_passes(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "honest dataset", test_py=FLAGGING_TEST)
+    (tmp_path / "honest dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / "testing.py").write_text(
+        FLAGGING_HELPER)
+    result = run_candidate(dataset, 1, CANONICAL, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+    assert any("pkg.testing.Pool._registered" in line for line in result.get("suspicious", [])), result

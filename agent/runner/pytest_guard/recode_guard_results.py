@@ -335,6 +335,8 @@ class _Instrument(preload.Transformer):
             return node
         constants: list = []
         slots: list[int] = []
+        named = any(isinstance(a, (ast.Name, ast.Attribute)) for a in
+                    [*node.args, *(k.value for k in node.keywords)])
 
         def argument(value: ast.expr) -> ast.expr:
             if isinstance(value, ast.Constant):
@@ -349,7 +351,9 @@ class _Instrument(preload.Transformer):
         for keyword in node.keywords:
             keyword.value = argument(keyword.value)
         handed.site(node, constants, slots)
-        return node
+        if not named:
+            return node
+        return _call(ARG, [node, ast.Constant(-slots[0])], node)  # the call returned (``handed.returned``)
 
 
 def _patched(call: ast.expr) -> list[ast.expr]:
@@ -874,7 +878,11 @@ def check(value: object) -> object:
 
 
 def arg(value: object, slot: int) -> object:
-    """``check`` for an argument of a call the test makes; what it hands is noted (``recode_guard_handed``)."""
+    """``check`` for an argument of a call the test makes; what it hands is noted (``recode_guard_handed``). A
+    negative slot: the value a call returned, whose first argument had the opposite slot."""
+    if slot < 0:
+        handed.returned(-slot)
+        return value
     _checked(value, agreeable)  # not through ``check``: _checked finds the test's frame two calls up
     handed.note(value, slot)
     return value
