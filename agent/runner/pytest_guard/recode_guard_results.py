@@ -751,11 +751,9 @@ def _find(value: object, depth: int, probe: Callable[[object], str | None],
     tag = _tag(value) if kind is _MAPPING else None  # read before its elements: a change while walking shows
     if tag is not None and _prefixes.get(id(value), _NOTHING_KEPT)[2] == tag:
         return None
-    elements = _elements(value, kind)
-    if not elements:  # a number array: a test's arithmetic loop hands one to ``operand`` at every step
+    known, rest = _unwalked(value, kind)
+    if not rest and not known:  # a number array: a test's arithmetic loop hands one to ``operand`` at every step
         return None
-    known = _walked_before(value, elements)
-    rest = elements[known:] if known else elements
     kinds = _kinds_of(rest)
     if any(kinds.values()):  # a kind other than _LEAF (0)
         generation = _foreign[0]
@@ -766,12 +764,13 @@ def _find(value: object, depth: int, probe: Callable[[object], str | None],
                 found = _find(element, depth - 1, probe, element_kind)
                 if found:
                     return found
-    if len(elements) < SCAN_LIMIT:
-        _keep_if_fixed(value, elements, rest, tag)
+    if len(known) + len(rest) < SCAN_LIMIT:
+        _keep_if_fixed(value, known + rest if known else rest, rest, tag)
     return None
 
 
-# What a walk found to hold, for good, only small numbers, strings and bytes, and tuples and frozensets (or a
+# What a walk found to hold, for good, only small numbers, strings and bytes (a long text counting as many elements
+# towards FIXED_LIMIT as it has 64 characters), and tuples and frozensets (or a
 # library's subclasses of them) of such: nothing in it can change or ever agree. A tuple or frozenset of that kind
 # is passed by identity (``_fixed``); a list, dict or set (a library's subclass too) that held only such elements is
 # kept with them, in order, and the same elements at the start of it (compared by identity, in C) are not looked
@@ -783,17 +782,28 @@ _fixed: dict[int, object] = {}
 _prefixes: dict[int, tuple[object, list, int | None]] = {}
 _NOTHING_KEPT = (None, None, None)
 _held = [0]
-FIXED_LIMIT, _SHORT = 500_000, 64
+FIXED_LIMIT, _TEXT_UNIT = 500_000, 64
 _SCALARS = frozenset({int, float, complex, bool, type(None)})
 _TEXTS = frozenset({str, bytes})
 
 
-def _walked_before(value: object, elements: list) -> int:
-    """How many of ``elements`` (those of ``value``) start as they did when a walk of ``value`` found them fixed."""
+def _unwalked(value: object, kind: object) -> tuple[list, list]:
+    """``value``'s elements that start it as they did when a walk found them fixed (``_prefixes``), and the rest;
+    past the start of a list or dict found by the compiled helper, in C, without copying the start."""
     kept = _prefixes.get(id(value))
-    if kept is None or kept[0] is not value or len(kept[1]) > len(elements):
-        return 0
-    return len(kept[1]) if all(map(operator.is_, elements, kept[1])) else 0
+    start = kept[1] if kept is not None and kept[0] is value else _NOTHING
+    if start and origin.native and issubclass(type(value), (list, dict)):
+        rest = origin.native[0].after(value, start)
+        if rest is not None:
+            return start, rest[:SCAN_LIMIT - len(start)]
+        start = _NOTHING
+    elements = _elements(value, kind)
+    if not start or len(start) > len(elements) or not all(map(operator.is_, elements, start)):
+        return _NOTHING, elements
+    return start, elements[len(start):]
+
+
+_NOTHING: list = []
 
 
 def _tag(mapping: dict) -> int | None:
@@ -808,10 +818,12 @@ def _keep_if_fixed(value: object, elements: list, rest: list, tag: int | None) -
     kind = _kinds.get(type(value))
     if kind is not _SEQUENCE and kind is not _MAPPING:
         return
+    weight = len(rest) + 1
     for element in rest:
         element_type = type(element)
-        if element_type not in _SCALARS and id(element) not in _fixed and \
-                not (element_type in _TEXTS and len(element) <= _SHORT):
+        if element_type in _TEXTS:
+            weight += len(element) // _TEXT_UNIT  # a long text held costs as many elements
+        elif element_type not in _SCALARS and id(element) not in _fixed:
             return
     if _held[0] > FIXED_LIMIT:
         _fixed.clear()
@@ -819,10 +831,9 @@ def _keep_if_fixed(value: object, elements: list, rest: list, tag: int | None) -
         _held[0] = 0
     if issubclass(type(value), (tuple, frozenset)):
         _fixed[id(value)] = value
-        _held[0] += len(rest) + 1
     else:
         _prefixes[id(value)] = (value, elements, tag)
-        _held[0] += len(rest) + 1
+    _held[0] += weight
 
 
 def _kinds_of(elements: list) -> dict[type, object]:
@@ -1155,25 +1166,39 @@ def agreeable(value: object) -> str | None:
     """How ``value`` agrees with what no honest value agrees with (a fresh sentinel, random data), or None.
 
     Its class's own comparisons are run against unrelated values: equal to any, unequal to none, less and
-    not less at once, a difference of zero, or ``allclose`` with random data of its shape."""
+    not less at once, a difference of zero, or ``allclose`` with random data of its shape. What agrees with one
+    must agree with a second of another size too (``_unrelated``): an honest ordering by length first (pyasn1's
+    ``BitString``, whose ``>=`` holds for any equal length) is "less and not less" only at its own length."""
     rng = random.Random()
-    for other in (object(), rng.random() + 3.0, rng.getrandbits(60) + 7, _any_text(rng),
-                  [rng.random() + 3.0 for _ in range(3)]):
-        label = type(other).__name__
-        checks = (("== " + label, lambda: value == other, True),
-                  ("!= " + label, lambda: value != other, False),
-                  ("< and >= " + label, lambda: (value < other) and (value >= other), True),
-                  ("> and <= " + label, lambda: (value > other) and (value <= other), True))
-        for how, probe, bad in checks:
+    for near, far in zip(_unrelated(rng, False), _unrelated(rng, True)):
+        label = type(near).__name__
+        for how, compare, bad in _COMPARISONS:
             try:
-                truth = _truth(probe())
+                truth = _truth(compare(value, near))
+                if truth is bad:
+                    truth = _truth(compare(value, far))
             except Exception:
                 continue
             if truth is bad:
-                return how
+                return how + label
             if truth is None and how.startswith("=="):
                 break  # ``==`` builds an object (a query language): ``!=`` and the order say nothing either
     return _agrees(value, _array_probes(value, rng)) or no_difference(value)
+
+
+_COMPARISONS = (("== ", operator.eq, True), ("!= ", operator.ne, False),
+                ("< and >= ", lambda value, other: (value < other) and (value >= other), True),
+                ("> and <= ", lambda value, other: (value > other) and (value <= other), True))
+
+
+def _unrelated(rng: random.Random, far: bool) -> tuple:
+    """A fresh sentinel, a random float, int, string and list; ``far``: of another size (the float a million or
+    more, the list of seven, the string twice as long)."""
+    def number() -> float:
+        return rng.random() * 1e6 + 1e6 if far else rng.random() + 3.0
+    text = _any_text(rng)
+    return (object(), number(), rng.getrandbits(60) + 7 + (far << 61), text + text if far else text,
+            [number() for _ in range(7 if far else 3)])
 
 
 def _any_text(rng: random.Random) -> str:
@@ -1185,11 +1210,19 @@ def _any_text(rng: random.Random) -> str:
 
 
 def no_difference(value: object) -> str | None:
-    """``value`` minus a random number, either way round, is zero; drawn from the guard's own generator, which the
-    candidate cannot seed as it can ``random``'s."""
-    scalar = _sampler.random() + 3.0
-    return _agrees(value, [("a zero difference", lambda: abs(value - scalar) < 1e-12),
-                           ("a zero difference", lambda: abs(scalar - value) < 1e-12)])
+    """``value`` minus a random number, one way round, is zero, and so with a second one a million or more away;
+    drawn from the guard's own generator, which the candidate cannot seed as it can ``random``'s. An honest number
+    that rounds what its arithmetic makes (pyasn1's ``Integer(3) - 3.6`` is ``Integer(0)``) is within one of
+    the first at most, never of both."""
+    near, far = _sampler.random() + 3.0, _sampler.random() * 1e6 + 1e6
+    return _agrees(value, [("a zero difference", lambda: _zero_at_both(lambda s: abs(value - s) < 1e-12, near, far)),
+                           ("a zero difference", lambda: _zero_at_both(lambda s: abs(s - value) < 1e-12, near, far))])
+
+
+def _zero_at_both(zero: Callable[[float], object], near: float, far: float) -> object:
+    """``zero(near)``, and when that is true, ``zero(far)``: what the probe's ``_truth`` then judges."""
+    first = zero(near)
+    return zero(far) if _truth(first) is True else first
 
 
 def _agrees(value: object, probes: list[tuple[str, Callable[[], object]]]) -> str | None:

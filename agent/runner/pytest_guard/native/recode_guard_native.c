@@ -221,6 +221,54 @@ static PyObject *version(PyObject *self, PyObject *owner)
     return PyLong_FromUnsignedLongLong(tag);
 }
 
+/* after(container, kept): what a list holds, or a dict's keys and values in turn, past a start that is ``kept``'s
+ * elements (compared by identity), as a new list; None when it does not start with them. Rule 14's walk looks
+ * only at what joined a container it found fixed before, and a test re-checking a growing dict at every step
+ * (emoji's names seen so far) would otherwise copy and compare all of it in Python each time. The builtin
+ * storage is read: no code of a subclass runs, and appending to a list allocates no tracked object (no GC). */
+static PyObject *after(PyObject *self, PyObject *args)
+{
+    PyObject *container, *kept, *key, *value, *rest;
+    Py_ssize_t known, position = 0, i = 0;
+    if (!PyArg_ParseTuple(args, "OO!:after", &container, &PyList_Type, &kept))
+        return NULL;
+    known = PyList_GET_SIZE(kept);
+    if (PyList_Check(container)) {
+        if (PyList_GET_SIZE(container) < known)
+            Py_RETURN_NONE;
+        for (; i < known; i++)
+            if (PyList_GET_ITEM(container, i) != PyList_GET_ITEM(kept, i))
+                Py_RETURN_NONE;
+        return PyList_GetSlice(container, known, PyList_GET_SIZE(container));
+    }
+    if (!PyDict_Check(container)) {
+        PyErr_SetString(PyExc_TypeError, "a list or a dict is expected");
+        return NULL;
+    }
+    rest = PyList_New(0);
+    if (rest == NULL)
+        return NULL;
+    while (PyDict_Next(container, &position, &key, &value)) {
+        if (i + 1 < known) {
+            if (PyList_GET_ITEM(kept, i) != key || PyList_GET_ITEM(kept, i + 1) != value) {
+                Py_DECREF(rest);
+                Py_RETURN_NONE;
+            }
+        } else if (i < known || PyList_Append(rest, key) < 0 || PyList_Append(rest, value) < 0) {
+            Py_DECREF(rest);
+            if (i < known)  /* an odd number kept: not a dict's */
+                Py_RETURN_NONE;
+            return NULL;
+        }
+        i += 2;
+    }
+    if (i < known) {
+        Py_DECREF(rest);
+        Py_RETURN_NONE;
+    }
+    return rest;
+}
+
 /* namespaces(owners): the dict behind each module or class, for changed() to read without the owner. */
 static PyObject *namespaces(PyObject *self, PyObject *owners)
 {
@@ -1058,6 +1106,9 @@ static PyMethodDef methods[] = {
      "slot_values(objects, descriptors): each object's value of each slot (member descriptors of its exact class), "
      "flattened; None for an empty slot."},
     {"namespaces", namespaces, METH_O, "namespaces(owners): the dict behind each module or class of a list."},
+    {"after", after, METH_VARARGS,
+     "after(container, kept): a list's elements, or a dict's keys and values in turn, past a start identical to "
+     "kept's, as a new list; None when it does not start so."},
     {"suspect", suspect, METH_VARARGS,
      "suspect(frame, candidates, known): the innermost frame that may be the candidate's, or None."},
     {"add_audit_hook", add_audit_hook, METH_VARARGS,
