@@ -749,9 +749,9 @@ def _find(value: object, depth: int, probe: Callable[[object], str | None],
     if kind is _LEAF or depth == 0:
         return None
     tag = _tag(value) if kind is _MAPPING else None  # read before its elements: a change while walking shows
-    if tag is not None and _prefixes.get(id(value), _NOTHING_KEPT)[2] == tag:
+    if tag is not None and _prefixes.get(id(value), _NOTHING_KEPT)[2] == tag and _current(_prefixes[id(value)]):
         return None
-    known, rest = _unwalked(value, kind)
+    known, rest, known_deps = _unwalked(value, kind)
     if not rest and not known:  # a number array: a test's arithmetic loop hands one to ``operand`` at every step
         return None
     kinds = _kinds_of(rest)
@@ -764,8 +764,8 @@ def _find(value: object, depth: int, probe: Callable[[object], str | None],
                 found = _find(element, depth - 1, probe, element_kind)
                 if found:
                     return found
-    if len(known) + len(rest) < SCAN_LIMIT:
-        _keep_if_fixed(value, known + rest if known else rest, rest, tag)
+    if len(known) + len(rest) < SCAN_LIMIT and (rest or tag is not None):  # else kept as it is
+        _keep_if_fixed(value, known + rest if known else rest, rest, tag, known_deps)
     return None
 
 
@@ -779,31 +779,39 @@ def _find(value: object, depth: int, probe: Callable[[object], str | None],
 # tuples) twice, and pygments' a list of ten thousand token tuples over and over. What is kept is held (its id
 # stays its own) until FIXED_LIMIT elements are held in all, then all is let go.
 _fixed: dict[int, object] = {}
-_prefixes: dict[int, tuple[object, list, int | None]] = {}
-_NOTHING_KEPT = (None, None, None)
+_prefixes: dict[int, tuple[object, list, int | None, tuple[list, list] | None]] = {}
+_NOTHING_KEPT = (None, None, None, None)
 _held = [0]
 FIXED_LIMIT, _TEXT_UNIT = 500_000, 64
 _SCALARS = frozenset({int, float, complex, bool, type(None)})
 _TEXTS = frozenset({str, bytes})
 
 
-def _unwalked(value: object, kind: object) -> tuple[list, list]:
-    """``value``'s elements that start it as they did when a walk found them fixed (``_prefixes``), and the rest;
-    past the start of a list or dict found by the compiled helper, in C, without copying the start."""
+def _unwalked(value: object, kind: object) -> tuple[list, list, tuple[list, list] | None]:
+    """``value``'s elements that start it as they did when a walk found them fixed (``_prefixes``), the rest, and
+    what the start rests on; past the start of a list or dict found by the compiled helper, in C, without copying
+    the start."""
     kept = _prefixes.get(id(value))
-    start = kept[1] if kept is not None and kept[0] is value else _NOTHING
-    if start and origin.native and issubclass(type(value), (list, dict)):
-        rest = origin.native[0].after(value, start)
+    if kept is None or kept[0] is not value or not _current(kept):
+        kept = _NOTHING_KEPT
+    start = kept[1] or _NOTHING
+    if start and issubclass(type(value), (list, dict)):
+        rest = origin.native[0].after(value, start) if origin.native else None
         if rest is not None:
-            return start, rest[:SCAN_LIMIT - len(start)]
+            return start, rest[:SCAN_LIMIT - len(start)], kept[3]
         start = _NOTHING
     elements = _elements(value, kind)
     if not start or len(start) > len(elements) or not all(map(operator.is_, elements, start)):
-        return _NOTHING, elements
-    return start, elements[len(start):]
+        return _NOTHING, elements, None
+    return start, elements[len(start):], kept[3]
 
 
 _NOTHING: list = []
+
+
+def _current(kept: tuple) -> bool:
+    """Whether the dicts and lists a kept container's fixed elements hold (``_keep_if_fixed``) are as they were."""
+    return kept[3] is None or not origin.native[0].stale(*kept[3])
 
 
 def _tag(mapping: dict) -> int | None:
@@ -812,28 +820,52 @@ def _tag(mapping: dict) -> int | None:
     return origin.native[0].version(mapping) if origin.native and issubclass(type(mapping), dict) else None
 
 
-def _keep_if_fixed(value: object, elements: list, rest: list, tag: int | None) -> None:
+def _keep_if_fixed(value: object, elements: list, rest: list, tag: int | None,
+                   known_deps: tuple[list, list] | None) -> None:
     """Keep ``value`` (a builtin container, none of the candidate's) when each element of ``rest`` (those not known
-    from a walk before) is a small scalar or fixed; ``tag``: its version tag before the walk, if a dict."""
+    from a walk before) is a small scalar, fixed, or a dict or list kept itself (then the kept ``value`` rests
+    on it: on its version tag, or its elements, read in C by ``_current``); ``tag``: its version tag before the
+    walk, if a dict; ``known_deps``: what the elements known before rest on."""
     kind = _kinds.get(type(value))
     if kind is not _SEQUENCE and kind is not _MAPPING:
         return
-    weight = len(rest) + 1
+    deps = ([*known_deps[0]], [*known_deps[1]]) if known_deps else ([], [])
+    weight = len(rest) + 1 - len(deps[0])  # what it holds anew
     for element in rest:
         element_type = type(element)
         if element_type in _TEXTS:
             weight += len(element) // _TEXT_UNIT  # a long text held costs as many elements
-        elif element_type not in _SCALARS and id(element) not in _fixed:
+        elif element_type not in _SCALARS and id(element) not in _fixed and not _depend(element, deps):
             return
     if _held[0] > FIXED_LIMIT:
         _fixed.clear()
         _prefixes.clear()
         _held[0] = 0
-    if issubclass(type(value), (tuple, frozenset)):
+    if issubclass(type(value), (tuple, frozenset)) and not deps[0]:
         _fixed[id(value)] = value
     else:
-        _prefixes[id(value)] = (value, elements, tag)
-    _held[0] += weight
+        _prefixes[id(value)] = (value, elements, tag, deps if deps[0] else None)
+    _held[0] += weight + len(deps[0])
+
+
+def _depend(element: object, deps: tuple[list, list]) -> bool:
+    """Add to ``deps`` what ``element`` (a container kept with the compiled helper) rests on: its own state (a
+    dict's tag, a list's elements) and what it rests on; False when it is not kept so."""
+    kept = _prefixes.get(id(element))
+    if kept is None or kept[0] is not element or not origin.native:
+        return False
+    if kept[2] is not None:
+        deps[0].append(element)
+        deps[1].append(kept[2])
+    elif issubclass(type(element), list):
+        deps[0].append(element)
+        deps[1].append(kept[1])
+    elif not issubclass(type(element), (tuple, frozenset)):  # a set: no state of its own read in C
+        return False
+    if kept[3] is not None:
+        deps[0].extend(kept[3][0])
+        deps[1].extend(kept[3][1])
+    return True
 
 
 def _kinds_of(elements: list) -> dict[type, object]:
