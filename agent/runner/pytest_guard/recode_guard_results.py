@@ -765,7 +765,7 @@ def _find(value: object, depth: int, probe: Callable[[object], str | None],
                 if found:
                     return found
     if len(known) + len(rest) < SCAN_LIMIT and (rest or tag is not None):  # else kept as it is
-        _keep_if_fixed(value, known + rest if known else rest, rest, tag, known_deps)
+        _keep_if_fixed(value, known, rest, tag, known_deps)
     return None
 
 
@@ -820,10 +820,10 @@ def _tag(mapping: dict) -> int | None:
     return origin.native[0].version(mapping) if origin.native and issubclass(type(mapping), dict) else None
 
 
-def _keep_if_fixed(value: object, elements: list, rest: list, tag: int | None,
+def _keep_if_fixed(value: object, known: list, rest: list, tag: int | None,
                    known_deps: tuple[list, list] | None) -> None:
-    """Keep ``value`` (a builtin container, none of the candidate's) when each element of ``rest`` (those not known
-    from a walk before) is a small scalar, fixed, or a dict or list kept itself (then the kept ``value`` rests
+    """Keep ``value`` (a builtin container, none of the candidate's) when each element of ``rest`` (those after
+    ``known``, the elements a walk found fixed before) is a small scalar, fixed, or a dict or list kept itself (then the kept ``value`` rests
     on it: on its version tag, or its elements, read in C by ``_current``); ``tag``: its version tag before the
     walk, if a dict; ``known_deps``: what the elements known before rest on."""
     kind = _kinds.get(type(value))
@@ -843,7 +843,10 @@ def _keep_if_fixed(value: object, elements: list, rest: list, tag: int | None,
         _held[0] = 0
     if issubclass(type(value), (tuple, frozenset)) and not deps[0]:
         _fixed[id(value)] = value
-    else:
+    else:  # a dict's kept elements grow in place (only its own entry holds them: what rests on it, its tag)
+        elements = known + rest if tag is None or not known else known
+        if elements is known:
+            known.extend(rest)
         _prefixes[id(value)] = (value, elements, tag, deps if deps[0] else None)
     _held[0] += weight + len(deps[0])
 
