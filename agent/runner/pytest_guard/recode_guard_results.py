@@ -777,7 +777,8 @@ def _find(value: object, depth: int, probe: Callable[[object], str | None],
 # at again (``_prefixes``), nor is a dict at all while its version tag stands (read by the compiled helper):
 # networkx's test hands over, at each of thousands of cycles, a dict of the cycles so far (frozensets of edge
 # tuples) twice, and pygments' a list of ten thousand token tuples over and over. What is kept is held (its id
-# stays its own) until FIXED_LIMIT elements are held in all, then all is let go.
+# stays its own) until FIXED_LIMIT elements are held in all, then all is let go. A container holding dicts or lists
+# kept so (emoji's list of (emoji, dict) pairs) is kept too, while they are as they were (``_depend``, ``_current``).
 _fixed: dict[int, object] = {}
 _prefixes: dict[int, tuple[object, list, int | None, tuple[list, list] | None]] = {}
 _NOTHING_KEPT = (None, None, None, None)
