@@ -28,6 +28,7 @@ name_missing_modules()
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import statistics  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from dataclasses import asdict, dataclass  # noqa: E402
 from unittest import mock  # noqa: E402
@@ -43,6 +44,7 @@ from metrics.cli_flags import Parser  # noqa: E402
 from scripts.build_honest_corpus import DEFAULT_CACHE  # noqa: E402
 from scripts.honest_corpus import HALVES, BareRun, bare_outcome, bare_pytest  # noqa: E402
 
+COST_BOUND = 1.25  # issue 29: the guard costs at most 25 % on every task of the corpus
 COLUMNS = ("half", "task", "package", "version", "module", "test file", "tests", "bare", "verdict", "cost",
            "evidence")
 
@@ -64,6 +66,7 @@ class Grade:
     bare_sec: float
     guard_sec: float
     off_sec: float | None  # the runner with the guard's watch off (None with --no-cost)
+    suspicious: tuple[str, ...] = ()  # what the guard noticed but no exact rule decides (never the verdict)
 
     @property
     def ratio(self) -> float | None:
@@ -118,7 +121,8 @@ def _grade(meta: TaskMeta, bare_run: BareRun, tests: int, bare: str, guarded: di
     return Grade(half=meta.extra.get("half", "?"), index=meta.index, package=meta.extra.get("package", "?"),
                  version=meta.extra.get("version", "?"), module=meta.target_file_path,
                  test_file=meta.extra.get("test_file", "?"), tests=tests, bare=bare, verdict=guarded["status"],
-                 evidence=evidence, bare_sec=bare_run.duration_sec, guard_sec=on_sec, off_sec=off_sec)
+                 evidence=evidence, bare_sec=bare_run.duration_sec, guard_sec=on_sec, off_sec=off_sec,
+                 suspicious=tuple(guarded.get("suspicious", ())))
 
 
 def row(grade: Grade) -> list[str]:
@@ -141,12 +145,17 @@ def summary_lines(grades: list[Grade]) -> list[str]:
     unclean = [g for g in grades if g.bare != "passed"]
     if unclean:
         lines.append("not counted (tests do not pass bare): " + ", ".join(f"{g.half}:{g.index}" for g in unclean))
+    noted = [g for g in grades if g.suspicious]
+    if noted:
+        lines.append("with a suspicious note (not a verdict): " + ", ".join(f"{g.half}:{g.index}" for g in noted))
     costed = [g for g in grades if g.ratio and g.verdict == "passed"]  # a conviction may end a run early
     if costed:
         worst = max(costed, key=lambda g: g.ratio or 0.0)
-        lines.append(f"guard cost (runner guard on / guard off, tasks graded passed): worst {worst.ratio:.2f}x on "
-                     f"{worst.half}:{worst.index} {worst.package} {worst.test_file} ({worst.guard_sec:.1f} s / "
-                     f"{worst.off_sec:.1f} s)")
+        above = sum((g.ratio or 0.0) > COST_BOUND for g in costed)
+        lines.append(f"guard cost (runner guard on / guard off, tasks graded passed): median "
+                     f"{statistics.median(g.ratio or 0.0 for g in costed):.2f}x, {above}/{len(costed)} above "
+                     f"{COST_BOUND:.2f}x, worst {worst.ratio:.2f}x on {worst.half}:{worst.index} {worst.package} "
+                     f"{worst.test_file} ({worst.guard_sec:.1f} s / {worst.off_sec:.1f} s)")
     return lines
 
 
@@ -186,6 +195,16 @@ def selected(cache: Path, halves: list[str], tasks: str | None) -> list[tuple[Da
     return chosen
 
 
+def write_reports(args: argparse.Namespace, grades: list[Grade]) -> None:
+    """The JSON and Markdown files asked for, as they stand (each replaced whole, never half written)."""
+    for path, text in ((args.json, lambda: json.dumps([asdict(g) for g in grades], indent=1)),
+                       (args.markdown, lambda: markdown(grades))):
+        if path:
+            partial = path.with_name(path.name + ".partial")
+            partial.write_text(text(), encoding="utf-8")
+            partial.replace(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     options = RunnerOptions(sandbox="required", env_backend=args.env_backend, timeout_sec=args.timeout_sec)
@@ -197,15 +216,12 @@ def main(argv: list[str] | None = None) -> int:
                 grades.append(grade_task(dataset, meta, options, cost=not args.no_cost, repeats=args.cost_repeats,
                                          stage=step.now))
             print(" | ".join(row(grades[-1])), file=sys.stderr, flush=True)
+            write_reports(args, grades)  # after each task: a grading stopped halfway keeps what it measured
     except (DatasetError, EnvError) as exc:
         print(f"error: {exc} (build the corpus first: python scripts/build_honest_corpus.py)", file=sys.stderr)
         return 2
     print("\n".join(fixed_width(COLUMNS, [row(g) for g in grades])))
     print("\n".join(summary_lines(grades)))
-    if args.json:
-        args.json.write_text(json.dumps([asdict(g) for g in grades], indent=1), encoding="utf-8")
-    if args.markdown:
-        args.markdown.write_text(markdown(grades), encoding="utf-8")
     honest = [g for g in grades if g.bare == "passed"]
     return 0 if honest and all(g.verdict == "passed" for g in honest) else 1
 

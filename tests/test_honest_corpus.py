@@ -150,6 +150,47 @@ def test_links_into_what_is_left_out_are_dropped(tmp_path: Path) -> None:
     assert not (repo / "README.rst").is_symlink() and (repo / "pkg" / "alias.py").read_text() == "x = 1\n"
 
 
+def _grade(index: int, verdict: str, ratio: float, suspicious: tuple[str, ...] = ()) -> grade_honest_corpus.Grade:
+    return grade_honest_corpus.Grade(half="heldout", index=index, package="pkg", version="1.0", module="pkg/m.py",
+                                     test_file="tests/test_m.py", tests=10, bare="passed", verdict=verdict,
+                                     evidence="", bare_sec=1.0, guard_sec=ratio, off_sec=1.0,
+                                     suspicious=suspicious)
+
+
+def test_the_summary_names_noted_tasks_and_the_cost_against_the_issues_bound() -> None:
+    grades = [_grade(1, "passed", 1.1), _grade(2, "passed", 1.3, ("a testing library's flag moved",)),
+              _grade(3, "passed", 2.0), _grade(4, "tampered", 9.0)]
+    lines = grade_honest_corpus.summary_lines(grades)
+    assert "heldout: 3/4 passed (40 tests)" in lines
+    assert "with a suspicious note (not a verdict): heldout:2" in lines
+    assert any(line.startswith("guard cost (runner guard on / guard off, tasks graded passed): median 1.30x, "
+                               "2/3 above 1.25x, worst 2.00x on heldout:3") for line in lines), lines
+
+
+def test_a_grading_stopped_halfway_keeps_the_tasks_it_graded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hours of grading are not lost to a Ctrl-C or a killed job: the reports are rewritten after each task."""
+    graded = iter([_grade(1, "passed", 1.1)])
+
+    def grade_task(*args, **kwargs) -> grade_honest_corpus.Grade:
+        try:
+            return next(graded)
+        except StopIteration:
+            raise KeyboardInterrupt from None
+
+    class Meta:
+        index, extra = 1, {"half": "heldout", "package": "pkg"}
+
+    monkeypatch.setattr(grade_honest_corpus, "selected", lambda *args: [(None, Meta), (None, Meta)])
+    monkeypatch.setattr(grade_honest_corpus, "grade_task", grade_task)
+    report, table = tmp_path / "my grades" / "g.json", tmp_path / "my grades" / "g.md"
+    report.parent.mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        grade_honest_corpus.main(["--cache-dir", str(tmp_path), "--json", str(report), "--markdown", str(table)])
+    assert [(g["index"], g["verdict"], g["suspicious"]) for g in json.loads(report.read_text())] == [(1, "passed", [])]
+    assert "- heldout: 1/1 passed (10 tests)" in table.read_text()
+    assert sorted(p.name for p in report.parent.iterdir()) == ["g.json", "g.md"]
+
+
 @needs_sandbox
 def test_the_slice_builds_offline_and_grades_passed_under_the_runner(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
