@@ -47,7 +47,10 @@ TUNED_ON = {"cachetools", "boltons", "toolz", "humanize", "quantities", "pytorch
             "filterpy", "findiff", "mpmath", "intervaltree", "param", "python-dotenv", "simpy", "tomlkit", "voluptuous",
             "zuko", "babel", "omegaconf", "normflows", "jsonpickle", "deepdiff", "lmfit", "asteval", "inflect",
             "injector", "dogpile.cache", "croniter", "parso", "validators", "array-api-strict", "skorch",
-            "pytorch-warmup", "dateparser"}
+            "pytorch-warmup", "dateparser",
+            # the extra dev half of the night session (n-z), graded while tuning
+            "natsort", "nibabel", "pathspec", "patsy", "schema", "structlog", "tensorly", "tqdm", "transitions",
+            "unfoldNd", "vector", "xmltodict"}
 
 
 def test_the_pinned_manifest_splits_by_package_and_meets_the_issues_sizes() -> None:
