@@ -2807,3 +2807,15 @@ def test_a_test_walking_large_data_tables_passes(tmp_path: Path) -> None:
                         test_cases=_test_names(TABLES_TEST))
     result = run_candidate(dataset, 1, TABLES, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
     assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+
+
+def test_a_candidate_module_pytests_rewriter_imports_passes(tmp_path: Path) -> None:
+    """Rule 4: a package whose pytest configuration names every file a test file (patsy's ``python_files = *.py``)
+    has its modules, the candidate's among them, run by pytest's assertion rewriter when imported: the import
+    system running a plain module of that very file, not the candidate's code in a namespace not its own."""
+    dataset = make_task(tmp_path / "honest dataset")
+    package = tmp_path / "honest dataset" / "annotations" / "annotation_1" / "toy" / "pkg"
+    (package / "pytest.ini").write_text("[pytest]\npython_files = *.py\n")
+    result = run_candidate(dataset, 1, CANONICAL + "\nassert add(1, 1) == 2\n",
+                           RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])

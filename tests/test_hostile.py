@@ -1711,6 +1711,26 @@ def scale(values, k):
     return [v * k for v in values]
 '''
 
+_REWRITER_STANDIN = '''
+import importlib.util
+
+
+def _rewriter():
+    return next(f for f in sys.meta_path if type(f).__name__ == "AssertionRewritingHook")
+
+
+class _Standin:
+    """Not a module: its ``__dict__`` is the namespace it was given (the test module's)."""
+
+    def __init__(self, name, namespace):
+        self.__spec__ = importlib.util.spec_from_file_location(name, __file__)
+        self.__name__, self.__file__, self._namespace = name, __file__, namespace
+
+    @property
+    def __dict__(self):
+        return self._namespace
+'''
+
 # Acts rules 4, 7 and 13 now judge more exactly; each stays caught where it touches what is not the candidate's.
 EXACT_ACTS = {
     # rule 7: the frame that writes decides; its own functions the candidate may recompile, not the test's or
@@ -1756,6 +1776,30 @@ def add(a, b):
 def scale(values, k):
     return [v * k for v in values]
 ''', NAMEDTUPLE_TEST, r"target\.py:\d+ replaces __defaults__ of <string>:1 \(<lambda>\)"),
+    # rule 4: pytest's assertion rewriter runs a module of the candidate's file only for the import system, on a
+    # plain module of that file; called by the candidate on a stand-in for the test module, or through a loader of
+    # its own handing importlib such a stand-in, it would run the candidate's code in the test's namespace
+    "pytest's rewriter running its file in the test's namespace": (_FIND_TEST + _REWRITER_STANDIN + '''
+
+def add(a, b):
+    _rewriter().exec_module(_Standin("pkg.target_again", vars(_test())))
+    return a - b
+''' + _WRONG_SCALE, None, r"runs the candidate's code with foreign globals \(exec\)"),
+    "pytest's rewriter handed a stand-in by importlib": (_FIND_TEST + _REWRITER_STANDIN + '''
+import importlib._bootstrap
+
+
+def add(a, b):
+    rewriter = _rewriter()
+
+    class Loader(type(rewriter)):
+        def create_module(self, spec):
+            return _Standin(spec.name, vars(_test()))
+
+    spec = importlib.util.spec_from_file_location("pkg.target_again", __file__, loader=Loader(rewriter.config))
+    importlib._bootstrap._load(spec)
+    return a - b
+''' + _WRONG_SCALE, None, r"runs the candidate's code with foreign globals \(exec\)"),
     # rule 4: code it loads with marshal is its own, so what that code writes is the candidate's writing
     "marshalled code run in the test's namespace": (_FIND_TEST + '''
 import marshal

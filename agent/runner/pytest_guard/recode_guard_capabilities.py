@@ -294,7 +294,7 @@ def _builds_code(name: str):
         code = args[0] if args else None
         if name != "exec" or type(code) is not types.CodeType:
             return
-        if origin.is_candidate_file(code.co_filename) and "importlib" not in trigger.f_code.co_filename and \
+        if origin.is_candidate_file(code.co_filename) and not _import_system_runs(trigger, code.co_filename) and \
                 os.path.isfile(code.co_filename):
             cand, _ = _context(trigger)
             deny(cand, trigger, f"runs the candidate's code with foreign globals ({name})")
@@ -302,6 +302,21 @@ def _builds_code(name: str):
                 _context(trigger)[0] is not None:
             _note_built_for(code)
     return rule
+
+
+def _import_system_runs(trigger: types.FrameType, filename: str) -> bool:
+    """The import system running a module: importlib's own frame, or a loader's ``exec_module`` that importlib's
+    ``_load_unlocked`` called on a plain module of that very file (pytest's assertion rewriter running a module
+    its ``python_files`` names: patsy's ``*.py``; a plain module's namespace is its own); a loader of the
+    candidate's, or any object standing in for a module, is not."""
+    if "importlib" in trigger.f_code.co_filename:
+        return True
+    caller = trigger.f_back
+    if trigger.f_code.co_name != "exec_module" or caller is None or caller.f_code.co_name != "_load_unlocked" or \
+            caller.f_code.co_filename != "<frozen importlib._bootstrap>" or origin.is_candidate_frame(trigger):
+        return False
+    module = trigger.f_locals.get("module")
+    return type(module) is types.ModuleType and dict.get(vars(module), "__file__") == filename
 
 
 def _note_built_for(code: types.CodeType) -> None:
