@@ -153,6 +153,8 @@ def stored(owner: object, name: str, value: object = _MISSING, of_class: bool = 
     the real one: instance attributes are nobody's to judge, and a ``__class__`` a class defines may answer another
     class each time). Only the test's own code records: the candidate finds this function among the test
     module's globals."""
+    if owner is not None and not of_class and not origin.is_kind(owner, type):
+        return  # an instance's attribute: nothing to record, whoever calls
     with origin.GuardWork():
         caller = sys._getframe(1)
     if not is_test_frame(caller):

@@ -369,13 +369,13 @@ def _patched(call: ast.expr) -> list[ast.expr]:
     return []
 
 
-def _own_functions(mod: ast.Module) -> frozenset[str]:
+def _own_functions(mod: ast.Module, walked: list[ast.AST]) -> frozenset[str]:
     """Names that only an undecorated ``def`` of the module's top level binds in all its source (no star import):
     a call of one runs the test's own code, instrumented, which checks what it compares of its arguments there, so
     they are not walked at the call (tenacity's ``make_retry_state`` hands each state it builds to its helper).
     Anyone else binding the name in the test's module is refused by rules 9 to 11."""
     bound: dict[str, int] = {}
-    for node in preload.walk(mod):
+    for node in walked:
         kind = type(node)
         if kind is ast.Name:
             names: tuple = () if type(node.ctx) is ast.Load else (node.id,)
@@ -450,8 +450,12 @@ def _import_position(mod: ast.Module) -> int:
 
 
 def instrument(mod: ast.Module, source: bytes | str) -> None:
-    transformer = _Instrument((source.encode() if isinstance(source, str) else source).splitlines(),
-                              _own_functions(mod))
+    """``mod`` as pytest rewrote it; the test's own functions are read from the tree the guard parsed before
+    any candidate code ran when ``source`` is its text (one walk of the test less: pytest only adds ``@`` names)."""
+    source = source.encode() if isinstance(source, str) else source
+    pristine = preload.parsed_from(_state["test"], source)
+    own = _own_functions(pristine, preload.nodes(pristine)) if pristine else _own_functions(mod, preload.walk(mod))
+    transformer = _Instrument(source.splitlines(), own)
     handed.new_module()
     transformer.visit(mod)
     names = [ast.alias(name="check", asname=CHECK), ast.alias(name="operand", asname=OPERAND),
