@@ -34,6 +34,7 @@ import recode_guard_origin as origin
 
 _ITEMS = 32
 _PATH_KINDS = frozenset({str, bytes, pathlib.PurePosixPath, pathlib.PosixPath})
+_HOLDING = _PATH_KINDS | {types.FrameType, list, tuple, dict}  # the kinds ``_held`` looks into
 _state: dict = {"test": "", "name": "", "slots": 0}
 _sites: dict[tuple[int, int], tuple[tuple, tuple[int, ...]] | None] = {}  # end -> (constants, slots); None: shared
 _records: dict[int, tuple[int, int, tuple]] = {}  # slot -> (id of the frame, id of its code, what it held)
@@ -91,6 +92,8 @@ def _names_test(path: str) -> bool:
 
 def note(value: object, slot: int) -> None:
     """An argument the test evaluated for a call (``value`` at ``slot``): recorded when it holds a path or frame."""
+    if type(value) not in _HOLDING and not _records:
+        return  # nothing to record, nothing recorded to forget
     held = _held(value)
     if held:
         with origin.GuardWork():

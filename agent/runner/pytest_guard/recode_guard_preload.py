@@ -91,6 +91,9 @@ class Transformer(ast.NodeTransformer):
         found = self.visitors[type(node)] = getattr(self, "visit_" + type(node).__name__, self.generic_visit)
         return found
 
+    def visit_Constant(self, node: ast.Constant) -> ast.Constant:
+        return node  # no child nodes (``ast.NodeVisitor``'s looks for the visitors of the old constant nodes)
+
     def generic_visit(self, node: ast.AST) -> ast.AST:
         """``ast.NodeTransformer.generic_visit``; a list is rebuilt only from the first element its visitor
         replaced (most are returned as they were)."""

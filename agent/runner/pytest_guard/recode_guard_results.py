@@ -123,7 +123,14 @@ def _located(node: ast.AST, at: ast.AST) -> ast.AST:
 
 
 def _call(name: str, args: list[ast.expr], at: ast.AST) -> ast.Call:
-    return _located(ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=args, keywords=[]), at)
+    """``_located``'s call of ``name``, the call and its name placed as built (only new arguments are walked)."""
+    line = getattr(at, "lineno", 1)
+    end = getattr(at, "end_lineno", None)
+    column = getattr(at, "col_offset", 0)
+    place = {"lineno": line, "col_offset": column, "end_lineno": line if end is None or end < line else end,
+             "end_col_offset": getattr(at, "end_col_offset", None) or column}
+    return ast.Call(func=ast.Name(id=name, ctx=ast.Load(), **place), args=[_located(a, at) for a in args],
+                    keywords=[], **place)
 
 
 def _helper(func: ast.expr) -> bool:
@@ -453,7 +460,7 @@ def instrument(mod: ast.Module, source: bytes | str) -> None:
     """``mod`` as pytest rewrote it; the test's own functions are read from the tree the guard parsed before
     any candidate code ran when ``source`` is its text (one walk of the test less: pytest only adds ``@`` names)."""
     source = source.encode() if isinstance(source, str) else source
-    pristine = preload.parsed_from(_state["test"], source)
+    pristine = preload.parsed_from(_state["test"], source) if _state["test"] else None
     own = _own_functions(pristine, preload.nodes(pristine)) if pristine else _own_functions(mod, preload.walk(mod))
     transformer = _Instrument(source.splitlines(), own)
     handed.new_module()
