@@ -57,6 +57,8 @@ class Plan:
 def plan(tree: ast.Module, module_plan: sources.Plan) -> Plan:
     result = Plan()
     _collect_classes(tree.body, (), result)
+    if not result.classes:
+        return result  # what the code does to attributes is read for the classes only (``check``)
     aliases: dict[str, set[str]] = {}
     for node in preload.nodes(tree):
         _read_node(node, result, aliases)
