@@ -514,15 +514,35 @@ def function_index(function: object) -> int | None:
     """Index of the test-module function pytest calls for an item (through ``functools.wraps`` wrappers)."""
     for _ in range(8):
         code = code_of(function)
-        if code is not None and os.path.realpath(code.co_filename) == _state["test"]:
-            for index, (name, line, first) in enumerate(_state["functions"]):
-                if name == code.co_name and code.co_firstlineno in (line, first):
-                    return index
-            return None
+        if code is not None and _is_test_file(code.co_filename):
+            return _function_keys().get((code.co_name, code.co_firstlineno))
         function = getattr(function, "__wrapped__", None)
         if function is None:
             return None
     return None
+
+
+_test_files: dict[str, bool] = {}
+
+
+def _is_test_file(path: str) -> bool:
+    known = _test_files.get(path)
+    if known is None:
+        known = _test_files[path] = os.path.realpath(path) == _state["test"]
+    return known
+
+
+def _function_keys() -> dict[tuple[str, int], int]:
+    """(name, line of its ``def`` or of its first decorator) -> the first function of the test module there."""
+    functions = _state["functions"]
+    kept = _state.get("function_keys")
+    if kept is None or kept[0] is not functions:
+        keys: dict[tuple[str, int], int] = {}
+        for index, (name, line, first) in enumerate(functions):
+            keys.setdefault((name, line), index)
+            keys.setdefault((name, first), index)
+        kept = _state["function_keys"] = (functions, keys)
+    return kept[1]
 
 
 def counts(index: int) -> tuple[int, int, int]:
