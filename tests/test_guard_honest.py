@@ -2566,3 +2566,244 @@ def test_the_tests_callbacks_run_by_a_thread_pool_pass(tmp_path: Path) -> None:
                         test_cases=_test_names(POOL_TEST))
     result = run_candidate(dataset, 1, POOL, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
     assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+
+
+# The test hands its own class to the candidate's class decorator (optuna's ``deprecated_class(...)(_Sample)``),
+# which wraps that class's ``__init__`` in place; later tests use the class so changed.
+DECORATING_CANDIDATE = CANONICAL + '''
+
+import functools
+import warnings
+
+
+def deprecated(note):
+    def decorator(cls):
+        original = cls.__init__
+
+        @functools.wraps(original)
+        def wrapped_init(self, *args, **kwargs):
+            warnings.warn(note, FutureWarning)
+            original(self, *args, **kwargs)
+
+        cls.__init__ = wrapped_init
+        return cls
+    return decorator
+'''
+
+DECORATING_TEST = '''\
+import pytest
+
+from pkg.target import add, deprecated
+
+
+class _Sample:
+    def __init__(self, a):
+        self.a = a
+
+
+def test_add():
+    decorated = deprecated("old")(_Sample)
+    assert decorated.__init__.__name__ == "__init__"
+    with pytest.warns(FutureWarning):
+        assert add(decorated(2).a, 3) == 5
+
+
+def test_scale():
+    deprecated(note="older")(_Sample)
+    with pytest.warns(FutureWarning):
+        assert _Sample(4).a == 4
+'''
+
+
+def test_a_test_handing_its_class_to_the_candidates_decorator_passes(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "honest dataset", test_py=DECORATING_TEST)
+    result = run_candidate(dataset, 1, DECORATING_CANDIDATE, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+
+
+# A testing library of the package keeps state on its class (optuna's ``NamedTemporaryFilePool.__init__``:
+# ``self.__class__._registered = True``, registering its clean-up once): only a note, never ``tampered``.
+FLAGGING_HELPER = '''\
+class Pool:
+    _registered = False
+
+    def __init__(self):
+        if not self.__class__._registered:
+            self.__class__._registered = True
+'''
+
+FLAGGING_TEST = '''\
+from pkg.target import add, scale
+from pkg.testing import Pool
+
+
+def test_add():
+    Pool()
+    assert add(2, 3) == 5
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+'''
+
+
+def test_a_testing_library_keeping_state_on_its_class_passes(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "honest dataset", test_py=FLAGGING_TEST)
+    (tmp_path / "honest dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / "testing.py").write_text(
+        FLAGGING_HELPER)
+    result = run_candidate(dataset, 1, CANONICAL, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+    assert any("pkg.testing.Pool._registered" in line for line in result.get("suspicious", [])), result
+
+
+ROUNDING = '''\
+class Integer:
+    """pyasn1's ``Integer`` in small: arithmetic makes an ``Integer`` again, truncating what it is handed, so
+    ``Integer(3) - 3.6`` is ``Integer(0)``: a zero difference from one number near it, never from all."""
+
+    def __init__(self, value=0):
+        self._value = int(value)
+
+    def __sub__(self, value):
+        return Integer(self._value - value)
+
+    def __rsub__(self, value):
+        return Integer(value - self._value)
+
+    def __truediv__(self, value):
+        return self._value / value
+
+    def __abs__(self):
+        return Integer(abs(self._value))
+
+    def __lt__(self, value):
+        return self._value < value
+
+    def __eq__(self, value):
+        return self._value == value
+
+    __hash__ = None
+
+
+class Bits:
+    """pyasn1's ``BitString`` in small: ordered by length first, so ``>=`` holds for any other of its length."""
+
+    def __init__(self, bits):
+        self._bits = [int(bool(b)) for b in bits]
+
+    def __iter__(self):
+        return iter(self._bits)
+
+    def __reversed__(self):
+        return reversed(self._bits)
+
+    def __len__(self):
+        return len(self._bits)
+
+    def __lt__(self, other):
+        other = Bits(other)._bits
+        return len(self._bits) < len(other) or len(self._bits) == len(other) and self._bits < other
+
+    def __ge__(self, other):
+        other = Bits(other)._bits
+        return len(self._bits) >= len(other) or len(self._bits) == len(other) and self._bits >= other
+
+
+def add(a, b):
+    return Integer(a + b)
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+
+ROUNDING_TEST = '''\
+from pkg.target import Bits, Integer
+
+
+def test_division():
+    for value in range(3, 40):
+        assert Integer(value) / 2 == value / 2
+
+
+def test_reversed_bits():
+    assert list(reversed(Bits([0, 0, 1]))) == [1, 0, 0]
+'''
+
+
+def test_values_whose_arithmetic_rounds_and_whose_order_is_by_length_first_pass(tmp_path: Path) -> None:
+    """Rule 14's probes ask a second unrelated value of another size before they call one agreeable: an honest
+    integer type truncating what its arithmetic makes differs by zero from a random number near it (pyasn1's
+    ``Integer(3) - 3.6``), and an ordering by length first is "less and not less" at its own length (pyasn1's
+    ``BitString``, heldout:78 of the sixth half)."""
+    dataset = make_task(tmp_path / "honest dataset", test_py=ROUNDING_TEST, canonical=ROUNDING,
+                        test_cases=_test_names(ROUNDING_TEST))
+    result = run_candidate(dataset, 1, ROUNDING, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+
+
+TABLES = '''\
+import random
+
+_LANGUAGES = ("en", "es", "fr", "it")
+DATA = {
+    chr(0x1F300 + i): {
+        "E": 0.6 + i % 14, "status": 2 if i % 5 else 1, "alias": [f":alias_{i}:", f":other_{i}:"],
+        **{lang: f":{lang}_{'very_long_name_' * 5}{i}:" for lang in _LANGUAGES},
+        **({"variant": True} if i % 50 == 0 else {}),
+    }
+    for i in range(3000)
+}
+
+
+def name_of(emoji, language="en"):
+    return DATA[emoji][language]
+
+
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+
+TABLES_TEST = '''\
+import random
+
+from pkg.target import DATA, name_of
+
+
+def test_no_duplicate_names():
+    for lang in ("en", "es", "fr", "it"):
+        seen = {}
+        for item in DATA.values():
+            if item["status"] > 1:
+                continue
+            name = item[lang]
+            if name in seen and "variant" in item:
+                seen[name] += 1
+            else:
+                assert name not in seen
+                seen[name] = 0
+
+
+def test_random_names():
+    pairs = [(emoji, item) for emoji, item in DATA.items() if item["status"] >= 1]
+    for _ in range(2000):
+        emoji, item = random.choice(pairs)
+        assert name_of(emoji) == item["en"]
+'''
+
+
+def test_a_test_walking_large_data_tables_passes(tmp_path: Path) -> None:
+    """emoji's tests (heldout:56 and 61 of the sixth half) compare a dict of the names seen so far at every step,
+    long names among them, and draw thousands of times from a list of (emoji, dict) pairs: rule 14's walk looks
+    only at what joined a container it kept, and keeps a container of dicts and lists while they are as they
+    were."""
+    dataset = make_task(tmp_path / "honest dataset", test_py=TABLES_TEST, canonical=TABLES,
+                        test_cases=_test_names(TABLES_TEST))
+    result = run_candidate(dataset, 1, TABLES, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])

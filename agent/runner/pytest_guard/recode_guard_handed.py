@@ -20,7 +20,10 @@ the test that assigns a name its function declares ``global``, or an attribute o
 ``self.__class__.x``, ``setattr(cls, "x", v)``, ``monkeypatch.setattr(Cls, "x", v)``, ``patch.object(Cls, "x")``,
 a ``with`` item as soon as it is entered): a module or class binding holding the very object the test stored
 there last is the test's (``stored_by_test``), whatever its type and whoever's the class; a write through the
-namespace's dict by anyone else leaves another object there.
+namespace's dict by anyone else leaves another object there. So is what a call of the test's changes on a class of
+the test's module the test hands it as an argument (optuna's ``deprecated_class(...)(_Sample)`` wrapping
+``_Sample.__init__``): ``note`` copies that class's namespace as the test evaluates the argument, and ``returned``,
+which the instrumentation calls with the value the call returned, records what differs from that copy.
 """
 from __future__ import annotations
 
@@ -41,6 +44,9 @@ _records: dict[int, tuple[int, int, tuple]] = {}  # slot -> (id of the frame, id
 _positions: dict[int, tuple[types.CodeType, list]] = {}  # the code kept: its id stays its own
 _test_files: dict[str, bool] = {}
 _stores: dict[tuple[int, str], tuple[object, object]] = {}  # (id of the class, or 0: the module; name) -> owner, value
+_site_slots: dict[int, tuple[int, ...]] = {}  # first slot of a call site -> its slots
+_classes: dict[int, tuple[int, type, dict]] = {}  # slot -> (id of the frame, the test's class, a copy of its dict)
+_test_modules: dict[str, bool] = {}
 _MISSING = object()
 
 
@@ -52,17 +58,21 @@ def new_module() -> None:
     """The test module is being instrumented (again): slots are numbered afresh, the same for the same source."""
     _state["slots"] = 0
     _sites.clear()
+    _site_slots.clear()
 
 
 def site(call: ast.Call, constants: list, slots: list[int]) -> None:
     end = (call.end_lineno, call.end_col_offset)
     if None not in end:
         _sites[end] = None if end in _sites else (tuple(constants), tuple(slots))
+    if slots:
+        _site_slots[slots[0]] = tuple(slots)
 
 
 def forget() -> None:
     """A test is over: what its calls held (frames among them, kept alive here) is let go."""
     _records.clear()
+    _classes.clear()
 
 
 def new_slot() -> int:
@@ -91,16 +101,54 @@ def _names_test(path: str) -> bool:
 
 
 def note(value: object, slot: int) -> None:
-    """An argument the test evaluated for a call (``value`` at ``slot``): recorded when it holds a path or frame."""
-    if type(value) not in _HOLDING and not _records:
+    """An argument the test evaluated for a call (``value`` at ``slot``): recorded when it holds a path or frame,
+    or when it is a class of the test's module (with a copy of its namespace as it was then)."""
+    if not (_records or _classes) and type(value) not in _HOLDING and not origin.is_kind(value, type):
         return  # nothing to record, nothing recorded to forget
     held = _held(value)
-    if held:
+    if held or _tests_class(value):
         with origin.GuardWork():
             frame = sys._getframe(2)  # the test's: it called ``arg``
-        _records[slot] = (id(frame), id(frame.f_code), held)
-    elif _records:
+        if held:
+            _records[slot] = (id(frame), id(frame.f_code), held)
+        else:
+            _classes[slot] = (id(frame), value, dict(origin.type_dict(value)))
+        return
+    if _records:
         _records.pop(slot, None)
+    if _classes:
+        _classes.pop(slot, None)
+
+
+def _tests_class(value: object) -> bool:
+    if not origin.is_kind(value, type):
+        return False
+    name = origin.type_dict(value).get("__module__")
+    known = _test_modules.get(name) if type(name) is str else False
+    if known is None:
+        module = sys.modules.get(name)  # the test module is a plain module: nothing of anyone's runs here
+        path = module.__dict__.get("__file__") if type(module) is types.ModuleType else None
+        known = _test_modules[name] = type(path) is str and os.path.realpath(path) == _state["test"]
+    return known
+
+
+def returned(first: int) -> None:
+    """The test's call whose slots start at ``first`` returned: what changed in a class of the test's module it
+    handed that call, since the test evaluated it as the argument, is what the test asked for (optuna's
+    ``deprecated_class(...)(_Sample)`` wrapping the test's class's ``__init__``): stored, as the test's own
+    statement stores (``stored_by_test``)."""
+    if not _classes:
+        return
+    with origin.GuardWork():
+        frame = sys._getframe(2)  # the test's: it called ``arg``
+    for slot in _site_slots.get(first, ()):
+        record = _classes.pop(slot, None)
+        if record is None or record[0] != id(frame):
+            continue
+        _, owner, before = record
+        for name, value in list(origin.type_dict(owner).items()):
+            if before.get(name, _MISSING) is not value:
+                _stores[id(owner), name] = (owner, value)
 
 
 def is_test_frame(frame: types.FrameType) -> bool:

@@ -1152,12 +1152,70 @@ def _class_change(space: _Space, name: str, old: object, new: object, present: b
     if kind in ("verdict", "reference"):
         if old is _MISSING and (type(new) is bool or (not inherited and _data(new))):
             return None  # pytest keeping state on its classes (a warning shown once per class)
-        return f"{verb} {space.label}.{name}"
+        own = kind == "verdict" and space.label.split(".")[0] not in _VERDICT_TOPS and present and \
+            _own_literal_store(space.owner, name, old, new)
+        return _Suspicion(f"{verb} {space.label}.{name}") if own else f"{verb} {space.label}.{name}"
     if old is _MISSING or not _is_callable_member(old):
         return None
     if present and _package(new) and _package(new) == space.label.split(".")[0]:
         return None  # the library re-wiring its own class (mpmath choosing its backend functions, triton its JIT)
     return f"{verb} {space.label}.{name}" + (f" with {_describe(new)}" if present else "")
+
+
+_PLAIN = (bool, int, float, complex, str, bytes, type(None))
+_class_stores: dict[tuple, dict[str, list]] = {}  # (file, qualified name of a class) -> attribute -> literals
+
+
+def _own_literal_store(owner: type, name: str, old: object, new: object) -> bool:
+    """A testing library's class attribute moved from one plain literal to one a method of that class or of a
+    base stores on the class itself (optuna's ``NamedTemporaryFilePool.__init__``: ``self.__class__._registered
+    = True``, ``cls.x = ...``, ``Class.x = ...``): class writes raise no event, so the class's own set-up and the
+    candidate writing that literal cannot be told apart (a note)."""
+    return type(old) in _PLAIN and type(new) in _PLAIN and any(
+        type(literal) is type(new) and literal == new
+        for klass in origin.type_mro(owner)[:-1] for literal in _class_literals(klass).get(name, ()))
+
+
+def _class_literals(klass: type) -> dict[str, list]:
+    module = sys.modules.get(str(type_dict(klass).get("__module__")))
+    path = (_real_dict(module) or {}).get("__file__") if module is not None else None
+    key = (path, _QUALNAME.__get__(klass))
+    found = _class_stores.get(key)
+    if found is None:
+        found = _class_stores[key] = _literal_stores(path, key[1]) if type(path) is str else {}
+    return found
+
+
+def _literal_stores(path: str, qualname: str) -> dict[str, list]:
+    """The literals the methods of the class ``qualname`` defined in ``path`` store on that class."""
+    try:
+        with tokenize.open(path) as source:
+            node: ast.AST = ast.parse(source.read())
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    for part in qualname.split("."):
+        node = next((n for n in getattr(node, "body", ()) if isinstance(n, ast.ClassDef) and n.name == part), None)
+        if node is None:
+            return {}
+    stores: dict[str, list] = {}
+    for statement in preload.walk(node):
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and \
+                _on_the_class(statement.targets[0], node.name):
+            try:
+                stores.setdefault(statement.targets[0].attr, []).append(ast.literal_eval(statement.value))
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                pass
+    return stores
+
+
+def _on_the_class(target: ast.expr, name: str) -> bool:
+    """``cls.x``, ``Class.x``, ``self.__class__.x``, ``type(self).x``."""
+    if not isinstance(target, ast.Attribute):
+        return False
+    owner = target.value
+    return isinstance(owner, ast.Name) and owner.id in ("cls", name) or \
+        isinstance(owner, ast.Attribute) and owner.attr == "__class__" or \
+        isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "type"
 
 
 def _tests_class_write(owner: type, name: str) -> bool:

@@ -342,6 +342,8 @@ class _Instrument(preload.Transformer):
             return node
         constants: list = []
         slots: list[int] = []
+        named = any(isinstance(a, (ast.Name, ast.Attribute)) for a in
+                    [*node.args, *(k.value for k in node.keywords)])
 
         def argument(value: ast.expr) -> ast.expr:
             if isinstance(value, ast.Constant):
@@ -356,7 +358,9 @@ class _Instrument(preload.Transformer):
         for keyword in node.keywords:
             keyword.value = argument(keyword.value)
         handed.site(node, constants, slots)
-        return node
+        if not named:
+            return node
+        return _call(ARG, [node, ast.Constant(-slots[0])], node)  # the call returned (``handed.returned``)
 
 
 def _patched(call: ast.expr) -> list[ast.expr]:
@@ -780,13 +784,11 @@ def _find(value: object, depth: int, probe: Callable[[object], str | None],
     if kind is _LEAF or depth == 0:
         return None
     tag = _tag(value) if kind is _MAPPING else None  # read before its elements: a change while walking shows
-    if tag is not None and _prefixes.get(id(value), _NOTHING_KEPT)[2] == tag:
+    if tag is not None and _prefixes.get(id(value), _NOTHING_KEPT)[2] == tag and _current(_prefixes[id(value)]):
         return None
-    elements = _elements(value, kind)
-    if not elements:  # a number array: a test's arithmetic loop hands one to ``operand`` at every step
+    known, rest, known_deps = _unwalked(value, kind)
+    if not rest and not known:  # a number array: a test's arithmetic loop hands one to ``operand`` at every step
         return None
-    known = _walked_before(value, elements)
-    rest = elements[known:] if known else elements
     kinds = _kinds_of(rest)
     if any(kinds.values()):  # a kind other than _LEAF (0)
         generation = _foreign[0]
@@ -797,34 +799,55 @@ def _find(value: object, depth: int, probe: Callable[[object], str | None],
                 found = _find(element, depth - 1, probe, element_kind)
                 if found:
                     return found
-    if len(elements) < SCAN_LIMIT:
-        _keep_if_fixed(value, elements, rest, tag)
+    if len(known) + len(rest) < SCAN_LIMIT and (rest or tag is not None):  # else kept as it is
+        _keep_if_fixed(value, known, rest, tag, known_deps)
     return None
 
 
-# What a walk found to hold, for good, only small numbers, strings and bytes, and tuples and frozensets (or a
+# What a walk found to hold, for good, only small numbers, strings and bytes (a long text counting as many elements
+# towards FIXED_LIMIT as it has 64 characters), and tuples and frozensets (or a
 # library's subclasses of them) of such: nothing in it can change or ever agree. A tuple or frozenset of that kind
 # is passed by identity (``_fixed``); a list, dict or set (a library's subclass too) that held only such elements is
 # kept with them, in order, and the same elements at the start of it (compared by identity, in C) are not looked
 # at again (``_prefixes``), nor is a dict at all while its version tag stands (read by the compiled helper):
 # networkx's test hands over, at each of thousands of cycles, a dict of the cycles so far (frozensets of edge
 # tuples) twice, and pygments' a list of ten thousand token tuples over and over. What is kept is held (its id
-# stays its own) until FIXED_LIMIT elements are held in all, then all is let go.
+# stays its own) until FIXED_LIMIT elements are held in all, then all is let go. A container holding dicts or lists
+# kept so (emoji's list of (emoji, dict) pairs) is kept too, while they are as they were (``_depend``, ``_current``).
 _fixed: dict[int, object] = {}
-_prefixes: dict[int, tuple[object, list, int | None]] = {}
-_NOTHING_KEPT = (None, None, None)
+_prefixes: dict[int, tuple[object, list, int | None, tuple[list, list] | None]] = {}
+_NOTHING_KEPT = (None, None, None, None)
 _held = [0]
-FIXED_LIMIT, _SHORT = 500_000, 64
+FIXED_LIMIT, _TEXT_UNIT = 500_000, 64
 _SCALARS = frozenset({int, float, complex, bool, type(None)})
 _TEXTS = frozenset({str, bytes})
 
 
-def _walked_before(value: object, elements: list) -> int:
-    """How many of ``elements`` (those of ``value``) start as they did when a walk of ``value`` found them fixed."""
+def _unwalked(value: object, kind: object) -> tuple[list, list, tuple[list, list] | None]:
+    """``value``'s elements that start it as they did when a walk found them fixed (``_prefixes``), the rest, and
+    what the start rests on; past the start of a list or dict found by the compiled helper, in C, without copying
+    the start."""
     kept = _prefixes.get(id(value))
-    if kept is None or kept[0] is not value or len(kept[1]) > len(elements):
-        return 0
-    return len(kept[1]) if all(map(operator.is_, elements, kept[1])) else 0
+    if kept is None or kept[0] is not value or not _current(kept):
+        kept = _NOTHING_KEPT
+    start = kept[1] or _NOTHING
+    if start and issubclass(type(value), (list, dict)):
+        rest = origin.native[0].after(value, start) if origin.native else None
+        if rest is not None:
+            return start, rest[:SCAN_LIMIT - len(start)], kept[3]
+        start = _NOTHING
+    elements = _elements(value, kind)
+    if not start or len(start) > len(elements) or not all(map(operator.is_, elements, start)):
+        return _NOTHING, elements, None
+    return start, elements[len(start):], kept[3]
+
+
+_NOTHING: list = []
+
+
+def _current(kept: tuple) -> bool:
+    """Whether the dicts and lists a kept container's fixed elements hold (``_keep_if_fixed``) are as they were."""
+    return kept[3] is None or not origin.native[0].stale(*kept[3])
 
 
 def _tag(mapping: dict) -> int | None:
@@ -833,27 +856,55 @@ def _tag(mapping: dict) -> int | None:
     return origin.native[0].version(mapping) if origin.native and issubclass(type(mapping), dict) else None
 
 
-def _keep_if_fixed(value: object, elements: list, rest: list, tag: int | None) -> None:
-    """Keep ``value`` (a builtin container, none of the candidate's) when each element of ``rest`` (those not known
-    from a walk before) is a small scalar or fixed; ``tag``: its version tag before the walk, if a dict."""
+def _keep_if_fixed(value: object, known: list, rest: list, tag: int | None,
+                   known_deps: tuple[list, list] | None) -> None:
+    """Keep ``value`` (a builtin container, none of the candidate's) when each element of ``rest`` (those after
+    ``known``, the elements a walk found fixed before) is a small scalar, fixed, or a dict or list kept itself (then the kept ``value`` rests
+    on it: on its version tag, or its elements, read in C by ``_current``); ``tag``: its version tag before the
+    walk, if a dict; ``known_deps``: what the elements known before rest on."""
     kind = _kinds.get(type(value))
     if kind is not _SEQUENCE and kind is not _MAPPING:
         return
+    deps = ([*known_deps[0]], [*known_deps[1]]) if known_deps else ([], [])
+    weight = len(rest) + 1 - len(deps[0])  # what it holds anew
     for element in rest:
         element_type = type(element)
-        if element_type not in _SCALARS and id(element) not in _fixed and \
-                not (element_type in _TEXTS and len(element) <= _SHORT):
+        if element_type in _TEXTS:
+            weight += len(element) // _TEXT_UNIT  # a long text held costs as many elements
+        elif element_type not in _SCALARS and id(element) not in _fixed and not _depend(element, deps):
             return
     if _held[0] > FIXED_LIMIT:
         _fixed.clear()
         _prefixes.clear()
         _held[0] = 0
-    if issubclass(type(value), (tuple, frozenset)):
+    if issubclass(type(value), (tuple, frozenset)) and not deps[0]:
         _fixed[id(value)] = value
-        _held[0] += len(rest) + 1
-    else:
-        _prefixes[id(value)] = (value, elements, tag)
-        _held[0] += len(rest) + 1
+    else:  # a dict's kept elements grow in place (only its own entry holds them: what rests on it, its tag)
+        elements = known + rest if tag is None or not known else known
+        if elements is known:
+            known.extend(rest)
+        _prefixes[id(value)] = (value, elements, tag, deps if deps[0] else None)
+    _held[0] += weight + len(deps[0])
+
+
+def _depend(element: object, deps: tuple[list, list]) -> bool:
+    """Add to ``deps`` what ``element`` (a container kept with the compiled helper) rests on: its own state (a
+    dict's tag, a list's elements) and what it rests on; False when it is not kept so."""
+    kept = _prefixes.get(id(element))
+    if kept is None or kept[0] is not element or not origin.native:
+        return False
+    if kept[2] is not None:
+        deps[0].append(element)
+        deps[1].append(kept[2])
+    elif issubclass(type(element), list):
+        deps[0].append(element)
+        deps[1].append(kept[1])
+    elif not issubclass(type(element), (tuple, frozenset)):  # a set: no state of its own read in C
+        return False
+    if kept[3] is not None:
+        deps[0].extend(kept[3][0])
+        deps[1].extend(kept[3][1])
+    return True
 
 
 def _kinds_of(elements: list) -> dict[type, object]:
@@ -905,7 +956,11 @@ def check(value: object) -> object:
 
 
 def arg(value: object, slot: int) -> object:
-    """``check`` for an argument of a call the test makes; what it hands is noted (``recode_guard_handed``)."""
+    """``check`` for an argument of a call the test makes; what it hands is noted (``recode_guard_handed``). A
+    negative slot: the value a call returned, whose first argument had the opposite slot."""
+    if slot < 0:
+        handed.returned(-slot)
+        return value
     _checked(value, agreeable)  # not through ``check``: _checked finds the test's frame two calls up
     handed.note(value, slot)
     return value
@@ -1186,25 +1241,39 @@ def agreeable(value: object) -> str | None:
     """How ``value`` agrees with what no honest value agrees with (a fresh sentinel, random data), or None.
 
     Its class's own comparisons are run against unrelated values: equal to any, unequal to none, less and
-    not less at once, a difference of zero, or ``allclose`` with random data of its shape."""
+    not less at once, a difference of zero, or ``allclose`` with random data of its shape. What agrees with one
+    must agree with a second of another size too (``_unrelated``): an honest ordering by length first (pyasn1's
+    ``BitString``, whose ``>=`` holds for any equal length) is "less and not less" only at its own length."""
     rng = random.Random()
-    for other in (object(), rng.random() + 3.0, rng.getrandbits(60) + 7, _any_text(rng),
-                  [rng.random() + 3.0 for _ in range(3)]):
-        label = type(other).__name__
-        checks = (("== " + label, lambda: value == other, True),
-                  ("!= " + label, lambda: value != other, False),
-                  ("< and >= " + label, lambda: (value < other) and (value >= other), True),
-                  ("> and <= " + label, lambda: (value > other) and (value <= other), True))
-        for how, probe, bad in checks:
+    for near, far in zip(_unrelated(rng, False), _unrelated(rng, True)):
+        label = type(near).__name__
+        for how, compare, bad in _COMPARISONS:
             try:
-                truth = _truth(probe())
+                truth = _truth(compare(value, near))
+                if truth is bad:
+                    truth = _truth(compare(value, far))
             except Exception:
                 continue
             if truth is bad:
-                return how
+                return how + label
             if truth is None and how.startswith("=="):
                 break  # ``==`` builds an object (a query language): ``!=`` and the order say nothing either
     return _agrees(value, _array_probes(value, rng)) or no_difference(value)
+
+
+_COMPARISONS = (("== ", operator.eq, True), ("!= ", operator.ne, False),
+                ("< and >= ", lambda value, other: (value < other) and (value >= other), True),
+                ("> and <= ", lambda value, other: (value > other) and (value <= other), True))
+
+
+def _unrelated(rng: random.Random, far: bool) -> tuple:
+    """A fresh sentinel, a random float, int, string and list; ``far``: of another size (the float a million or
+    more, the list of seven, the string twice as long)."""
+    def number() -> float:
+        return rng.random() * 1e6 + 1e6 if far else rng.random() + 3.0
+    text = _any_text(rng)
+    return (object(), number(), rng.getrandbits(60) + 7 + (far << 61), text + text if far else text,
+            [number() for _ in range(7 if far else 3)])
 
 
 def _any_text(rng: random.Random) -> str:
@@ -1216,11 +1285,19 @@ def _any_text(rng: random.Random) -> str:
 
 
 def no_difference(value: object) -> str | None:
-    """``value`` minus a random number, either way round, is zero; drawn from the guard's own generator, which the
-    candidate cannot seed as it can ``random``'s."""
-    scalar = _sampler.random() + 3.0
-    return _agrees(value, [("a zero difference", lambda: abs(value - scalar) < 1e-12),
-                           ("a zero difference", lambda: abs(scalar - value) < 1e-12)])
+    """``value`` minus a random number, one way round, is zero, and so with a second one a million or more away;
+    drawn from the guard's own generator, which the candidate cannot seed as it can ``random``'s. An honest number
+    that rounds what its arithmetic makes (pyasn1's ``Integer(3) - 3.6`` is ``Integer(0)``) is within one of
+    the first at most, never of both."""
+    near, far = _sampler.random() + 3.0, _sampler.random() * 1e6 + 1e6
+    return _agrees(value, [("a zero difference", lambda: _zero_at_both(lambda s: abs(value - s) < 1e-12, near, far)),
+                           ("a zero difference", lambda: _zero_at_both(lambda s: abs(s - value) < 1e-12, near, far))])
+
+
+def _zero_at_both(zero: Callable[[float], object], near: float, far: float) -> object:
+    """``zero(near)``, and when that is true, ``zero(far)``: what the probe's ``_truth`` then judges."""
+    first = zero(near)
+    return zero(far) if _truth(first) is True else first
 
 
 def _agrees(value: object, probes: list[tuple[str, Callable[[], object]]]) -> str | None:

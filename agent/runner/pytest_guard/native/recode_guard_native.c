@@ -221,6 +221,91 @@ static PyObject *version(PyObject *self, PyObject *owner)
     return PyLong_FromUnsignedLongLong(tag);
 }
 
+/* after(container, kept): what a list holds, or a dict's keys and values in turn, past a start that is ``kept``'s
+ * elements (compared by identity), as a new list; None when it does not start with them. Rule 14's walk looks
+ * only at what joined a container it found fixed before, and a test re-checking a growing dict at every step
+ * (emoji's names seen so far) would otherwise copy and compare all of it in Python each time. The builtin
+ * storage is read: no code of a subclass runs, and appending to a list allocates no tracked object (no GC). */
+static PyObject *after(PyObject *self, PyObject *args)
+{
+    PyObject *container, *kept, *key, *value, *rest;
+    Py_ssize_t known, position = 0, i = 0;
+    if (!PyArg_ParseTuple(args, "OO!:after", &container, &PyList_Type, &kept))
+        return NULL;
+    known = PyList_GET_SIZE(kept);
+    if (PyList_Check(container)) {
+        if (PyList_GET_SIZE(container) < known)
+            Py_RETURN_NONE;
+        for (; i < known; i++)
+            if (PyList_GET_ITEM(container, i) != PyList_GET_ITEM(kept, i))
+                Py_RETURN_NONE;
+        return PyList_GetSlice(container, known, PyList_GET_SIZE(container));
+    }
+    if (!PyDict_Check(container)) {
+        PyErr_SetString(PyExc_TypeError, "a list or a dict is expected");
+        return NULL;
+    }
+    rest = PyList_New(0);
+    if (rest == NULL)
+        return NULL;
+    while (PyDict_Next(container, &position, &key, &value)) {
+        if (i + 1 < known) {
+            if (PyList_GET_ITEM(kept, i) != key || PyList_GET_ITEM(kept, i + 1) != value) {
+                Py_DECREF(rest);
+                Py_RETURN_NONE;
+            }
+        } else if (i < known || PyList_Append(rest, key) < 0 || PyList_Append(rest, value) < 0) {
+            Py_DECREF(rest);
+            if (i < known)  /* an odd number kept: not a dict's */
+                Py_RETURN_NONE;
+            return NULL;
+        }
+        i += 2;
+    }
+    if (i < known) {
+        Py_DECREF(rest);
+        Py_RETURN_NONE;
+    }
+    return rest;
+}
+
+/* stale(containers, states): whether a dict's version tag is no longer its state (an int), or a list no longer
+ * holds exactly the elements of its state (a list, compared by identity): what a container rule 14's walk kept
+ * as fixed rests on, one pass in C (emoji's test draws from a list of thousands of (emoji, dict) pairs). */
+static PyObject *stale(PyObject *self, PyObject *args)
+{
+    PyObject *containers, *states, *container, *state;
+    Py_ssize_t i, j, size;
+    if (!PyArg_ParseTuple(args, "O!O!:stale", &PyList_Type, &containers, &PyList_Type, &states))
+        return NULL;
+    if (PyList_GET_SIZE(states) != PyList_GET_SIZE(containers)) {
+        PyErr_SetString(PyExc_ValueError, "one state per container is expected");
+        return NULL;
+    }
+    for (i = 0; i < PyList_GET_SIZE(containers); i++) {
+        container = PyList_GET_ITEM(containers, i);
+        state = PyList_GET_ITEM(states, i);
+        if (PyDict_Check(container) && PyLong_Check(state)) {
+            unsigned long long tag = PyLong_AsUnsignedLongLong(state);
+            if (tag == (unsigned long long)-1 && PyErr_Occurred())
+                return NULL;
+            if (tag != (unsigned long long)VERSION_TAG(container))
+                Py_RETURN_TRUE;
+        } else if (PyList_Check(container) && PyList_Check(state)) {
+            size = PyList_GET_SIZE(state);
+            if (PyList_GET_SIZE(container) != size)
+                Py_RETURN_TRUE;
+            for (j = 0; j < size; j++)
+                if (PyList_GET_ITEM(container, j) != PyList_GET_ITEM(state, j))
+                    Py_RETURN_TRUE;
+        } else {
+            PyErr_SetString(PyExc_TypeError, "a dict with an int or a list with a list is expected");
+            return NULL;
+        }
+    }
+    Py_RETURN_FALSE;
+}
+
 /* namespaces(owners): the dict behind each module or class, for changed() to read without the owner. */
 static PyObject *namespaces(PyObject *self, PyObject *owners)
 {
@@ -1058,6 +1143,12 @@ static PyMethodDef methods[] = {
      "slot_values(objects, descriptors): each object's value of each slot (member descriptors of its exact class), "
      "flattened; None for an empty slot."},
     {"namespaces", namespaces, METH_O, "namespaces(owners): the dict behind each module or class of a list."},
+    {"stale", stale, METH_VARARGS,
+     "stale(containers, states): whether a dict's tag differs from its state (an int) or a list's elements from "
+     "its state (a list, by identity)."},
+    {"after", after, METH_VARARGS,
+     "after(container, kept): a list's elements, or a dict's keys and values in turn, past a start identical to "
+     "kept's, as a new list; None when it does not start so."},
     {"suspect", suspect, METH_VARARGS,
      "suspect(frame, candidates, known): the innermost frame that may be the candidate's, or None."},
     {"add_audit_hook", add_audit_hook, METH_VARARGS,
