@@ -57,9 +57,12 @@ class Plan:
 def plan(tree: ast.Module, module_plan: sources.Plan) -> Plan:
     result = Plan()
     _collect_classes(tree.body, (), result)
+    if not result.classes:
+        return result  # what the code does to attributes is read for the classes only (``check``)
     aliases: dict[str, set[str]] = {}
     for node in preload.nodes(tree):
-        _read_node(node, result, aliases)
+        if type(node) in _READ:  # the parser's nodes are of these classes exactly: most are none of them
+            _read_node(node, result, aliases)
     for name, attributes in aliases.items():  # ``rows = self.rows``: what the source does to ``rows``
         if name in module_plan.mutated or name in module_plan.changed:
             result.free |= attributes
@@ -94,9 +97,13 @@ def _chain(node: ast.expr) -> list[str]:
     return names
 
 
+_STORES = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete, ast.For, ast.AsyncFor, ast.withitem, ast.NamedExpr,
+           ast.comprehension)
+_READ = frozenset({*_STORES, ast.Call})
+
+
 def _read_node(node: ast.AST, result: Plan, aliases: dict[str, set[str]]) -> None:
-    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Delete, ast.For, ast.AsyncFor,
-                         ast.withitem, ast.NamedExpr, ast.comprehension)):
+    if isinstance(node, _STORES):
         _read_store(node, result, aliases)
     elif isinstance(node, ast.Call):
         if isinstance(node.func, ast.Attribute):

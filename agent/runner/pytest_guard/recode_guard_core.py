@@ -166,6 +166,11 @@ _write_line("hello")
 # Off only when scripts/bench_runner.py measures what the watch costs: the plugin then preloads, witnesses and seals.
 _WATCH = bool(_CONFIG.get("watch", True))
 preload.preload([_TEST, *_REFERENCES], _REPO, _CANDIDATE)
+# The watch's set-up copies the namespaces of every loaded module and class: those allocations set off a full
+# pass of the collector over every object the libraries made (~30 ms with packaging's imports), for objects that
+# live until the end. The collector resumes once they are frozen (the end of this module).
+_COLLECTING = gc.isenabled()
+gc.disable()
 if _WATCH:
     if _CONFIG.get("native"):
         origin.use_native(_CONFIG["native"])
@@ -434,10 +439,11 @@ def _modules_by_file(paths: tuple[str, ...]) -> dict[str, list[types.ModuleType]
 
 
 
-def _scan_reference_use() -> None:
+def _scan_reference_use(by_file: dict[str, list[types.ModuleType]] | None = None) -> None:
     """The test's reference names are reference modules; nothing the test imported is reference code handed
-    out by the candidate; the candidate's module holds no reference objects."""
-    by_file = _modules_by_file((_CANDIDATE, _TEST) + _REFERENCES)
+    out by the candidate; the candidate's module holds no reference objects (``by_file``: ``_modules_by_file``
+    of those files, when just found)."""
+    by_file = by_file or _modules_by_file((_CANDIDATE, _TEST) + _REFERENCES)
     candidates, tests = by_file[_CANDIDATE], by_file[_TEST]
     references = [m for path in _REFERENCES for m in by_file[path]]
     bindings, _, attributes = _state["bindings"]
@@ -658,7 +664,8 @@ def _adopt_embedded_references() -> None:
     the import system did not compile from a file) are instrumented now, before any test runs."""
     for module in list(sys.modules.values()):
         file = origin.module_file(module)
-        if not (isinstance(file, str) and file[-3:].lower() == ".py" and _REFERENCE_NAME.search(os.path.basename(file))
+        if not (isinstance(file, str) and file.lower().endswith(("ref.py", "reference.py")) and
+                _REFERENCE_NAME.search(os.path.basename(file))
                 and _REAL(file).startswith(_REPO)) or reference.is_reference_file(file):
             continue
         source = getattr(getattr(module, "__loader__", None), "source", None)
@@ -667,9 +674,9 @@ def _adopt_embedded_references() -> None:
             integrity.add_reference(_REAL(file))
 
 
-def _index_tests(items: list) -> None:
-    """Which instrumented test-module function each item runs (its completion is counted by the instrumentation)."""
-    tests = _modules_by_file((_TEST,))[_TEST]
+def _index_tests(items: list, tests: list[types.ModuleType]) -> None:
+    """Which instrumented test-module function each item runs (its completion is counted by the instrumentation);
+    ``tests``: the modules of the test file."""
     if tests and not all(results.instrumented(m) for m in tests):
         _note("the test module was not compiled by pytest's assertion rewriter: result checks are off")
         return
@@ -685,8 +692,9 @@ def pytest_collection_finish(session) -> None:
         return
     _adopt_embedded_references()
     _check_test_functions(session.items)
-    _index_tests(session.items)
-    _scan_reference_use()
+    by_file = _modules_by_file((_CANDIDATE, _TEST) + _REFERENCES)  # one pass for both: no candidate code between
+    _index_tests(session.items, by_file[_TEST])
+    _scan_reference_use(by_file)
     integrity.freeze_pytest(session)
     integrity.set_checkpoint("after collection")
     _guarded_check(integrity.check_all)
@@ -773,3 +781,5 @@ if _NATIVE_GATE:
 # process ends. The collector's full passes need not walk it again and again while the tests run (for torch,
 # millions of objects: about half a second of a run), as they did when the test imported torch itself.
 gc.freeze()
+if _COLLECTING:
+    gc.enable()

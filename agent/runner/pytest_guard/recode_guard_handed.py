@@ -37,6 +37,7 @@ import recode_guard_origin as origin
 
 _ITEMS = 32
 _PATH_KINDS = frozenset({str, bytes, pathlib.PurePosixPath, pathlib.PosixPath})
+_HOLDING = _PATH_KINDS | {types.FrameType, list, tuple, dict}  # the kinds ``_held`` looks into
 _state: dict = {"test": "", "name": "", "slots": 0}
 _sites: dict[tuple[int, int], tuple[tuple, tuple[int, ...]] | None] = {}  # end -> (constants, slots); None: shared
 _records: dict[int, tuple[int, int, tuple]] = {}  # slot -> (id of the frame, id of its code, what it held)
@@ -102,6 +103,8 @@ def _names_test(path: str) -> bool:
 def note(value: object, slot: int) -> None:
     """An argument the test evaluated for a call (``value`` at ``slot``): recorded when it holds a path or frame,
     or when it is a class of the test's module (with a copy of its namespace as it was then)."""
+    if not (_records or _classes) and type(value) not in _HOLDING and not origin.is_kind(value, type):
+        return  # nothing to record, nothing recorded to forget
     held = _held(value)
     if held or _tests_class(value):
         with origin.GuardWork():
@@ -201,6 +204,8 @@ def stored(owner: object, name: str, value: object = _MISSING, of_class: bool = 
     the real one: instance attributes are nobody's to judge, and a ``__class__`` a class defines may answer another
     class each time). Only the test's own code records: the candidate finds this function among the test
     module's globals."""
+    if owner is not None and not of_class and not origin.is_kind(owner, type):
+        return  # an instance's attribute: nothing to record, whoever calls
     with origin.GuardWork():
         caller = sys._getframe(1)
     if not is_test_frame(caller):

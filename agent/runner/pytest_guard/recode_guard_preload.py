@@ -33,14 +33,27 @@ _MAX_REPOSITORY_ENTRIES = 50_000  # a larger repository is not walked: nothing i
 _caught: list[warnings.WarningMessage] = []
 
 
+_read: dict[str, bytes] = {}  # what parse() read, per path
+
+
 @functools.lru_cache(maxsize=None)
 def parse(path: str) -> ast.Module | None:
     """The syntax tree of a file the guard reads (the test's: here and for its bindings), parsed once."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            return ast.parse(handle.read())
+        with open(path, "rb") as handle:
+            data = handle.read()
+        tree = ast.parse(data.decode("utf-8"))
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
         return None
+    _read[path] = data
+    return tree
+
+
+def parsed_from(path: str, source: bytes) -> ast.Module | None:
+    """parse()'s tree of ``path`` when ``source`` is the very text it read (pytest's rewriter reads the test file
+    again: what the guard read before any candidate code ran answers for it), else None."""
+    tree = parse(path)
+    return tree if tree is not None and _read.get(path) == source else None
 
 
 def children(node: ast.AST) -> list[ast.AST]:
@@ -72,34 +85,46 @@ class Transformer(ast.NodeTransformer):
         self.visitors: dict[type, object] = {}
 
     def visit(self, node: ast.AST) -> object:
-        visitor = self.visitors.get(type(node))
-        if visitor is None:
-            visitor = self.visitors[type(node)] = getattr(self, "visit_" + type(node).__name__, self.generic_visit)
-        return visitor(node)
+        return (self.visitors.get(type(node)) or self.visitor(node))(node)
+
+    def visitor(self, node: ast.AST):
+        found = self.visitors[type(node)] = getattr(self, "visit_" + type(node).__name__, self.generic_visit)
+        return found
+
+    def visit_Constant(self, node: ast.Constant) -> ast.Constant:
+        return node  # no child nodes (``ast.NodeVisitor``'s looks for the visitors of the old constant nodes)
 
     def generic_visit(self, node: ast.AST) -> ast.AST:
+        """``ast.NodeTransformer.generic_visit``; a list is rebuilt only from the first element its visitor
+        replaced (most are returned as they were)."""
+        visitors = self.visitors
         for name in node._fields:
-            try:
-                old = getattr(node, name)
-            except AttributeError:
-                continue
+            old = getattr(node, name, None)
             if isinstance(old, list):
-                new: list = []
-                for value in old:
+                new: list | None = None
+                for position, value in enumerate(old):
                     if isinstance(value, ast.AST):
-                        value = self.visit(value)
-                        if value is None:
+                        visitor = visitors.get(type(value)) or self.visitor(value)
+                        replaced = visitor(value)
+                        if replaced is value and new is None:
                             continue
-                        if not isinstance(value, ast.AST):
-                            new.extend(value)
+                        if new is None:
+                            new = old[:position]
+                        if replaced is None:
                             continue
-                    new.append(value)
-                old[:] = new
+                        if not isinstance(replaced, ast.AST):
+                            new.extend(replaced)
+                            continue
+                        value = replaced
+                    if new is not None:
+                        new.append(value)
+                if new is not None:
+                    old[:] = new
             elif isinstance(old, ast.AST):
                 replaced = self.visit(old)
                 if replaced is None:
                     delattr(node, name)
-                else:
+                elif replaced is not old:
                     setattr(node, name, replaced)
         return node
 

@@ -456,13 +456,14 @@ def _reference_blocks(references) -> list[tuple[str, str, str]]:
 
 
 def _blocks_of(source: str, tree: ast.Module | None = None) -> list[tuple[str, str, str]]:
+    """The blocks of ``source``; ``tree``: the preload's (its walk is shared with the source plans)."""
     try:
-        tree = tree or ast.parse(source)
+        walked = preload.nodes(tree) if tree is not None else preload.walk(ast.parse(source))
     except (SyntaxError, ValueError):
         return []
     blocks = []
     lines = [line.encode("utf-8") for line in _LINE_END.split(source)]  # once, not once per node
-    for node in preload.walk(tree):
+    for node in walked:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             text = _normalise(_segment(lines, node))
             if text.count("\n") >= 1:

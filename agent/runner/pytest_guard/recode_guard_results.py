@@ -123,7 +123,14 @@ def _located(node: ast.AST, at: ast.AST) -> ast.AST:
 
 
 def _call(name: str, args: list[ast.expr], at: ast.AST) -> ast.Call:
-    return _located(ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=args, keywords=[]), at)
+    """``_located``'s call of ``name``, the call and its name placed as built (only new arguments are walked)."""
+    line = getattr(at, "lineno", 1)
+    end = getattr(at, "end_lineno", None)
+    column = getattr(at, "col_offset", 0)
+    place = {"lineno": line, "col_offset": column, "end_lineno": line if end is None or end < line else end,
+             "end_col_offset": getattr(at, "end_col_offset", None) or column}
+    return ast.Call(func=ast.Name(id=name, ctx=ast.Load(), **place), args=[_located(a, at) for a in args],
+                    keywords=[], **place)
 
 
 def _helper(func: ast.expr) -> bool:
@@ -373,13 +380,13 @@ def _patched(call: ast.expr) -> list[ast.expr]:
     return []
 
 
-def _own_functions(mod: ast.Module) -> frozenset[str]:
+def _own_functions(mod: ast.Module, walked: list[ast.AST]) -> frozenset[str]:
     """Names that only an undecorated ``def`` of the module's top level binds in all its source (no star import):
     a call of one runs the test's own code, instrumented, which checks what it compares of its arguments there, so
     they are not walked at the call (tenacity's ``make_retry_state`` hands each state it builds to its helper).
     Anyone else binding the name in the test's module is refused by rules 9 to 11."""
     bound: dict[str, int] = {}
-    for node in preload.walk(mod):
+    for node in walked:
         kind = type(node)
         if kind is ast.Name:
             names: tuple = () if type(node.ctx) is ast.Load else (node.id,)
@@ -454,8 +461,12 @@ def _import_position(mod: ast.Module) -> int:
 
 
 def instrument(mod: ast.Module, source: bytes | str) -> None:
-    transformer = _Instrument((source.encode() if isinstance(source, str) else source).splitlines(),
-                              _own_functions(mod))
+    """``mod`` as pytest rewrote it; the test's own functions are read from the tree the guard parsed before
+    any candidate code ran when ``source`` is its text (one walk of the test less: pytest only adds ``@`` names)."""
+    source = source.encode() if isinstance(source, str) else source
+    pristine = preload.parsed_from(_state["test"], source) if _state["test"] else None
+    own = _own_functions(pristine, preload.nodes(pristine)) if pristine else _own_functions(mod, preload.walk(mod))
+    transformer = _Instrument(source.splitlines(), own)
     handed.new_module()
     transformer.visit(mod)
     names = [ast.alias(name="check", asname=CHECK), ast.alias(name="operand", asname=OPERAND),
@@ -507,15 +518,35 @@ def function_index(function: object) -> int | None:
     """Index of the test-module function pytest calls for an item (through ``functools.wraps`` wrappers)."""
     for _ in range(8):
         code = code_of(function)
-        if code is not None and os.path.realpath(code.co_filename) == _state["test"]:
-            for index, (name, line, first) in enumerate(_state["functions"]):
-                if name == code.co_name and code.co_firstlineno in (line, first):
-                    return index
-            return None
+        if code is not None and _is_test_file(code.co_filename):
+            return _function_keys().get((code.co_name, code.co_firstlineno))
         function = getattr(function, "__wrapped__", None)
         if function is None:
             return None
     return None
+
+
+_test_files: dict[str, bool] = {}
+
+
+def _is_test_file(path: str) -> bool:
+    known = _test_files.get(path)
+    if known is None:
+        known = _test_files[path] = os.path.realpath(path) == _state["test"]
+    return known
+
+
+def _function_keys() -> dict[tuple[str, int], int]:
+    """(name, line of its ``def`` or of its first decorator) -> the first function of the test module there."""
+    functions = _state["functions"]
+    kept = _state.get("function_keys")
+    if kept is None or kept[0] is not functions:
+        keys: dict[tuple[str, int], int] = {}
+        for index, (name, line, first) in enumerate(functions):
+            keys.setdefault((name, line), index)
+            keys.setdefault((name, first), index)
+        kept = _state["function_keys"] = (functions, keys)
+    return kept[1]
 
 
 def counts(index: int) -> tuple[int, int, int]:

@@ -91,6 +91,9 @@ def _module_stores(statement: ast.stmt) -> set[str]:
     return names
 
 
+_PLANNED = frozenset({ast.Global, ast.Nonlocal, ast.Subscript, ast.Attribute, ast.Call, ast.AugAssign})
+
+
 def plan(path: str, tree: ast.Module) -> Plan:
     result = Plan(path)
     counts: dict[str, int] = {}
@@ -102,6 +105,8 @@ def plan(path: str, tree: ast.Module) -> Plan:
             result.stars.append((node.level, node.module or ""))
     top_level = {name for node in tree.body if not _binding(node) for name in _module_stores(node)}
     for node in preload.nodes(tree):
+        if type(node) not in _PLANNED:  # the parser's nodes are of these classes exactly: most are none of them
+            continue
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             result.changed.update(node.names)
         elif isinstance(node, (ast.Subscript, ast.Attribute)) and not isinstance(node.ctx, ast.Load) and \
