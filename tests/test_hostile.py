@@ -1669,6 +1669,84 @@ def test_a_path_relative_to_a_folder_descriptor_is_judged_in_that_folder(tmp_pat
     assert_tampered(make_task(tmp_path / "dataset"), _BY_DESCRIPTOR.format(act=act), evidence)
 
 
+# The test's source read through the source readers from a call the test makes (rule 16): directly (the readers'
+# old exemption, a frame of the test file running on the thread, let both acts of the reproducer pass), through
+# inspect, and through linecache after pytest formatted a failing test's traceback (which cached the test's lines:
+# ``getlines`` then raised no event, and the cache itself held them).
+SOURCE_READ = '''
+import inspect
+import linecache
+import sys
+import tokenize
+import traceback
+
+
+def _test():
+    return next(m for m in list(sys.modules.values()) if str(getattr(m, "__file__", "")).endswith("/test.py"))
+
+
+def _read():
+    {read}
+
+
+def add(a, b):
+    return a + b if "def test_add" in "".join(_read()) else 0
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+FORMATTED_FIRST_TEST = '''\
+from pkg.target import add, scale
+
+
+def test_a_failure_pytest_formats():
+    assert [1] == [2]
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+'''
+_SOURCE_READS = {  # how -> (the read, the test file, the evidence or the status without any)
+    "linecache.getlines": ("return linecache.getlines(_test().__file__)", None, "opens the test file"),
+    "tokenize.open": ("with tokenize.open(_test().__file__) as handle:\n        return handle.read()", None,
+                      "opens the test file"),
+    "inspect.getsource": ("return inspect.getsource(_test())", None, "opens the test file"),
+    "linecache.getlines after pytest formatted a traceback": (
+        "return linecache.getlines(_test().__file__)", FORMATTED_FIRST_TEST, "opens the test file"),
+    "linecache's cache after pytest formatted a traceback": (
+        "return linecache.cache.get(_test().__file__, (0, 0, []))[2]", FORMATTED_FIRST_TEST, "failed"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(_SOURCE_READS))
+def test_the_tests_source_read_by_the_candidate_is_caught(tmp_path: Path, how: str) -> None:
+    """The source readers read the test file for the candidate only when a formatter asked (rule 16), and
+    linecache keeps none of its lines, so every read of them is seen."""
+    read, test_py, expected = _SOURCE_READS[how]
+    dataset = make_task(tmp_path / "dataset", **({"test_py": test_py} if test_py else {}))
+    candidate = SOURCE_READ.format(read=read)
+    if expected != "failed":
+        assert_tampered(dataset, candidate, expected)
+        return
+    result = run_candidate(dataset, 1, candidate, RunnerOptions(sandbox="off", timeout_sec=120))
+    assert result["status"] == "failed" and result["test_summary"].get("test_add") is False, result["test_summary"]
+
+
+def test_the_tests_source_read_through_a_formatter_is_suspicious(tmp_path: Path) -> None:
+    """A formatter reads the file and line its caller names (``traceback.FrameSummary(file, n).line``), as for a
+    traceback the candidate formats honestly: such a read is not convicted, but it is never silent."""
+    read = "return [traceback.FrameSummary(_test().__file__, n, 'f').line for n in range(1, 20)]"
+    result = run_candidate(make_task(tmp_path / "dataset"), 1, SOURCE_READ.format(read=read),
+                           RunnerOptions(sandbox="off", timeout_sec=120))
+    assert any(re.fullmatch(r"target\.py:\d+ opens the test file for traceback\.py:line, .*", note)
+               for note in result.get("suspicious", [])), (result["status"], result.get("suspicious"))
+
+
 NAMEDTUPLE_TEST = '''\
 import collections
 
