@@ -1743,7 +1743,7 @@ def test_the_tests_source_read_through_a_formatter_is_suspicious(tmp_path: Path)
     read = "return [traceback.FrameSummary(_test().__file__, n, 'f').line for n in range(1, 20)]"
     result = run_candidate(make_task(tmp_path / "dataset"), 1, SOURCE_READ.format(read=read),
                            RunnerOptions(sandbox="off", timeout_sec=120))
-    assert any(re.fullmatch(r"target\.py:\d+ opens the test file for traceback\.py:line, .*", note)
+    assert any(re.fullmatch(r"target\.py:\d+ opens the test file for traceback\.py:\w+, .*", note)
                for note in result.get("suspicious", [])), (result["status"], result.get("suspicious"))
 
 
