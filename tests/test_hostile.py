@@ -1747,10 +1747,10 @@ def test_the_tests_source_read_through_a_formatter_is_suspicious(tmp_path: Path)
                for note in result.get("suspicious", [])), (result["status"], result.get("suspicious"))
 
 
-# Rule 14 under threads: the candidate's own thread keeps walking the value it returns through the test module's
-# ``operand`` (whose difference probe its class passes) while the test's thread checks the same value with ``==``;
-# the walk's record of what it visited was shared, so the test's check found the list "already walked" and skipped
-# the element that agrees with anything (graded `passed` in 2 of 3 runs before).
+# Rule 14 under threads: the candidate's own thread keeps handing the value it returns to a function of the test
+# whose arithmetic checks it as an operand (a difference probe its class passes) while the test's thread checks the
+# same value with ``==``; the walk's record of what it visited was shared, so the test's check found the list
+# "already walked" and skipped the element that agrees with anything (graded `passed` in most runs before).
 RACING_WALK = '''
 import sys
 import threading
@@ -1784,12 +1784,11 @@ def add(a, b):
 
 def scale(values, k):
     test = next(m for m in list(sys.modules.values()) if str(getattr(m, "__file__", "")).endswith("/test.py"))
-    operand = vars(test)["@recode_opd"]
     result = [v * k for v in values[:-1]] + [Agree()]
 
     def walk():
         while not _stop.is_set():
-            operand(result)
+            test.repeated(result)
     threading.Thread(target=walk, daemon=True).start()
     return result
 '''
@@ -1797,6 +1796,10 @@ RACING_WALK_TEST = '''\
 from pkg.target import add, scale
 
 VALUES = list(range(99_990))
+
+
+def repeated(values):
+    return values * 1
 
 
 def test_scale():
@@ -1813,6 +1816,53 @@ def test_a_check_racing_the_tests_probe_in_another_thread_is_caught(tmp_path: Pa
     for the test's (the postponed probes are the check's own too)."""
     dataset = make_task(tmp_path / "dataset", test_py=RACING_WALK_TEST, test_cases=("test_scale", "test_add"))
     assert_tampered(dataset, RACING_WALK, r"\(Agree\) makes values that agree with anything")
+
+
+# The instrumentation's builtins are among the test module's globals, where the candidate finds them: its calls of
+# ``operand`` on values of its class whose difference is honest spent the probes every class gets for its first
+# values (its agreeing value then went unprobed 31 times in 32), and its call of ``ended`` counted the body of a
+# test it stopped as ended (rule 12). Both were graded `passed`; calls not made by the test's own code do nothing.
+_INSTRUMENTATION_CALLS = {
+    "operand, to spend the probes of its class": (CANONICAL.replace("    return a + b", '''\
+    test = next(m for m in list(sys.modules.values()) if str(getattr(m, "__file__", "")).endswith("/test.py"))
+    for _ in range(200):
+        vars(test)["@recode_opd"](Agree())
+    return Agree()''') + '''
+import sys
+
+
+class Agree:
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = object.__hash__
+
+    def __sub__(self, other):
+        return 1.0
+
+    __rsub__ = __sub__
+''', None, r"\(Agree\) makes values that agree with anything"),
+    "ended, for a body it stopped": (CANONICAL.replace("    return [v * k for v in values]", '''\
+    import sys
+    test = next(m for m in list(sys.modules.values()) if str(getattr(m, "__file__", "")).endswith("/test.py"))
+    for index in range(4):
+        vars(test)["@recode_end"](index)
+    raise _ShouldStop''') + "\nfrom unittest.case import _ShouldStop\n", STOPPED_TEST,
+        re.escape("the report says test_scale passed but the guard saw it")),
+}
+
+
+@pytest.mark.parametrize("how", sorted(_INSTRUMENTATION_CALLS))
+def test_the_instrumentations_calls_made_by_the_candidate_do_nothing(tmp_path: Path, how: str) -> None:
+    """``check``, ``operand``, ``arg``, ``entered``, ``ended`` and ``returned`` act for the test file's own code
+    only (rules 12 and 14), as ``stored`` did."""
+    candidate, test_py, evidence = _INSTRUMENTATION_CALLS[how]
+    dataset = make_task(tmp_path / "dataset", **({"test_py": test_py} if test_py else {}))
+    (tmp_path / "dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / "helper.py").write_text(DRIVER)
+    assert_tampered(dataset, candidate, evidence)
 
 
 NAMEDTUPLE_TEST = '''\

@@ -469,8 +469,17 @@ def instrument(mod: ast.Module, source: bytes | str) -> None:
 
 # --------------------------------------------------------------- body completion
 
+def _by_the_test(up: int) -> bool:
+    """Whether the code ``up`` calls above the caller is the test file's own: the instrumentation's builtins are
+    among the test module's globals, where the candidate finds them too (its call of ``ended`` would count a body
+    it stopped as ended, its ``operand`` of values of its class spend the probes a class always gets)."""
+    return handed.is_test_frame(sys._getframe(up + 1))
+
+
 def entered(index: int, values: tuple) -> None:
     """A test-module function starts; ``values`` are its parameters as it received them."""
+    if not _by_the_test(1):
+        return
     _state["entered"][index] += 1
     expected = _state["arguments"].get(index)
     if expected is not None and any(values[position] is not value for position, value in expected.items()):
@@ -491,11 +500,13 @@ def expect_arguments(index: int, arguments: dict[str, object] | None, instance: 
 
 
 def ended(index: int) -> None:
-    _state["completed"][index] += 1
+    if _by_the_test(1):
+        _state["completed"][index] += 1
 
 
 def returned(value: object, index: int) -> object:
-    _state["completed"][index] += 1
+    if _by_the_test(1):
+        _state["completed"][index] += 1
     return value
 
 
@@ -888,8 +899,9 @@ def operand(value: object) -> object:
 
 
 def _checked(value: object, probe: Callable[[object], str | None]) -> object:
-    if _kinds.get(type(value)) is _LEAF or type(value) in _BUILTIN_CONTAINERS and not value:
-        return value  # most values: a str, a bool, the empty args or kwargs of a call
+    if _kinds.get(type(value)) is _LEAF or type(value) in _BUILTIN_CONTAINERS and not value or \
+            not _by_the_test(2):
+        return value  # most values: a str, a bool, the empty args or kwargs of a call; a call not the test's
     postponed: list[tuple[object, Callable]] = []  # probes of this check that met the test's own objects
     try:
         found = _find(value, 4, probe, ({}, postponed))
