@@ -255,9 +255,9 @@ _FRAME_INFO = inspect.getframeinfo.__code__  # inspect.stack, trace, getouterfra
 
 def _reader_asked_by(trigger: types.FrameType, cand: types.FrameType | None, source: str) -> str | None:
     """Who, between the candidate's frame and a source reader (``linecache``, ``tokenize``) reading ``source``,
-    asked for it: ``""`` a frame of that file, the name of the formatter the candidate called (``traceback``, ``warnings``, ``inspect``'s
-    frame information, pytest's traceback and warning formatting), None nobody: the candidate's own read
-    (``linecache.getlines``, ``inspect.getsource``, ``tokenize.open``)."""
+    asked for it: ``""`` a frame of that file, else the formatter the candidate called (``traceback``,
+    ``warnings``, ``inspect``'s frame information, pytest's traceback and warning formatting), None nobody: the
+    candidate's own read (``linecache.getlines``, ``inspect.getsource``, ``tokenize.open``)."""
     if trigger.f_code.co_filename not in _SOURCE_READERS:
         return None
     asker, frame = None, trigger.f_back
@@ -265,8 +265,7 @@ def _reader_asked_by(trigger: types.FrameType, cand: types.FrameType | None, sou
         code = frame.f_code
         if _REAL(code.co_filename) == source:
             return ""
-        if (code.co_filename in _FORMATTERS or code is _FRAME_INFO or
-                              code.co_filename.startswith(_PYTEST_CODE)):
+        if code.co_filename in _FORMATTERS or code is _FRAME_INFO or code.co_filename.startswith(_PYTEST_CODE):
             asker = f"{os.path.basename(code.co_filename)}:{code.co_name}"
         frame = frame.f_back
     return asker

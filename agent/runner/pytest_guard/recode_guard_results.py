@@ -851,7 +851,7 @@ def _seen(value: object, depth: int, visited: dict[int, tuple[object, int, int]]
     """Whether this check has already walked ``value`` (shared units, cycles) as deep, with no code but the
     guard's run since: it found nothing then, and would not now. The value is held, so its id stays its own.
     ``visited`` (id -> the value, deepest walk, ``_foreign`` then) is this check's: a check another thread is
-    making (the candidate's, through the test module's ``operand``) may be in the middle of walking it."""
+    making (the test's function the candidate's thread runs) may be in the middle of walking it."""
     key = id(value)
     seen = visited.get(key)
     if seen is not None and seen[0] is value and seen[1] >= depth and seen[2] == _foreign[0]:
@@ -987,7 +987,7 @@ def _quiet_probe(value: object, probe: Callable[[object], str | None], postponed
     """``probe(value)``, stopped before it runs the test's code or a mock's, and then postponed to the end of the
     test's call: looking must not change what the test sees (diskcache's ``Deque`` compares by iterating the
     mock the test patched in, whose ``side_effect`` list the test's own call then finds consumed); what the
-    value holds itself is put back (``_own_state``)."""
+    value holds itself is put back (``_own_state``). ``postponed``: the check's own list of them."""
     previous, state = sys.getprofile(), _own_state(value)
     _set_profile(_stop_at_test_code)
     try:
