@@ -2819,3 +2819,98 @@ def test_a_candidate_module_pytests_rewriter_imports_passes(tmp_path: Path) -> N
     result = run_candidate(dataset, 1, CANONICAL + "\nassert add(1, 1) == 2\n",
                            RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
     assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+
+
+# Tracebacks and warnings formatted with the test's source lines (rule 16): pytest formats them with no candidate
+# frame on the stack; the candidate's own formatting of a traceback or warning passing through the test's frames
+# reads them through a formatter, which is only suspicious; its own source read through inspect is its own.
+FORMATTING = CANONICAL + '''
+import inspect
+import traceback
+import warnings
+
+
+def checked(value):
+    if value < 0:
+        raise ValueError(f"negative: {value}")
+    return value
+
+
+def deprecated(value):
+    warnings.warn("deprecated: use checked", DeprecationWarning, stacklevel=2)
+    return value
+
+
+def calling(callback):
+    """The traceback of the test's failing callback, formatted as a retry loop logs it."""
+    try:
+        return callback()
+    except ZeroDivisionError:
+        return traceback.format_exc()
+
+
+def own_source():
+    return inspect.getsource(checked) + inspect.getsource(deprecated)
+'''
+
+
+FORMATTING_TEST = '''\
+import logging
+import warnings
+
+import pytest
+
+from pkg.target import add, calling, checked, deprecated, own_source
+
+
+def test_raises_with_match():
+    with pytest.raises(ValueError, match="negative: -1"):
+        checked(-1)
+
+
+def test_a_failure_formatted_by_pytest_itself():
+    with pytest.raises(ValueError) as excinfo:
+        checked(-2)
+    assert "checked(-2)" in str(excinfo.getrepr(style="long"))
+
+
+def test_warns_with_match():
+    with pytest.warns(DeprecationWarning, match="use checked"):
+        assert deprecated(3) == 3
+
+
+def test_a_warning_logged():
+    logging.captureWarnings(True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            assert deprecated(4) == 4
+    finally:
+        logging.captureWarnings(False)
+
+
+def test_a_warning_left_to_the_summary():
+    assert deprecated(5) == 5 and add(2, 3) == 5
+
+
+def test_a_callbacks_traceback_formatted_by_the_candidate():
+    assert "1 / 0" in calling(lambda: 1 / 0)
+
+
+def test_own_source():
+    assert "def checked" in own_source()
+'''
+
+
+def test_tracebacks_and_warnings_formatted_with_the_tests_source_pass(tmp_path: Path) -> None:
+    """pytest's ``raises``/``warns`` with ``match``, its formatting of a traceback through the candidate, a warning
+    printed with the test's line or left to the summary, the candidate's ``traceback.format_exc()`` of the test's
+    callback (only suspicious: a formatter reads what its caller names), ``inspect.getsource`` of its own code."""
+    dataset = make_task(tmp_path / "honest dataset", test_py=FORMATTING_TEST, canonical=FORMATTING,
+                        test_cases=_test_names(FORMATTING_TEST))
+    result = run_candidate(dataset, 1, FORMATTING, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+    notes = result.get("suspicious", [])
+    assert {re.sub(r":\d+ ", " ", note) for note in notes} == {
+        "target.py opens the test file for traceback.py:format_exc, which formats the lines its caller names",
+        "target.py opens the test file for warnings.py:_showwarnmsg, which formats the lines its caller names"}, notes

@@ -1669,6 +1669,202 @@ def test_a_path_relative_to_a_folder_descriptor_is_judged_in_that_folder(tmp_pat
     assert_tampered(make_task(tmp_path / "dataset"), _BY_DESCRIPTOR.format(act=act), evidence)
 
 
+# The test's source read through the source readers from a call the test makes (rule 16): directly (the readers'
+# old exemption, a frame of the test file running on the thread, let both acts of the reproducer pass), through
+# inspect, and through linecache after pytest formatted a failing test's traceback (which cached the test's lines:
+# ``getlines`` then raised no event, and the cache itself held them).
+SOURCE_READ = '''
+import inspect
+import linecache
+import sys
+import tokenize
+import traceback
+
+
+def _test():
+    return next(m for m in list(sys.modules.values()) if str(getattr(m, "__file__", "")).endswith("/test.py"))
+
+
+def _read():
+    {read}
+
+
+def add(a, b):
+    return a + b if "def test_add" in "".join(_read()) else 0
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+FORMATTED_FIRST_TEST = '''\
+from pkg.target import add, scale
+
+
+def test_a_failure_pytest_formats():
+    assert [1] == [2]
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+'''
+_SOURCE_READS = {  # how -> (the read, the test file, the evidence or the status without any)
+    "linecache.getlines": ("return linecache.getlines(_test().__file__)", None, "opens the test file"),
+    "tokenize.open": ("with tokenize.open(_test().__file__) as handle:\n        return handle.read()", None,
+                      "opens the test file"),
+    "inspect.getsource": ("return inspect.getsource(_test())", None, "opens the test file"),
+    "linecache.getlines after pytest formatted a traceback": (
+        "return linecache.getlines(_test().__file__)", FORMATTED_FIRST_TEST, "opens the test file"),
+    "linecache's cache after pytest formatted a traceback": (
+        "return linecache.cache.get(_test().__file__, (0, 0, []))[2]", FORMATTED_FIRST_TEST, "failed"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(_SOURCE_READS))
+def test_the_tests_source_read_by_the_candidate_is_caught(tmp_path: Path, how: str) -> None:
+    """The source readers read the test file for the candidate only when a formatter asked (rule 16), and
+    linecache keeps none of its lines, so every read of them is seen."""
+    read, test_py, expected = _SOURCE_READS[how]
+    dataset = make_task(tmp_path / "dataset", **({"test_py": test_py} if test_py else {}))
+    candidate = SOURCE_READ.format(read=read)
+    if expected != "failed":
+        assert_tampered(dataset, candidate, expected)
+        return
+    result = run_candidate(dataset, 1, candidate, RunnerOptions(sandbox="off", timeout_sec=120))
+    assert result["status"] == "failed" and result["test_summary"].get("test_add") is False, result["test_summary"]
+
+
+def test_the_tests_source_read_through_a_formatter_is_suspicious(tmp_path: Path) -> None:
+    """A formatter reads the file and line its caller names (``traceback.FrameSummary(file, n).line``), as for a
+    traceback the candidate formats honestly: such a read is not convicted, but it is never silent."""
+    read = "return [traceback.FrameSummary(_test().__file__, n, 'f').line for n in range(1, 20)]"
+    result = run_candidate(make_task(tmp_path / "dataset"), 1, SOURCE_READ.format(read=read),
+                           RunnerOptions(sandbox="off", timeout_sec=120))
+    assert any(re.fullmatch(r"target\.py:\d+ opens the test file for traceback\.py:\w+, .*", note)
+               for note in result.get("suspicious", [])), (result["status"], result.get("suspicious"))
+
+
+# Rule 14 under threads: the candidate's own thread keeps handing the value it returns to a function of the test
+# whose arithmetic checks it as an operand (a difference probe its class passes) while the test's thread checks the
+# same value with ``==``; the walk's record of what it visited was shared, so the test's check found the list
+# "already walked" and skipped the element that agrees with anything (graded `passed` in most runs before).
+RACING_WALK = '''
+import sys
+import threading
+
+
+class Agree:
+    """Equal to anything; its difference from a number is honest."""
+
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = object.__hash__
+
+    def __sub__(self, other):
+        return 1.0
+
+    def __rsub__(self, other):
+        return 1.0
+
+
+_stop = threading.Event()
+
+
+def add(a, b):
+    _stop.set()
+    return a + b
+
+
+def scale(values, k):
+    test = next(m for m in list(sys.modules.values()) if str(getattr(m, "__file__", "")).endswith("/test.py"))
+    result = [v * k for v in values[:-1]] + [Agree()]
+
+    def walk():
+        while not _stop.is_set():
+            test.repeated(result)
+    threading.Thread(target=walk, daemon=True).start()
+    return result
+'''
+RACING_WALK_TEST = '''\
+from pkg.target import add, scale
+
+VALUES = list(range(99_990))
+
+
+def repeated(values):
+    return values * 1
+
+
+def test_scale():
+    assert scale(VALUES, 1) == [v * 1 for v in VALUES]
+
+
+def test_add():
+    assert add(2, 3) == 5
+'''
+
+
+def test_a_check_racing_the_tests_probe_in_another_thread_is_caught(tmp_path: Path) -> None:
+    """What a check has walked is its own: another thread's check of the same value, under way, does not stand
+    for the test's (the postponed probes are the check's own too)."""
+    dataset = make_task(tmp_path / "dataset", test_py=RACING_WALK_TEST, test_cases=("test_scale", "test_add"))
+    assert_tampered(dataset, RACING_WALK, r"\(Agree\) makes values that agree with anything")
+
+
+# The instrumentation's builtins are among the test module's globals, where the candidate finds them: its calls of
+# ``operand`` on values of its class whose difference is honest spent the probes every class gets for its first
+# values (its agreeing value then went unprobed 31 times in 32), and its call of ``ended`` counted the body of a
+# test it stopped as ended (rule 12). Both were graded `passed`; calls not made by the test's own code do nothing.
+_INSTRUMENTATION_CALLS = {
+    "operand, to spend the probes of its class": (CANONICAL.replace("    return a + b", '''\
+    test = next(m for m in list(sys.modules.values()) if str(getattr(m, "__file__", "")).endswith("/test.py"))
+    for _ in range(200):
+        vars(test)["@recode_opd"](Agree())
+    return Agree()''') + '''
+import sys
+
+
+class Agree:
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = object.__hash__
+
+    def __sub__(self, other):
+        return 1.0
+
+    __rsub__ = __sub__
+''', None, r"\(Agree\) makes values that agree with anything"),
+    "ended, for a body it stopped": (CANONICAL.replace("    return [v * k for v in values]", '''\
+    import sys
+    test = next(m for m in list(sys.modules.values()) if str(getattr(m, "__file__", "")).endswith("/test.py"))
+    for index in range(4):
+        vars(test)["@recode_end"](index)
+    raise _ShouldStop''') + "\nfrom unittest.case import _ShouldStop\n", STOPPED_TEST,
+        re.escape("the report says test_scale passed but the guard saw it")),
+}
+
+
+@pytest.mark.parametrize("how", sorted(_INSTRUMENTATION_CALLS))
+def test_the_instrumentations_calls_made_by_the_candidate_do_nothing(tmp_path: Path, how: str) -> None:
+    """``check``, ``operand``, ``arg``, ``entered``, ``ended`` and ``returned`` act for the test file's own code
+    only (rules 12 and 14), as ``stored`` did."""
+    candidate, test_py, evidence = _INSTRUMENTATION_CALLS[how]
+    dataset = make_task(tmp_path / "dataset", **({"test_py": test_py} if test_py else {}))
+    (tmp_path / "dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / "helper.py").write_text(DRIVER)
+    assert_tampered(dataset, candidate, evidence)
+
+
 NAMEDTUPLE_TEST = '''\
 import collections
 

@@ -49,12 +49,18 @@ import ast
 import gc
 import hashlib
 import hmac
+import inspect
 import json
+import linecache
 import os
 import re
 import sys
+import tokenize
+import traceback
 import types
+import warnings
 
+import _pytest
 import pytest
 
 import recode_guard_capabilities as capabilities
@@ -91,7 +97,6 @@ _PROTECTED = {**{path: os.path.basename(path) for path in _REFERENCES},
 _PROTECTED_NAMES = frozenset(os.path.basename(p) for p in _PROTECTED)
 _COMMAND_WORDS = ("canonical", os.path.basename(_TEST), os.path.basename(_JUNIT))
 _SOURCE_FILE = re.compile(r"\.(py|pyc|pyo|pth|so)(\.|$)|(^|/)__pycache__(/|$)")
-_SOURCE_READERS = ("linecache.py", "tokenize.py")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 _flags: list[str] = []
@@ -161,6 +166,24 @@ def _read_key() -> "hmac.HMAC":
     return hmac.new(key, digestmod=hashlib.sha256)
 
 
+class _Lines(dict):
+    """``linecache``'s cache, keeping no lines of the test or the reference: once pytest formatted a traceback,
+    ``linecache.getlines`` would hand them to anyone with no event to judge; each read is now a new read."""
+
+    __slots__ = ()
+
+    def __setitem__(self, key: object, value: object) -> None:
+        if not _withheld(key):
+            dict.__setitem__(self, key, value)
+
+
+def _withheld(path: object) -> bool:
+    return type(path) is str and os.path.basename(path) in _PROTECTED_NAMES and _REAL(path) in _WITHHELD
+
+
+_WITHHELD = frozenset({_TEST, *_REFERENCES})
+
+
 _MAC = _read_key()
 _write_line("hello")
 # Off only when scripts/bench_runner.py measures what the watch costs: the plugin then preloads, witnesses and seals.
@@ -175,6 +198,7 @@ if _WATCH:
     if _CONFIG.get("native"):
         origin.use_native(_CONFIG["native"])
     origin.configure(_CANDIDATE)
+    linecache.cache = _Lines((key, value) for key, value in linecache.cache.items() if not _withheld(key))
     reference.configure(candidate=_CANDIDATE, references=_REFERENCES, report=_report_access, note=_note)
     capabilities.configure(_flag, reference.is_reference_file, _suspect, integrity.for_the_verdict)
     results.configure(_flag, _TEST, _suspect)
@@ -208,19 +232,48 @@ def _is_source(value: object) -> bool:
     return path is not None and bool(_SOURCE_FILE.search(path)) and _REAL(path).startswith(_REPO)
 
 
-def _finding(trigger: types.FrameType, what: str, kind: str = "flag", exempt_if_active: str | None = None) -> None:
-    """Report ``what`` if candidate code caused it (anywhere up the stack, or in its thread)."""
+def _finding(trigger: types.FrameType, what: str, kind: str = "flag", source: str | None = None) -> None:
+    """Report ``what`` if candidate code caused it (anywhere up the stack, or in its thread); ``source``: the
+    protected file being read, whose reading by a source reader another frame may have asked for."""
     cand = candidate_frame(trigger)
     if cand is None and not in_candidate_thread():
         return
-    if exempt_if_active and os.path.basename(trigger.f_code.co_filename) in _SOURCE_READERS:
-        frame = trigger  # traceback/warning machinery reading the source of a frame that is running
-        while frame is not None:
-            if _REAL(frame.f_code.co_filename) == exempt_if_active:
-                return
-            frame = frame.f_back
+    asker = _reader_asked_by(trigger, cand, source) if source else None
+    if asker == "":
+        return  # that file's own code reading its source (a callback of the test's the candidate calls)
     text = capabilities.evidence(cand, trigger, what)
-    (_report_access if kind == "access" else _flag)(text)
+    if asker:
+        _suspect(f"{text} for {asker}, which formats the lines its caller names")
+    else:
+        (_report_access if kind == "access" else _flag)(text)
+
+
+def _module_files(*modules: types.ModuleType) -> frozenset[str]:
+    return frozenset(path for module in modules for path in (module.__file__, _REAL(module.__file__)))
+
+
+_SOURCE_READERS = _module_files(linecache, tokenize)
+_FORMATTERS = _module_files(traceback, warnings)
+_PYTEST_CODE = tuple({os.path.dirname(_pytest.__file__) + os.sep, _REAL(os.path.dirname(_pytest.__file__)) + os.sep})
+_FRAME_INFO = inspect.getframeinfo.__code__  # inspect.stack, trace, getouterframes and getinnerframes call it
+
+
+def _reader_asked_by(trigger: types.FrameType, cand: types.FrameType | None, source: str) -> str | None:
+    """Who, between the candidate's frame and a source reader (``linecache``, ``tokenize``) reading ``source``,
+    asked for it: ``""`` a frame of that file, else the formatter the candidate called (``traceback``,
+    ``warnings``, ``inspect``'s frame information, pytest's traceback and warning formatting), None nobody: the
+    candidate's own read (``linecache.getlines``, ``inspect.getsource``, ``tokenize.open``)."""
+    if trigger.f_code.co_filename not in _SOURCE_READERS:
+        return None
+    asker, frame = None, trigger.f_back
+    while frame is not None and frame is not cand:
+        code = frame.f_code
+        if _REAL(code.co_filename) == source:
+            return ""
+        if code.co_filename in _FORMATTERS or code is _FRAME_INFO or code.co_filename.startswith(_PYTEST_CODE):
+            asker = f"{os.path.basename(code.co_filename)}:{code.co_name}"
+        frame = frame.f_back
+    return asker
 
 
 def _rule_open(trigger: types.FrameType, args: tuple) -> None:
@@ -233,7 +286,7 @@ def _rule_open(trigger: types.FrameType, args: tuple) -> None:
     if label:
         real = _REAL(_path(path))
         kind = "access" if real in _REFERENCES and not writing else "flag"
-        _finding(trigger, f"opens {label}" + (" for writing" if writing else ""), kind, real)
+        _finding(trigger, f"opens {label}" + (" for writing" if writing else ""), kind, None if writing else real)
     elif writing:
         if _is_source(path):
             _finding(trigger, f"writes Python source or bytecode {os.path.basename(_path(path))}")

@@ -484,8 +484,17 @@ def instrument(mod: ast.Module, source: bytes | str) -> None:
 
 # --------------------------------------------------------------- body completion
 
+def _by_the_test(up: int) -> bool:
+    """Whether the code ``up`` calls above the caller is the test file's own: the instrumentation's builtins are
+    among the test module's globals, where the candidate finds them too (its call of ``ended`` would count a body
+    it stopped as ended, its ``operand`` of values of its class spend the probes a class always gets)."""
+    return handed.is_test_frame(sys._getframe(up + 1))
+
+
 def entered(index: int, values: tuple) -> None:
     """A test-module function starts; ``values`` are its parameters as it received them."""
+    if not _by_the_test(1):
+        return
     _state["entered"][index] += 1
     expected = _state["arguments"].get(index)
     if expected is not None and any(values[position] is not value for position, value in expected.items()):
@@ -506,11 +515,13 @@ def expect_arguments(index: int, arguments: dict[str, object] | None, instance: 
 
 
 def ended(index: int) -> None:
-    _state["completed"][index] += 1
+    if _by_the_test(1):
+        _state["completed"][index] += 1
 
 
 def returned(value: object, index: int) -> object:
-    _state["completed"][index] += 1
+    if _by_the_test(1):
+        _state["completed"][index] += 1
     return value
 
 
@@ -754,28 +765,29 @@ def _worth_probing(kind: type) -> bool:
     return _sampler.random() < rate
 
 
-def _timed_probe(value: object, probe: Callable[[object], str | None]) -> str | None:
+def _timed_probe(value: object, probe: Callable[[object], str | None], postponed: list) -> str | None:
     """``_quiet_probe``, its time added to what the probes have spent."""
     start = time.perf_counter()
     try:
-        return _quiet_probe(value, probe)
+        return _quiet_probe(value, probe, postponed)
     finally:
         _probe_clock["spent"] += time.perf_counter() - start
 
 
-def _find(value: object, depth: int, probe: Callable[[object], str | None],
+def _find(value: object, depth: int, probe: Callable[[object], str | None], walk: tuple[dict, list],
           kind: object = None) -> tuple[type, str] | None:
     """The first offending (type, how it agrees) in ``value`` and what it holds, down to ``depth`` levels
-    (``kind``: what ``_kind`` just said of its type). What each type held is looked at as is kept for the
-    container's elements until code not the guard's may have run (a probe, a class's own descriptor)."""
+    (``kind``: what ``_kind`` just said of its type; ``walk``: this check's own, ``_checked``). What each type
+    held is looked at as is kept for the container's elements until code not the guard's may have run (a probe,
+    a class's own descriptor)."""
     kind = _kind(type(value)) if kind is None else kind
-    if id(value) in _fixed or _seen(value, depth):
+    if id(value) in _fixed or _seen(value, depth, walk[0]):
         return None
     if kind is _PROBE:
         _state["undecided"], _state["probing"] = None, type(value)
         if _worth_probing(type(value)):
             _foreign[0] += 1  # the value's own code runs
-            how = _timed_probe(value, probe)
+            how = _timed_probe(value, probe, walk[1])
         else:
             how = None
         if how is not None:
@@ -796,7 +808,7 @@ def _find(value: object, depth: int, probe: Callable[[object], str | None],
             element_kind = kinds[type(element)] if _foreign[0] == generation else _kind(type(element))
             if element_kind is not _LEAF and id(element) not in _fixed and (
                     type(element) not in _BUILTIN_CONTAINERS or element):  # not an empty list or dict
-                found = _find(element, depth - 1, probe, element_kind)
+                found = _find(element, depth - 1, probe, walk, element_kind)
                 if found:
                     return found
     if len(known) + len(rest) < SCAN_LIMIT and (rest or tag is not None):  # else kept as it is
@@ -917,17 +929,16 @@ def _kinds_of(elements: list) -> dict[type, object]:
     return kinds
 
 
-_visited: dict[int, tuple[object, int, int]] = {}  # id -> (the value, deepest walk, _foreign then), one check long
-
-
-def _seen(value: object, depth: int) -> bool:
+def _seen(value: object, depth: int, visited: dict[int, tuple[object, int, int]]) -> bool:
     """Whether this check has already walked ``value`` (shared units, cycles) as deep, with no code but the
-    guard's run since: it found nothing then, and would not now. The value is held, so its id stays its own."""
+    guard's run since: it found nothing then, and would not now. The value is held, so its id stays its own.
+    ``visited`` (id -> the value, deepest walk, ``_foreign`` then) is this check's: a check another thread is
+    making (the test's function the candidate's thread runs) may be in the middle of walking it."""
     key = id(value)
-    seen = _visited.get(key)
+    seen = visited.get(key)
     if seen is not None and seen[0] is value and seen[1] >= depth and seen[2] == _foreign[0]:
         return True
-    _visited[key] = (value, depth, _foreign[0])
+    visited[key] = (value, depth, _foreign[0])
     return False
 
 
@@ -974,20 +985,19 @@ def operand(value: object) -> object:
 
 
 def _checked(value: object, probe: Callable[[object], str | None]) -> object:
-    if _kinds.get(type(value)) is _LEAF or type(value) in _BUILTIN_CONTAINERS and not value:
-        return value  # most values: a str, a bool, the empty args or kwargs of a call
+    if _kinds.get(type(value)) is _LEAF or type(value) in _BUILTIN_CONTAINERS and not value or \
+            not _by_the_test(2):
+        return value  # most values: a str, a bool, the empty args or kwargs of a call; a call not the test's
+    postponed: list[tuple[object, Callable]] = []  # probes of this check that met the test's own objects
     try:
-        found = _find(value, 4, probe)
+        found = _find(value, 4, probe, ({}, postponed))
     except Exception:  # the value's own code failed while being looked at: the test will meet it too
         found = None
-    finally:
-        _visited.clear()
     undecided = _state.pop("undecided", None)
-    if found is not None or undecided is not None or _postponed:
+    if found is not None or undecided is not None or postponed:
         frame = sys._getframe(2)  # the test's frame: it called check or operand
         where = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
-        _deferred.extend((kept, kept_probe, where) for kept, kept_probe in _postponed)
-        _postponed.clear()
+        _deferred.extend((kept, kept_probe, where) for kept, kept_probe in postponed)
         _conclude(found, undecided, where)
     return value
 
@@ -1012,7 +1022,6 @@ class _TestOwned(BaseException):
 
 _MOCK_FILE = os.path.join("unittest", "mock.py")
 _owned_files: dict[str, bool] = {}
-_postponed: list[tuple[object, Callable]] = []  # probes of the current check that met the test's own objects
 _deferred: list[tuple[object, Callable, str]] = []  # ... with the test's line, run when the test's call is over
 
 
@@ -1060,17 +1069,17 @@ def _set_profile(function: Callable | None) -> None:
 _REFUSED = "Cannot install a profile function while another"
 
 
-def _quiet_probe(value: object, probe: Callable[[object], str | None]) -> str | None:
+def _quiet_probe(value: object, probe: Callable[[object], str | None], postponed: list) -> str | None:
     """``probe(value)``, stopped before it runs the test's code or a mock's, and then postponed to the end of the
     test's call: looking must not change what the test sees (diskcache's ``Deque`` compares by iterating the
     mock the test patched in, whose ``side_effect`` list the test's own call then finds consumed); what the
-    value holds itself is put back (``_own_state``)."""
+    value holds itself is put back (``_own_state``). ``postponed``: the check's own list of them."""
     previous, state = sys.getprofile(), _own_state(value)
     _set_profile(_stop_at_test_code)
     try:
         return probe(value)
     except _TestOwned:
-        _postponed.append((value, probe))
+        postponed.append((value, probe))
         return None
     finally:
         _thread.unset = False  # also when CPython refused to unset it: the flag lives as long as the probe
@@ -1080,8 +1089,9 @@ def _quiet_probe(value: object, probe: Callable[[object], str | None]) -> str | 
 
 def probe_deferred() -> None:
     """The probes postponed during the test's call, run now that its body is over (the values were held since)."""
-    pending = list(_deferred)
-    _deferred.clear()
+    count = len(_deferred)
+    pending = _deferred[:count]
+    del _deferred[:count]  # what another thread's check adds meanwhile stays for the next time
     for value, probe, where in pending:
         _state["undecided"], _state["probing"] = None, type(value)
         state = _own_state(value)
