@@ -1454,6 +1454,65 @@ def test_parametrized_objects_the_test_finishes(case):
     assert case.seen == case.want and scale([1, 2], 3) == DATA[1][2]
 '''
 
+SET_UP = '''\
+"""What old research code does at import: numpy's dropped aliases put back (``np.float = float``), warnings shown
+with the stack that raised them; and docstring examples its test runs with doctest."""
+import sys
+import traceback
+import warnings
+
+import numpy as np
+
+if not hasattr(np, "float"):
+    np.float = float
+if not hasattr(np, "int"):
+    np.int = int
+
+
+def _warn_with_traceback(message, category, filename, lineno, file=None, line=None):
+    log = file if hasattr(file, "write") else sys.stderr
+    traceback.print_stack(file=log)
+    log.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+warnings.showwarning = _warn_with_traceback
+
+
+def add(a, b):
+    """
+    >>> add(1, 2)
+    3
+    """
+    return a + b
+
+
+def scale(values, k):
+    """
+    >>> scale([1, 2], 3)
+    [3.0, 6.0]
+    """
+    return [float(v) for v in np.array(values, dtype=np.float) * k]
+'''
+
+SET_UP_TEST = '''\
+import doctest
+
+import pkg.target as target
+from pkg.target import add, scale
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3.0, 6.0]
+
+
+def test_doctests():
+    assert doctest.testmod(target).failed == 0
+'''
+
 CASES = {
     "own dunders reach the asserts": (OWN_DUNDERS, OWN_DUNDERS_TEST),
     "mocks the test creates": (MOCKS, MOCKS_TEST),
@@ -1476,6 +1535,7 @@ CASES = {
         STATEFUL_DUNDERS, STATEFUL_DUNDERS_TEST),
     "what the test hands the candidate: its file's path, its frame, its frame reader; a finished generator": (
         HANDED, HANDED_TEST),
+    "numpy's aliases put back, warnings shown with their stack, the test's doctest run": (SET_UP, SET_UP_TEST),
 }
 
 

@@ -70,7 +70,7 @@ _report: list[Callable[[str], None]] = []
 _suspect: list[Callable[[str], None]] = []
 _for_the_verdict: list[Callable[[object, types.FrameType, types.FrameType], bool]] = []
 _TRACE_TOOLS = frozenset({"bdb", "pdb", "coverage", "pytest_cov", "_pytest", "pydevd", "_pydevd_bundle", "IPython",
-                          "cProfile", "profile"})
+                          "cProfile", "profile", "doctest"})  # doctest: puts back the tracer its run found
 _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 _FUNCTION_WRITES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 _SPECIAL_WRITES = _FUNCTION_WRITES | {"__class__", "__bases__"}
