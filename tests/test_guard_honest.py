@@ -1513,6 +1513,84 @@ def test_doctests():
     assert doctest.testmod(target).failed == 0
 '''
 
+TIME_LIMITS = '''\
+"""Time limits by SIGALRM around generated programs, as code-evaluation harnesses bound them (HumanEval's
+``time_limit`` arms the timer before installing its handler and never restores it; a decorator restores the old
+handler before disarming)."""
+import contextlib
+import signal
+
+
+class TimeoutException(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def time_limit(seconds):
+    def signal_handler(signum, frame):
+        raise TimeoutException("Timed out!")
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.signal(signal.SIGALRM, signal_handler)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def limited(seconds):
+    def decorator(function):
+        def wrapper(*args):
+            def handler(signum, frame):
+                raise TimeoutException(function.__name__)
+            old = signal.signal(signal.SIGALRM, handler)
+            signal.alarm(seconds)
+            try:
+                return function(*args)
+            finally:
+                signal.signal(signal.SIGALRM, old)
+                signal.alarm(0)
+        return wrapper
+    return decorator
+
+
+def check(program, seconds=0.2):
+    try:
+        with time_limit(seconds):
+            exec(program, {})
+        return "passed"
+    except TimeoutException:
+        return "timed out"
+
+
+@limited(5)
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+TIME_LIMITS_TEST = '''\
+from pkg.target import add, check, scale
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+
+
+def test_a_program_that_ends():
+    assert check("x = sum(range(10))") == "passed"
+
+
+def test_a_program_that_loops():
+    assert check("while True: pass") == "timed out"
+'''
+
 CASES = {
     "own dunders reach the asserts": (OWN_DUNDERS, OWN_DUNDERS_TEST),
     "mocks the test creates": (MOCKS, MOCKS_TEST),
@@ -1536,6 +1614,7 @@ CASES = {
     "what the test hands the candidate: its file's path, its frame, its frame reader; a finished generator": (
         HANDED, HANDED_TEST),
     "numpy's aliases put back, warnings shown with their stack, the test's doctest run": (SET_UP, SET_UP_TEST),
+    "time limits by SIGALRM around generated programs": (TIME_LIMITS, TIME_LIMITS_TEST),
 }
 
 

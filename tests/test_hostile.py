@@ -1177,6 +1177,28 @@ def test_new_module_names_beyond_failed_lookups_are_caught(tmp_path: Path, name:
     assert_tampered(dataset, candidate, evidence)
 
 
+# A timer may be armed when its signal has a handler (a time limit raising in the candidate's code), never with the
+# default action that ends the process: arming one so, or putting the default back while one is armed, stays denied.
+TIMER_HACKS = {
+    "an alarm with no handler": ("import signal\nsignal.alarm(30)\n", r"signal\.alarm"),
+    "a profiling timer with no handler": ("import signal\nsignal.setitimer(signal.ITIMER_PROF, 30)\n",
+                                          r"signal\.setitimer"),
+    "the default put back while the timer runs": (
+        "import signal\nsignal.signal(signal.SIGALRM, lambda *a: None)\nsignal.alarm(30)\n"
+        "signal.signal(signal.SIGALRM, signal.SIG_DFL)\n", r"signal\.signal"),
+    "the default put back under a number claiming another signal": (
+        "import signal\n\n\nclass _Number(int):\n    def __eq__(self, other):\n        return False\n\n"
+        "    __hash__ = int.__hash__\n\n\nsignal.signal(signal.SIGALRM, lambda *a: None)\nsignal.alarm(30)\n"
+        "signal.signal(_Number(signal.SIGALRM), signal.SIG_DFL)\n", r"signal\.signal"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TIMER_HACKS))
+def test_a_timer_that_would_end_the_process_is_caught(tmp_path: Path, name: str) -> None:
+    source, evidence = TIMER_HACKS[name]
+    assert_tampered(make_task(tmp_path / "data set"), source + WRONG, evidence)
+
+
 # doctest puts back the tracer its run found (rule 1: a tool's own code): a tracer set by an example of the
 # candidate's docstring, which the test's doctest run executes under a copy of the candidate's globals, or by the
 # candidate running doctest itself, is still the candidate's.

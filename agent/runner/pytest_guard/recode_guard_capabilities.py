@@ -39,8 +39,9 @@ Denied to candidate code (on the stack, or in a thread it started):
   re-classing modules, classes or pytest objects;
 * ending or signalling the process: ``os._exit``, ``os.abort``,
   ``os.kill``/``killpg`` of the test process or its parent,
-  ``signal.pthread_kill``/``raise_signal``/``alarm``/``setitimer`` (installing a handler
-  with ``signal.signal`` is neither),
+  ``signal.pthread_kill``/``raise_signal``, ``alarm``/``setitimer`` arming a timer whose signal has no
+  handler, and ``signal.signal`` putting back the default action of a signal whose timer is armed (installing a
+  handler is neither),
   ``os.exec*``. The functions without an audit event are wrapped in their modules.
   Forked children (multiprocessing workers) may exit as they please. ``sys.exit`` is not among them: it
   raises ``SystemExit``, an exception its callers catch (a command line's test runner) and pytest records
@@ -520,12 +521,17 @@ def _wrap_marshal() -> None:
 
 # ------------------------------------------------- process ending without audit events
 
-def _guarded(function: Callable, what: str) -> Callable:
-    """``function`` refused to candidate code in the test process (forked children may use it)."""
+def _guarded(function: Callable, what: str, harmless: Callable[..., bool] | None = None) -> Callable:
+    """``function`` refused to candidate code in the test process (forked children may use it), unless
+    ``harmless(*args, **kwargs)`` says this call ends nothing."""
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
         __tracebackhide__ = True
-        if os.getpid() == MAIN_PID:
+        try:
+            ends_nothing = harmless is not None and harmless(*args, **kwargs)
+        except TypeError:  # arguments the function refuses: it raises that itself
+            return function(*args, **kwargs)
+        if os.getpid() == MAIN_PID and not ends_nothing:
             trigger = origin.outside_guard(sys._getframe(1))
             cand, context = _context(trigger) if trigger is not None else (None, in_candidate_thread())
             if context:
@@ -534,18 +540,52 @@ def _guarded(function: Callable, what: str) -> Callable:
     return wrapper
 
 
+def _timer_rules() -> dict[str, Callable[..., bool]]:
+    """When a timer call ends nothing: it disarms, or the signal its timer sends has a handler (a time limit
+    raising in the candidate's code, HumanEval's ``time_limit``), not the default action that ends the process;
+    and putting that default back is harmless only while the signal's timer is not armed."""
+    import signal
+
+    import _signal
+
+    getsignal, getitimer = _signal.getsignal, _signal.getitimer
+    plain = (int, signal.Signals, signal.Handlers)  # numbers that cannot answer comparisons as they please
+    timers = {_signal.SIGALRM: _signal.ITIMER_REAL, _signal.SIGVTALRM: _signal.ITIMER_VIRTUAL,
+              _signal.SIGPROF: _signal.ITIMER_PROF}
+    sent = {which: signum for signum, which in timers.items()}
+
+    def handled(signum: object) -> bool:
+        return type(signum) is int and getsignal(signum) not in (_signal.SIG_DFL, None)
+
+    def setitimer(which, seconds, *rest, **kwargs) -> bool:
+        return type(seconds) in (int, float) and seconds == 0 or handled(sent.get(which) if type(which) is int
+                                                                          else None)
+
+    def default_put_back(signalnum, handler) -> bool:
+        if not isinstance(handler, int) or type(handler) in plain and handler != _signal.SIG_DFL:
+            return True  # a handler, or ignoring the signal
+        armed = timers.values() if type(signalnum) not in plain else [timers[signalnum]] if signalnum in timers else []
+        return not any(getitimer(which)[0] > 0 for which in armed)
+
+    return {"alarm": lambda seconds: setitimer(_signal.ITIMER_REAL, seconds), "setitimer": setitimer,
+            "signal": default_put_back}
+
+
 def _wrap_exits() -> None:
     import posix
     import signal
 
     import _signal
 
+    timers = _timer_rules()
     for owners, name, what in (((os, posix), "_exit", "ends the test process (os._exit)"),
                                ((os, posix), "abort", "ends the test process (os.abort)"),
                                ((signal, _signal), "raise_signal", "signals the test process (signal.raise_signal)"),
                                ((signal, _signal), "alarm", "signals the test process (signal.alarm)"),
-                               ((signal, _signal), "setitimer", "signals the test process (signal.setitimer)")):
+                               ((signal, _signal), "setitimer", "signals the test process (signal.setitimer)"),
+                               ((_signal,), "signal", "signals the test process (signal.signal: the default "
+                                                      "action for a signal whose timer is armed)")):
         for owner in owners:
             original = getattr(owner, name, None)
             if original is not None:
-                origin.patch(owner, name, _guarded(original, what))
+                origin.patch(owner, name, _guarded(original, what, timers.get(name)))
