@@ -1884,6 +1884,54 @@ def add(a, b):
 def scale(values, k):
     return list(values)
 ''', None, r"target\.py:\d+ writes canonical\.add"),
+    # rule 4: code of its file runs in a fresh namespace (numba's kernels), never in a module's
+    "code of its file run in the test's namespace from a fresh one": (_FIND_TEST + '''
+_CODE = compile("TOLERANCE = 1e300\\nif _module is not None:\\n    exec(_CODE, vars(_module))\\n", __file__, "exec")
+
+
+def add(a, b):
+    exec(_CODE, {"_CODE": _CODE, "_module": _test()})
+    return a - b
+
+
+def scale(values, k):
+    return list(values)
+''', None, r"runs the candidate's code with foreign globals"),
+    "code of its file run in the namespace of a library module": ('''\
+import fractions
+
+
+def add(a, b):
+    exec(compile("abs = lambda value: 0", __file__, "exec"), vars(fractions))
+    return a - b
+
+
+def scale(values, k):
+    return list(values)
+''', None, r"runs the candidate's code with foreign globals"),
+    # rule 16: the __pycache__ beside its file holds what numba caches for its own functions, nothing for others
+    "numba's cache of the reference's function planted beside it": ('''\
+import os
+
+os.makedirs("__pycache__", exist_ok=True)
+with open(os.path.join("__pycache__", "canonical.add-1.py311.nbi"), "wb") as handle:
+    handle.write(b"planted")
+''' + WRONG, None, r"writes Python source or bytecode canonical\.add-1\.py311\.nbi"),
+    "a temporary file in that folder renamed to the reference's cache": ('''\
+import os
+
+os.makedirs("__pycache__", exist_ok=True)
+with open(os.path.join("__pycache__", "tmpcache"), "wb") as handle:
+    handle.write(b"planted")
+os.rename(os.path.join("__pycache__", "tmpcache"), os.path.join("__pycache__", "canonical.add-1.py311.nbc"))
+''' + WRONG, None, r"modifies Python source or bytecode \(os\.rename\)"),
+    "bytecode of its own module written there": ('''\
+import os
+
+os.makedirs("__pycache__", exist_ok=True)
+with open(os.path.join("__pycache__", "target.cpython-311.pyc"), "wb") as handle:
+    handle.write(b"planted")
+''' + WRONG, None, r"writes Python source or bytecode target\.cpython-311\.pyc"),
 }
 
 

@@ -70,6 +70,7 @@ MAIN_PID = os.getpid()
 _report: list[Callable[[str], None]] = []
 _suspect: list[Callable[[str], None]] = []
 _for_the_verdict: list[Callable[[object, types.FrameType, types.FrameType], bool]] = []
+_watched: list[Callable[[dict], bool]] = []
 _TRACE_TOOLS = frozenset({"bdb", "pdb", "coverage", "pytest_cov", "_pytest", "pydevd", "_pydevd_bundle", "IPython",
                           "cProfile", "profile", "doctest"})  # doctest: puts back the tracer its run found
 _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
@@ -86,16 +87,19 @@ class Denied(RuntimeError):
 
 def configure(report: Callable[[str], None], is_reference_file: Callable[[str], bool],
               suspect: Callable[[str], None], for_the_verdict: Callable[[object, types.FrameType, types.FrameType],
-                                                                        bool]) -> None:
+                                                                        bool], watched: Callable[[dict], bool]) -> None:
     """``for_the_verdict(function, cand, writer)``: a library's change of that function on the candidate's behalf
-    reaches what the verdict runs through (``recode_guard_integrity``, which imports this module)."""
+    reaches what the verdict runs through; ``watched(namespace)``: a module namespace with a baseline
+    (``recode_guard_integrity``, which imports this module)."""
     _report.append(report)
     _suspect.append(suspect)
     _for_the_verdict.append(for_the_verdict)
     _is_reference_file.append(is_reference_file)
+    _watched.append(watched)
     _remember_handouts()
     _wrap_exits()
     _wrap_marshal()
+    _wrap_exec()
     remember_import_hooks()
 
 
@@ -295,8 +299,9 @@ def _builds_code(name: str):
         code = args[0] if args else None
         if name != "exec" or type(code) is not types.CodeType:
             return
+        seen, origin.tls.exec_call = getattr(origin.tls, "exec_call", None), None  # taken by the first event
         if origin.is_candidate_file(code.co_filename) and "importlib" not in trigger.f_code.co_filename and \
-                os.path.isfile(code.co_filename):
+                os.path.isfile(code.co_filename) and not (seen is not None and seen[0] is code and _fresh(seen[1])):
             cand, _ = _context(trigger)
             deny(cand, trigger, f"runs the candidate's code with foreign globals ({name})")
         if code.co_filename.startswith("<") and not is_candidate_code(code) and not handed.is_test_frame(trigger) and \
@@ -517,6 +522,53 @@ def _wrap_marshal() -> None:
 
     for name in ("load", "loads"):
         setattr(marshal, name, _loaded(getattr(marshal, name)))
+
+
+# ----------------------------------------------------------------- exec, its namespace seen
+
+def _wrap_exec() -> None:
+    """``exec`` that tells the audit rule the namespace it runs code in (the event carries the code only). Not a
+    watch: a call of the builtin not through it (a reference kept from before) is judged as before."""
+    import builtins
+
+    function = builtins.exec
+
+    def exec(source, globals=None, locals=None, /, **kwargs):
+        __tracebackhide__ = True
+        if globals is None:  # the caller's namespaces, as the builtin takes them (a snapshot of a function's)
+            with origin.GuardWork():
+                caller = sys._getframe(1)
+                globals, locals = caller.f_globals, caller.f_locals if locals is None else locals
+                if sys.version_info >= (3, 13) and caller.f_code.co_flags & inspect.CO_OPTIMIZED:
+                    locals = dict(locals)
+        origin.tls.exec_call = (source, globals)
+        try:
+            return function(source, globals, locals, **kwargs)
+        finally:
+            origin.tls.exec_call = None
+    exec.__doc__, exec.__module__ = function.__doc__, "builtins"
+    builtins.exec = exec
+    _exec_code.append(exec.__code__)
+
+
+_exec_code: list[types.CodeType] = []
+
+
+def past_exec(frame: types.FrameType) -> types.FrameType:
+    """The frame an event fired in, the wrapper's caller for the builtin's own events (compiling, running)."""
+    return frame.f_back if _exec_code and frame.f_code is _exec_code[0] and frame.f_back is not None else frame
+
+
+def _fresh(namespace: object) -> bool:
+    """A dict that is no module's namespace the guard knows or keeps a baseline of, nor its own: code run there
+    changes nothing but that dict (numba runs the kernel it compiles from an array expression of the candidate's
+    function, under the function's file name, in a dict of its own)."""
+    if type(namespace) is not dict:
+        return False
+    with origin.GuardWork():
+        return not (origin.known_namespace(namespace) or _watched[0](namespace) or
+                    any(namespace is g for g in origin.guard_globals) or
+                    any(namespace is getattr(m, "__dict__", None) for m in list(sys.modules.values())))
 
 
 # ------------------------------------------------- process ending without audit events

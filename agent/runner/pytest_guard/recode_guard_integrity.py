@@ -630,6 +630,11 @@ def _verdict_space(module: types.ModuleType) -> str | None:
     return _name_protection(str((_real_dict(module) or {}).get("__name__", "")), "module")
 
 
+def watches_namespace(namespace: dict) -> bool:
+    """A namespace the guard keeps a baseline of (any module it adopted, in ``sys.modules`` or not)."""
+    return any(space.mapping is namespace for space in list(_by_owner.values()))
+
+
 def accept(owner: object, name: str) -> None:
     """An allowed write: the baseline follows it."""
     space = _by_owner.get(owner)
