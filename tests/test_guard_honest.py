@@ -1591,6 +1591,76 @@ def test_a_program_that_loops():
     assert check("while True: pass") == "timed out"
 '''
 
+KERNELS = '''\
+"""A kernel compiled from an expression tree under the module's own file name and run in a namespace of its
+own, as numba lowers an array expression of a jitted function (``numba/np/ufunc/array_exprs.py``)."""
+import ast
+import math
+
+
+def kernel(expression, names):
+    tree = ast.parse(f"def _kernel({', '.join(names)}):\\n    return {expression}\\n", __file__, "exec")
+    namespace = {"sqrt": math.sqrt}
+    exec(compile(tree, __file__, "exec"), namespace)
+    return namespace["_kernel"]
+
+
+def add(a, b):
+    return kernel("a + b", ["a", "b"])(a, b)
+
+
+def scale(values, k):
+    return [kernel("v * k", ["v", "k"])(v, k) for v in values]
+'''
+
+KERNELS_TEST = '''\
+from pkg.target import add, kernel, scale
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+
+
+def test_kernel():
+    assert kernel("sqrt(x * x + y * y)", ["x", "y"])(3, 4) == 5
+'''
+
+NUMBA = '''\
+"""numba kernels: an array expression (lowered through code compiled under this file's name and run in a
+namespace of numba's own) and ``cache=True`` (its index and code written to the __pycache__ beside this file)."""
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def axpy(a, x, y):
+    return a * x + y
+
+
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    return list(axpy(float(k), np.asarray(values, dtype=float), np.zeros(len(values))))
+'''
+
+NUMBA_TEST = '''\
+from pkg.target import add, scale
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3.0, 6.0]
+'''
+
 CASES = {
     "own dunders reach the asserts": (OWN_DUNDERS, OWN_DUNDERS_TEST),
     "mocks the test creates": (MOCKS, MOCKS_TEST),
@@ -1615,6 +1685,8 @@ CASES = {
         HANDED, HANDED_TEST),
     "numpy's aliases put back, warnings shown with their stack, the test's doctest run": (SET_UP, SET_UP_TEST),
     "time limits by SIGALRM around generated programs": (TIME_LIMITS, TIME_LIMITS_TEST),
+    "a kernel compiled under its own file name, run in a namespace of its own": (KERNELS, KERNELS_TEST),
+    "numba kernels: an array expression, cache=True": (NUMBA, NUMBA_TEST),
 }
 
 
@@ -1623,7 +1695,8 @@ def _test_names(test_py: str) -> tuple[str, ...]:
     return tuple(line[4:line.index("(")] for line in lines if line.startswith("def test_"))
 
 
-NEEDS = {"the test freezes time and declares a global": "freezegun", "torch optimizer and module subclasses": "torch"}
+NEEDS = {"the test freezes time and declares a global": "freezegun", "torch optimizer and module subclasses": "torch",
+         "numba kernels: an array expression, cache=True": "numba"}
 
 
 def _case(name: str) -> object:
