@@ -533,14 +533,16 @@ def _wrap_exec() -> None:
 
     function = builtins.exec
 
-    def exec(source, globals=None, locals=None, /, **kwargs):
+    def exec(source, /, globals=None, locals=None, **kwargs):
         __tracebackhide__ = True
         if globals is None:  # the caller's namespaces, as the builtin takes them (a snapshot of a function's)
             with origin.GuardWork():
                 caller = sys._getframe(1)
-                globals, locals = caller.f_globals, caller.f_locals if locals is None else locals
-                if sys.version_info >= (3, 13) and caller.f_code.co_flags & inspect.CO_OPTIMIZED:
-                    locals = dict(locals)
+                globals = caller.f_globals
+                if locals is None:
+                    locals = caller.f_locals
+                    if sys.version_info >= (3, 13) and caller.f_code.co_flags & inspect.CO_OPTIMIZED:
+                        locals = dict(locals)
         origin.tls.exec_call = (source, globals)
         try:
             return function(source, globals, locals, **kwargs)
