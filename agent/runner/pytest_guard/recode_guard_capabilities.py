@@ -288,7 +288,8 @@ def _builds_code(name: str):
     ``types.FunctionType`` where the compiled helper cannot see the globals it is given, see ``refuse_function``);
     and anyone running code of a file on disk that is the candidate's (its own, one it wrote, one whose name it
     gave code it compiled that is not that file's text) with namespaces not its own: the ``exec`` event carries
-    the code only, so any run of such code but the import system's (running its module) is refused. Code it
+    the code only, so any run of such code but the import system's (running its module) is refused, unless the
+    guard's ``exec`` (``_wrap_exec``) saw it run in a dict no module owns (``_fresh``). Code it
     builds under a name no file has (attrs' ``<attrs generated ...>`` or ``""``), or from a file's own text
     under the file's name (a config file), runs with globals it built: it stays its code (tainted by
     ``recode_guard_reference.audit``), so the stack checks still see it."""
@@ -548,7 +549,7 @@ def _wrap_exec() -> None:
             return function(source, globals, locals, **kwargs)
         finally:
             origin.tls.exec_call = None
-    exec.__doc__, exec.__module__ = function.__doc__, "builtins"
+    exec.__doc__, exec.__module__, exec.__qualname__ = function.__doc__, "builtins", "exec"
     builtins.exec = exec
     _exec_code.append(exec.__code__)
 
