@@ -302,7 +302,8 @@ def _builds_code(name: str):
             return
         seen, origin.tls.exec_call = getattr(origin.tls, "exec_call", None), None  # taken by the first event
         if origin.is_candidate_file(code.co_filename) and "importlib" not in trigger.f_code.co_filename and \
-                os.path.isfile(code.co_filename) and not (seen is not None and seen[0] is code and _fresh(seen[1])):
+                os.path.isfile(code.co_filename) and not (seen is not None and seen[0] is code and
+                                                          origin.is_own_file(code.co_filename) and _fresh(seen[1])):
             cand, _ = _context(trigger)
             deny(cand, trigger, f"runs the candidate's code with foreign globals ({name})")
         if code.co_filename.startswith("<") and not is_candidate_code(code) and not handed.is_test_frame(trigger) and \
@@ -563,9 +564,10 @@ def past_exec(frame: types.FrameType) -> types.FrameType:
 
 
 def _fresh(namespace: object) -> bool:
-    """A dict that is no module's namespace the guard knows or keeps a baseline of, nor its own: code run there
-    changes nothing but that dict (numba runs the kernel it compiles from an array expression of the candidate's
-    function, under the function's file name, in a dict of its own)."""
+    """A dict that is no module's namespace the guard knows or keeps a baseline of, nor its own: code under the
+    candidate's own file name run there changes nothing but that dict (numba runs the kernel it compiles from an
+    array expression of the candidate's function, under the function's file name, in a dict of its own); code
+    under another file's name claims to be that file's, and stays refused wherever it runs."""
     if type(namespace) is not dict:
         return False
     with origin.GuardWork():

@@ -86,6 +86,11 @@ def candidate_path() -> str:
 
 # ------------------------------------------------------------------ files and code
 
+def is_own_file(path: object) -> bool:
+    """The candidate's own file itself (not one it wrote, nor one whose name it gave code it compiled)."""
+    return type(path) is str and (path == _config["candidate"] or os.path.realpath(path) == _config["candidate"])
+
+
 def is_candidate_file(path: object) -> bool:
     if type(path) is not str:
         return False
