@@ -1454,6 +1454,213 @@ def test_parametrized_objects_the_test_finishes(case):
     assert case.seen == case.want and scale([1, 2], 3) == DATA[1][2]
 '''
 
+SET_UP = '''\
+"""What old research code does at import: numpy's dropped aliases put back (``np.float = float``), warnings shown
+with the stack that raised them; and docstring examples its test runs with doctest."""
+import sys
+import traceback
+import warnings
+
+import numpy as np
+
+if not hasattr(np, "float"):
+    np.float = float
+if not hasattr(np, "int"):
+    np.int = int
+
+
+def _warn_with_traceback(message, category, filename, lineno, file=None, line=None):
+    log = file if hasattr(file, "write") else sys.stderr
+    traceback.print_stack(file=log)
+    log.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+warnings.showwarning = _warn_with_traceback
+
+
+def add(a, b):
+    """
+    >>> add(1, 2)
+    3
+    """
+    return a + b
+
+
+def scale(values, k):
+    """
+    >>> scale([1, 2], 3)
+    [3.0, 6.0]
+    """
+    return [float(v) for v in np.array(values, dtype=np.float) * k]
+'''
+
+SET_UP_TEST = '''\
+import doctest
+
+import pkg.target as target
+from pkg.target import add, scale
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3.0, 6.0]
+
+
+def test_doctests():
+    assert doctest.testmod(target).failed == 0
+'''
+
+TIME_LIMITS = '''\
+"""Time limits by SIGALRM around generated programs, as code-evaluation harnesses bound them (HumanEval's
+``time_limit`` arms the timer before installing its handler and never restores it; a decorator restores the old
+handler before disarming)."""
+import contextlib
+import signal
+
+
+class TimeoutException(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def time_limit(seconds):
+    def signal_handler(signum, frame):
+        raise TimeoutException("Timed out!")
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.signal(signal.SIGALRM, signal_handler)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def limited(seconds):
+    def decorator(function):
+        def wrapper(*args):
+            def handler(signum, frame):
+                raise TimeoutException(function.__name__)
+            old = signal.signal(signal.SIGALRM, handler)
+            signal.alarm(seconds)
+            try:
+                return function(*args)
+            finally:
+                signal.signal(signal.SIGALRM, old)
+                signal.alarm(0)
+        return wrapper
+    return decorator
+
+
+def check(program, seconds=0.2):
+    try:
+        with time_limit(seconds):
+            exec(program, {})
+        return "passed"
+    except TimeoutException:
+        return "timed out"
+
+
+@limited(5)
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+TIME_LIMITS_TEST = '''\
+from pkg.target import add, check, scale
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+
+
+def test_a_program_that_ends():
+    assert check("x = sum(range(10))") == "passed"
+
+
+def test_a_program_that_loops():
+    assert check("while True: pass") == "timed out"
+'''
+
+KERNELS = '''\
+"""A kernel compiled from an expression tree under the module's own file name and run in a namespace of its
+own, as numba lowers an array expression of a jitted function (``numba/np/ufunc/array_exprs.py``)."""
+import ast
+import math
+
+
+def kernel(expression, names):
+    tree = ast.parse(f"def _kernel({', '.join(names)}):\\n    return {expression}\\n", __file__, "exec")
+    namespace = {"sqrt": math.sqrt}
+    exec(compile(tree, __file__, "exec"), namespace)
+    return namespace["_kernel"]
+
+
+def add(a, b):
+    return kernel("a + b", ["a", "b"])(a, b)
+
+
+def scale(values, k):
+    return [kernel("v * k", ["v", "k"])(v, k) for v in values]
+'''
+
+KERNELS_TEST = '''\
+from pkg.target import add, kernel, scale
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+
+
+def test_kernel():
+    assert kernel("sqrt(x * x + y * y)", ["x", "y"])(3, 4) == 5
+'''
+
+NUMBA = '''\
+"""numba kernels: an array expression (lowered through code compiled under this file's name and run in a
+namespace of numba's own) and ``cache=True`` (its index and code written to the __pycache__ beside this file)."""
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True)
+def axpy(a, x, y):
+    return a * x + y
+
+
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    return list(axpy(float(k), np.asarray(values, dtype=float), np.zeros(len(values))))
+'''
+
+NUMBA_TEST = '''\
+from pkg.target import add, scale
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3.0, 6.0]
+'''
+
 CASES = {
     "own dunders reach the asserts": (OWN_DUNDERS, OWN_DUNDERS_TEST),
     "mocks the test creates": (MOCKS, MOCKS_TEST),
@@ -1476,6 +1683,10 @@ CASES = {
         STATEFUL_DUNDERS, STATEFUL_DUNDERS_TEST),
     "what the test hands the candidate: its file's path, its frame, its frame reader; a finished generator": (
         HANDED, HANDED_TEST),
+    "numpy's aliases put back, warnings shown with their stack, the test's doctest run": (SET_UP, SET_UP_TEST),
+    "time limits by SIGALRM around generated programs": (TIME_LIMITS, TIME_LIMITS_TEST),
+    "a kernel compiled under its own file name, run in a namespace of its own": (KERNELS, KERNELS_TEST),
+    "numba kernels: an array expression, cache=True": (NUMBA, NUMBA_TEST),
 }
 
 
@@ -1484,7 +1695,8 @@ def _test_names(test_py: str) -> tuple[str, ...]:
     return tuple(line[4:line.index("(")] for line in lines if line.startswith("def test_"))
 
 
-NEEDS = {"the test freezes time and declares a global": "freezegun", "torch optimizer and module subclasses": "torch"}
+NEEDS = {"the test freezes time and declares a global": "freezegun", "torch optimizer and module subclasses": "torch",
+         "numba kernels: an array expression, cache=True": "numba"}
 
 
 def _case(name: str) -> object:

@@ -39,8 +39,9 @@ Denied to candidate code (on the stack, or in a thread it started):
   re-classing modules, classes or pytest objects;
 * ending or signalling the process: ``os._exit``, ``os.abort``,
   ``os.kill``/``killpg`` of the test process or its parent,
-  ``signal.pthread_kill``/``raise_signal``/``alarm``/``setitimer`` (installing a handler
-  with ``signal.signal`` is neither),
+  ``signal.pthread_kill``/``raise_signal``, ``alarm``/``setitimer`` arming a timer whose signal has no
+  handler, and ``signal.signal`` putting back the default action of a signal whose timer is armed (installing a
+  handler is neither),
   ``os.exec*``. The functions without an audit event are wrapped in their modules.
   Forked children (multiprocessing workers) may exit as they please. ``sys.exit`` is not among them: it
   raises ``SystemExit``, an exception its callers catch (a command line's test runner) and pytest records
@@ -69,8 +70,9 @@ MAIN_PID = os.getpid()
 _report: list[Callable[[str], None]] = []
 _suspect: list[Callable[[str], None]] = []
 _for_the_verdict: list[Callable[[object, types.FrameType, types.FrameType], bool]] = []
+_watched: list[Callable[[dict], bool]] = []
 _TRACE_TOOLS = frozenset({"bdb", "pdb", "coverage", "pytest_cov", "_pytest", "pydevd", "_pydevd_bundle", "IPython",
-                          "cProfile", "profile"})
+                          "cProfile", "profile", "doctest"})  # doctest: puts back the tracer its run found
 _FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 _FUNCTION_WRITES = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
 _SPECIAL_WRITES = _FUNCTION_WRITES | {"__class__", "__bases__"}
@@ -85,16 +87,19 @@ class Denied(RuntimeError):
 
 def configure(report: Callable[[str], None], is_reference_file: Callable[[str], bool],
               suspect: Callable[[str], None], for_the_verdict: Callable[[object, types.FrameType, types.FrameType],
-                                                                        bool]) -> None:
+                                                                        bool], watched: Callable[[dict], bool]) -> None:
     """``for_the_verdict(function, cand, writer)``: a library's change of that function on the candidate's behalf
-    reaches what the verdict runs through (``recode_guard_integrity``, which imports this module)."""
+    reaches what the verdict runs through; ``watched(namespace)``: a module namespace with a baseline
+    (``recode_guard_integrity``, which imports this module)."""
     _report.append(report)
     _suspect.append(suspect)
     _for_the_verdict.append(for_the_verdict)
     _is_reference_file.append(is_reference_file)
+    _watched.append(watched)
     _remember_handouts()
     _wrap_exits()
     _wrap_marshal()
+    _wrap_exec()
     remember_import_hooks()
 
 
@@ -283,7 +288,8 @@ def _builds_code(name: str):
     ``types.FunctionType`` where the compiled helper cannot see the globals it is given, see ``refuse_function``);
     and anyone running code of a file on disk that is the candidate's (its own, one it wrote, one whose name it
     gave code it compiled that is not that file's text) with namespaces not its own: the ``exec`` event carries
-    the code only, so any run of such code but the import system's (running its module) is refused. Code it
+    the code only, so any run of such code but the import system's (running its module) is refused, unless the
+    guard's ``exec`` (``_wrap_exec``) saw it run in a dict no module owns (``_fresh``). Code it
     builds under a name no file has (attrs' ``<attrs generated ...>`` or ``""``), or from a file's own text
     under the file's name (a config file), runs with globals it built: it stays its code (tainted by
     ``recode_guard_reference.audit``), so the stack checks still see it."""
@@ -294,8 +300,10 @@ def _builds_code(name: str):
         code = args[0] if args else None
         if name != "exec" or type(code) is not types.CodeType:
             return
+        seen, origin.tls.exec_call = getattr(origin.tls, "exec_call", None), None  # taken by the first event
         if origin.is_candidate_file(code.co_filename) and not _import_system_runs(trigger, code.co_filename) and \
-                os.path.isfile(code.co_filename):
+                os.path.isfile(code.co_filename) and not (seen is not None and seen[0] is code and
+                                                          origin.is_own_file(code.co_filename) and _fresh(seen[1])):
             cand, _ = _context(trigger)
             deny(cand, trigger, f"runs the candidate's code with foreign globals ({name})")
         if code.co_filename.startswith("<") and not is_candidate_code(code) and not handed.is_test_frame(trigger) and \
@@ -533,14 +541,69 @@ def _wrap_marshal() -> None:
         setattr(marshal, name, _loaded(getattr(marshal, name)))
 
 
+# ----------------------------------------------------------------- exec, its namespace seen
+
+def _wrap_exec() -> None:
+    """``exec`` that tells the audit rule the namespace it runs code in (the event carries the code only). Not a
+    watch: a call of the builtin not through it (a reference kept from before) is judged as before."""
+    import builtins
+
+    function = builtins.exec
+
+    def exec(source, /, globals=None, locals=None, **kwargs):
+        __tracebackhide__ = True
+        if globals is None:  # the caller's namespaces, as the builtin takes them (a snapshot of a function's)
+            with origin.GuardWork():
+                caller = sys._getframe(1)
+                globals = caller.f_globals
+                if locals is None:
+                    locals = caller.f_locals
+                    if sys.version_info >= (3, 13) and caller.f_code.co_flags & inspect.CO_OPTIMIZED:
+                        locals = dict(locals)
+        origin.tls.exec_call = (source, globals)
+        try:
+            return function(source, globals, locals, **kwargs)
+        finally:
+            origin.tls.exec_call = None
+    exec.__doc__, exec.__module__, exec.__qualname__ = function.__doc__, "builtins", "exec"
+    builtins.exec = exec
+    _exec_code.append(exec.__code__)
+
+
+_exec_code: list[types.CodeType] = []
+
+
+def past_exec(frame: types.FrameType) -> types.FrameType:
+    """The frame an event fired in, the wrapper's caller for the builtin's own events (compiling, running)."""
+    return frame.f_back if _exec_code and frame.f_code is _exec_code[0] and frame.f_back is not None else frame
+
+
+def _fresh(namespace: object) -> bool:
+    """A dict that is no module's namespace the guard knows or keeps a baseline of, nor its own: code under the
+    candidate's own file name run there changes nothing but that dict (numba runs the kernel it compiles from an
+    array expression of the candidate's function, under the function's file name, in a dict of its own); code
+    under another file's name claims to be that file's, and stays refused wherever it runs."""
+    if type(namespace) is not dict:
+        return False
+    with origin.GuardWork():
+        return not (origin.known_namespace(namespace) or _watched[0](namespace) or
+                    any(namespace is g for g in origin.guard_globals) or
+                    any(namespace is getattr(m, "__dict__", None) for m in list(sys.modules.values())))
+
+
 # ------------------------------------------------- process ending without audit events
 
-def _guarded(function: Callable, what: str) -> Callable:
-    """``function`` refused to candidate code in the test process (forked children may use it)."""
+def _guarded(function: Callable, what: str, harmless: Callable[..., bool] | None = None) -> Callable:
+    """``function`` refused to candidate code in the test process (forked children may use it), unless
+    ``harmless(*args, **kwargs)`` says this call ends nothing."""
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
         __tracebackhide__ = True
-        if os.getpid() == MAIN_PID:
+        try:
+            ends_nothing = harmless is not None and harmless(*args, **kwargs)
+        except TypeError:  # arguments the function refuses: it raises that itself
+            return function(*args, **kwargs)
+        if os.getpid() == MAIN_PID and not ends_nothing:
             trigger = origin.outside_guard(sys._getframe(1))
             cand, context = _context(trigger) if trigger is not None else (None, in_candidate_thread())
             if context:
@@ -549,18 +612,52 @@ def _guarded(function: Callable, what: str) -> Callable:
     return wrapper
 
 
+def _timer_rules() -> dict[str, Callable[..., bool]]:
+    """When a timer call ends nothing: it disarms, or the signal its timer sends has a handler (a time limit
+    raising in the candidate's code, HumanEval's ``time_limit``), not the default action that ends the process;
+    and putting that default back is harmless only while the signal's timer is not armed."""
+    import signal
+
+    import _signal
+
+    getsignal, getitimer = _signal.getsignal, _signal.getitimer
+    plain = (int, signal.Signals, signal.Handlers)  # numbers that cannot answer comparisons as they please
+    timers = {_signal.SIGALRM: _signal.ITIMER_REAL, _signal.SIGVTALRM: _signal.ITIMER_VIRTUAL,
+              _signal.SIGPROF: _signal.ITIMER_PROF}
+    sent = {which: signum for signum, which in timers.items()}
+
+    def handled(signum: object) -> bool:
+        return type(signum) is int and getsignal(signum) not in (_signal.SIG_DFL, None)
+
+    def setitimer(which, seconds, *rest, **kwargs) -> bool:
+        return type(seconds) in (int, float) and seconds == 0 or handled(sent.get(which) if type(which) is int
+                                                                          else None)
+
+    def default_put_back(signalnum, handler) -> bool:
+        if not isinstance(handler, int) or type(handler) in plain and handler != _signal.SIG_DFL:
+            return True  # a handler, or ignoring the signal
+        armed = timers.values() if type(signalnum) not in plain else [timers[signalnum]] if signalnum in timers else []
+        return not any(getitimer(which)[0] > 0 for which in armed)
+
+    return {"alarm": lambda seconds: setitimer(_signal.ITIMER_REAL, seconds), "setitimer": setitimer,
+            "signal": default_put_back}
+
+
 def _wrap_exits() -> None:
     import posix
     import signal
 
     import _signal
 
+    timers = _timer_rules()
     for owners, name, what in (((os, posix), "_exit", "ends the test process (os._exit)"),
                                ((os, posix), "abort", "ends the test process (os.abort)"),
                                ((signal, _signal), "raise_signal", "signals the test process (signal.raise_signal)"),
                                ((signal, _signal), "alarm", "signals the test process (signal.alarm)"),
-                               ((signal, _signal), "setitimer", "signals the test process (signal.setitimer)")):
+                               ((signal, _signal), "setitimer", "signals the test process (signal.setitimer)"),
+                               ((_signal,), "signal", "signals the test process (signal.signal: the default "
+                                                      "action for a signal whose timer is armed)")):
         for owner in owners:
             original = getattr(owner, name, None)
             if original is not None:
-                origin.patch(owner, name, _guarded(original, what))
+                origin.patch(owner, name, _guarded(original, what, timers.get(name)))

@@ -97,6 +97,9 @@ _PROTECTED = {**{path: os.path.basename(path) for path in _REFERENCES},
 _PROTECTED_NAMES = frozenset(os.path.basename(p) for p in _PROTECTED)
 _COMMAND_WORDS = ("canonical", os.path.basename(_TEST), os.path.basename(_JUNIT))
 _SOURCE_FILE = re.compile(r"\.(py|pyc|pyo|pth|so)(\.|$)|(^|/)__pycache__(/|$)")
+_LOADED_SUFFIX = re.compile(r"\.(py|pyc|pyo|pth|so)$")
+_OWN_CACHE = os.path.join(os.path.dirname(_CANDIDATE), "__pycache__")
+_OWN_STEM = os.path.splitext(os.path.basename(_CANDIDATE))[0]
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 _flags: list[str] = []
@@ -200,7 +203,8 @@ if _WATCH:
     origin.configure(_CANDIDATE)
     linecache.cache = _Lines((key, value) for key, value in linecache.cache.items() if not _withheld(key))
     reference.configure(candidate=_CANDIDATE, references=_REFERENCES, report=_report_access, note=_note)
-    capabilities.configure(_flag, reference.is_reference_file, _suspect, integrity.for_the_verdict)
+    capabilities.configure(_flag, reference.is_reference_file, _suspect, integrity.for_the_verdict,
+                           integrity.watches_namespace)
     results.configure(_flag, _TEST, _suspect)
     integrity.configure(_flag, test=_TEST, references=_REFERENCES, repo=_REPO, suspect=_suspect)
 
@@ -226,10 +230,21 @@ def _protected_label(value: object) -> str | None:
 def _is_source(value: object) -> bool:
     """Python source/bytecode inside the task repository (where the reference and the tests import from).
 
-    Caches elsewhere (torch.compile writes generated .py files to /tmp) are not on the import path.
+    Caches elsewhere (torch.compile writes generated .py files to /tmp) are not on the import path; nor is the
+    ``__pycache__`` folder beside the candidate's file, and a file there with no suffix an importer loads, named
+    for the candidate's module or for no other source of that folder (numba's ``cache=True`` index and code of
+    the candidate's functions, ``target.topk-7.py311.nbi``, which numba loads for that source's functions only,
+    and the temporary file it tries the folder with).
     """
     path = _path(value)
-    return path is not None and bool(_SOURCE_FILE.search(path)) and _REAL(path).startswith(_REPO)
+    if path is None or not _SOURCE_FILE.search(path) or not _REAL(path).startswith(_REPO):
+        return False
+    folder, name = os.path.split(_REAL(path))
+    if _REAL(path) == _OWN_CACHE or folder == _OWN_CACHE and not _LOADED_SUFFIX.search(name) and (
+            name.split(".")[0] == _OWN_STEM or not os.path.exists(
+                os.path.join(os.path.dirname(_CANDIDATE), name.split(".")[0] + ".py"))):
+        return False
+    return True
 
 
 def _finding(trigger: types.FrameType, what: str, kind: str = "flag", source: str | None = None) -> None:
@@ -405,6 +420,7 @@ def _audit(event: str, args: tuple, trigger: types.FrameType | None = None) -> N
                 trigger = sys._getframe(1)
             except ValueError:
                 return  # raised by the interpreter itself, with no Python code running
+        trigger = capabilities.past_exec(trigger)
         if origin.is_guard_frame(trigger) or event == "sys.setprofile" and results.unsets_probe():
             return
         if event in _REFERENCE_EVENTS:

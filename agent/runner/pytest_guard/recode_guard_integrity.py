@@ -63,6 +63,7 @@ import threading
 import time
 import tokenize
 import types
+import warnings
 import weakref
 from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec
 from typing import Callable
@@ -101,6 +102,8 @@ _SYS_FREE = frozenset({"stdout", "stderr", "stdin", "argv", "displayhook", "exce
                        "ps2", "tracebacklimit", "last_type", "last_value", "last_traceback", "last_exc", "path",
                        "dont_write_bytecode", "breakpointhook"})
 _BUILTIN_NAMES = frozenset(dir(builtins))
+_BUILTIN_VALUES = dict(vars(builtins))  # as the guard found them: ``np.float = float`` is told by identity
+_WARNINGS_FREE = frozenset({"showwarning", "formatwarning"})  # display hooks: what they return decides nothing
 _report: list[Callable[[str], None]] = []
 _suspect: list[Callable[[str], None]] = []
 _state: dict = {"checkpoint": "collection"}
@@ -443,7 +446,7 @@ def _plainly_allowed(module, name: str, value: object, base: type, writer: types
     member = next((type_dict(k)[name] for k in origin.type_mro(base) if name in type_dict(k)), None)
     if (hasattr(type(member), "__set__") and name != "__class__") or base.__setattr__ is not _PLAIN_SETATTR:
         return True  # a descriptor of the module's class (a configuration property), or its own rules
-    if module is sys and name in _SYS_FREE:
+    if module is sys and name in _SYS_FREE or module is warnings and name in _WARNINGS_FREE:
         return True
     own_name = namespace.get("__name__", "")
     return (writer.f_code.co_name == "<module>" or _module_top(writer) == own_name.split(".")[0]) and \
@@ -487,8 +490,25 @@ def _check_write(module, name: str, value: object, base: type, deleting: bool, w
             named_by_the_test.add(name)  # the test rebinds it through the candidate: not judged by its source
             return True  # the test handed its module and this name to the candidate's call running now (wrapt)
     label = f"{_DICT.__get__(module).get('__name__', '?')}.{name}"
+    if not deleting and _builtin_at_its_name(module, name, value):
+        if {"__getattr__", "__path__"} & _DICT.__get__(module).keys():
+            _suspect[0](f"{origin.where(writer)} adds the builtin {name} at {label}, which the module's "
+                        f"__getattr__ or a submodule may have answered before")
+        return True
     capabilities.deny(cand, writer, f"{'deletes' if deleting else 'writes'} {label}")
     return False
+
+
+def _builtin_at_its_name(module, name: str, value: object) -> bool:
+    """A builtin written at its own name, new to a library module (old code's ``np.float = float`` for a numpy
+    that dropped the alias): the module's own code finds the very object it found in builtins, so only lookups
+    through the module that failed before answer now (unless a module ``__getattr__`` or a submodule of that name
+    answered them: then it is only suspicious). Never a dunder, nor the test's, the reference's, a conftest,
+    pytest's or a testing library's module."""
+    namespace = _DICT.__get__(module)
+    return name in _BUILTIN_VALUES and value is _BUILTIN_VALUES[name] and name not in namespace and \
+        not (name.startswith("__") and name.endswith("__")) and _verdict_space(module) is None and \
+        not _test_file(str(namespace.get("__file__")))
 
 
 # (id of a module, name) -> what that name held before the first write the module's own code or the import system
@@ -608,6 +628,11 @@ def _verdict_space(module: types.ModuleType) -> str | None:
     if space is not None:
         return _protected_kind(space)
     return _name_protection(str((_real_dict(module) or {}).get("__name__", "")), "module")
+
+
+def watches_namespace(namespace: dict) -> bool:
+    """A namespace the guard keeps a baseline of (any module it adopted, in ``sys.modules`` or not)."""
+    return any(space.mapping is namespace for space in list(_by_owner.values()))
 
 
 def accept(owner: object, name: str) -> None:

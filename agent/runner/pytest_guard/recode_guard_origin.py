@@ -48,7 +48,7 @@ _known_globals: "dict[str, weakref.ref[types.ModuleType]]" = {}  # the first liv
 native: list = []  # the guard's compiled helper (recode_guard_native), when the runner could build it
 known_keys: dict[int, dict] = {}  # every library namespace noted, by the helper's key: its stack walks skip them
 candidate_namespaces: list[tuple] = [()]
-_guard_globals: list[dict] = []
+guard_globals: list[dict] = []
 _NAMESPACE = types.ModuleType.__dict__["__dict__"]
 active = [False]  # a candidate module exists: before that, no code is the candidate's and no rule can apply
 _candidate_threads: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()
@@ -76,7 +76,7 @@ def configure(candidate: str) -> None:
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
         if type(path) is str and os.path.dirname(os.path.abspath(path)) == GUARD_DIR:
-            _guard_globals.append(vars(module))
+            guard_globals.append(vars(module))
     _patch_thread_start()
 
 
@@ -85,6 +85,11 @@ def candidate_path() -> str:
 
 
 # ------------------------------------------------------------------ files and code
+
+def is_own_file(path: object) -> bool:
+    """The candidate's own file itself (not one it wrote, nor one whose name it gave code it compiled)."""
+    return type(path) is str and (path == _config["candidate"] or os.path.realpath(path) == _config["candidate"])
+
 
 def is_candidate_file(path: object) -> bool:
     if type(path) is not str:
@@ -305,7 +310,7 @@ def is_candidate_frame(frame: types.FrameType) -> bool:
 
 def is_guard_frame(frame: types.FrameType) -> bool:
     namespace = frame.f_globals
-    for guard in _guard_globals:
+    for guard in guard_globals:
         if namespace is guard:
             return True
     return not known_namespace(namespace) and is_guard_code(frame.f_code)
