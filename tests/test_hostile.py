@@ -1317,8 +1317,8 @@ def scale(values, k):
 
 # A library class's empty slot that its own code fills with an instance of the candidate's class is only noted
 # (row 10: tqdm's ``cls.monitor = TMonitor(...)``), and only for an object no operator can consult: a callable
-# object there, an object of a class the library never stores at that slot, a class that gains a dunder later,
-# a function in place of a library's function or method stay convicted.
+# object there, an object of a class the library never stores at that slot (or a namesake), a class that gains
+# a dunder later, a function in place of a library's function or method stay convicted.
 SLOTS_TEST = """\
 import math
 
@@ -1369,6 +1369,9 @@ SLOT_HACKS = {
         "if _checker().rule is None: _checker().rule = Rule()", "pass", r"places a pkg\.target\.Rule object at pkg\.checks\.Checker\.rule"),
     "an inert object of the candidate's at a slot the library fills with another class": (
         "if _checker().limit is None: _checker().limit = Monitor()", "pass", r"places a pkg\.target\.Monitor object at pkg\.checks\.Checker\.limit"),
+    "an inert object of the candidate's whose class is renamed to the class the library stores at that slot": (
+        "if _checker().limit is None: Loose.__name__ = 'Tolerance'; _checker().limit = Loose()", "pass",
+        r"places a pkg\.target\.(Loose|Tolerance) object at pkg\.checks\.Checker\.limit"),
     "an inert object the library would store, whose class gains __call__ after it was placed": (
         "if _checker().monitor is None: _checker().monitor = Monitor()",
         "Monitor.__call__ = lambda self, a, b: True",
@@ -1402,6 +1405,10 @@ class Rule:
 
 class Tolerance:
     bound = 1e-9
+
+
+class Loose:
+    bound = 10
 
 
 def _checker():

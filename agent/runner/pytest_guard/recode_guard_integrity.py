@@ -1253,12 +1253,15 @@ def _library_fills(owner: type, name: str, new: object) -> bool:
     of the class or a base stores there by that class's name (tqdm's ``tqdm.__new__``: ``cls.monitor =
     TMonitor(...)``, ``TMonitor`` being the candidate's): class writes raise no event, so the library and the
     candidate cannot be told apart (a note). Only an inert object (``_INERT_DUNDERS``): library code can reach
-    it only through its named methods, the calls the library's own code makes on that class by design."""
+    it only through its named methods, the calls the library's own code makes on that class by design. The name
+    must bind that very class in the module of the class or a base (tqdm.std's ``TMonitor``), not a namesake."""
     kind = type(new)
+    label = _NAME.__get__(kind)
     return not is_kind(new, type) and not any(
         key.startswith("__") and key.endswith("__") and key not in _INERT_DUNDERS
-        for klass in origin.type_mro(kind)[:-1] for key in list(type_dict(klass))) and \
-        _class_assigns(owner, name, _NAME.__get__(kind))
+        for klass in origin.type_mro(kind)[:-1] for key in list(type_dict(klass))) and any(
+        (_real_dict(sys.modules.get(str(type_dict(klass).get("__module__")))) or {}).get(label) is kind
+        for klass in origin.type_mro(owner)[:-1]) and _class_assigns(owner, name, label)
 
 
 def _built_from_candidates(value: object) -> bool:
