@@ -2868,6 +2868,70 @@ def test_a_testing_library_keeping_state_on_its_class_passes(tmp_path: Path) -> 
     assert any("pkg.testing.Pool._registered" in line for line in result.get("suspicious", [])), result
 
 
+MONITORING = '''\
+import threading
+
+
+class Monitor(threading.Thread):
+    """tqdm's ``TMonitor`` in small: a thread the library's bar class keeps in its ``monitor`` slot."""
+
+    def __init__(self, bar_class):
+        threading.Thread.__init__(self, name="monitor", daemon=True)
+        self.bar_class = bar_class
+        self.woken = 0
+
+    def report(self):
+        return not self.woken
+
+
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+MONITORING_BARS = '''\
+from pkg.target import Monitor
+
+
+class Bar:
+    monitor = None
+
+    def __init__(self, total):
+        self.total = total
+        if Bar.monitor is None or not Bar.monitor.report():
+            Bar.monitor = Monitor(Bar)
+'''
+
+MONITORING_TEST = '''\
+from pkg.bars import Bar
+from pkg.target import add, scale
+
+
+def test_add():
+    Bar(3)
+    assert add(2, 3) == 5
+
+
+def test_scale():
+    assert Bar.monitor.report() and scale([1, 2], 3) == [3, 6]
+'''
+
+
+def test_a_library_keeping_the_candidates_object_in_its_empty_slot_passes(tmp_path: Path) -> None:
+    """tqdm's ``tqdm.__new__`` storing ``TMonitor(...)`` (the candidate's thread class) at its class's ``monitor``
+    slot, ``None`` before: class writes raise no event, so it is only noted (row 10)."""
+    dataset = make_task(tmp_path / "honest dataset", test_py=MONITORING_TEST, canonical=MONITORING)
+    (tmp_path / "honest dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / "bars.py").write_text(
+        MONITORING_BARS)
+    result = run_candidate(dataset, 1, MONITORING, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+    assert any("a pkg.target.Monitor object at pkg.bars.Bar.monitor" in note
+               for note in result.get("suspicious", [])), result
+
+
 ROUNDING = '''\
 class Integer:
     """pyasn1's ``Integer`` in small: arithmetic makes an ``Integer`` again, truncating what it is handed, so

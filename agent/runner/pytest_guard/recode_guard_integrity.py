@@ -1164,6 +1164,8 @@ def _class_change(space: _Space, name: str, old: object, new: object, present: b
         if kind == "test" and (old is _MISSING or old is None) and space.owner in origin.type_mro(type(new)):
             return None  # the test's class caching its own instance in an empty slot (traitlets' singletons)
         placed = f"places {_describe(new)} at {space.label}.{name}"
+        if kind is None and old is None and _library_fills(space.owner, name, new):
+            return _Held(placed)
         own = kind == "test" and _built_from_candidates(new) and _class_assigns(space.owner, name)
         return _Suspicion(placed) if own else placed  # the test's ``setup_class`` storing a class a library built
     if name == "__doc__" or (present and _library_wrapper(name, new, old)):
@@ -1250,12 +1252,41 @@ def _tests_class_write(owner: type, name: str) -> bool:
     return f"{_QUALNAME.__get__(owner)}.{name}" in _paths_named_by_the_test or origin.candidate_class(type(owner))
 
 
-def _class_assigns(owner: type, name: str) -> bool:
+def _class_assigns(owner: type, name: str, naming: str = "") -> bool:
     """Whether a method of the class or of a class it derives from stores attribute ``name`` (pint's test base:
-    ``cls.Q_ = cls.ureg.Quantity`` in ``setup_class``): the test may have written it."""
-    return _code_finds((owner, name), lambda: [
+    ``cls.Q_ = cls.ureg.Quantity`` in ``setup_class``): the test may have written it; with ``naming``, in code
+    that also names that global or attribute (tqdm's ``cls.monitor = TMonitor(...)``)."""
+    stores = _stores_attribute(name)
+    return _code_finds((owner, name, naming), lambda: [
         code for klass in origin.type_mro(owner) for value in list(type_dict(klass).values())
-        if (code := code_of(value)) is not None and not origin.is_candidate_code(code)], _stores_attribute(name))
+        if (code := code_of(value)) is not None and not origin.is_candidate_code(code)],
+        lambda code: (not naming or naming in code.co_names) and stores(code))
+
+
+# What an object whose class (over its MRO, ``object`` aside) defines no other dunder cannot do: be called,
+# compared, tested for truth, iterated, hashed, converted, or answer attribute lookups it does not define.
+_INERT_DUNDERS = frozenset({"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__slots__",
+                            "__annotations__", "__firstlineno__", "__static_attributes__", "__init__", "__repr__"})
+
+
+class _Held(str):
+    """A note about a slot judged again at every boundary (its baseline stays), so a later change is seen."""
+
+
+def _library_fills(owner: type, name: str, new: object) -> bool:
+    """A library class's empty slot (``None``) now holding an instance of the candidate's class that a method
+    of the class or a base stores there by that class's name (tqdm's ``tqdm.__new__``: ``cls.monitor =
+    TMonitor(...)``, ``TMonitor`` being the candidate's): class writes raise no event, so the library and the
+    candidate cannot be told apart (a note). Only an inert object (``_INERT_DUNDERS``): library code can reach
+    it only through its named methods, the calls the library's own code makes on that class by design. The name
+    must bind that very class in the module of the class or a base (tqdm.std's ``TMonitor``), not a namesake."""
+    kind = type(new)
+    label = _NAME.__get__(kind)
+    return not is_kind(new, type) and not any(
+        key.startswith("__") and key.endswith("__") and key not in _INERT_DUNDERS
+        for klass in origin.type_mro(kind)[:-1] for key in list(type_dict(klass))) and any(
+        (_real_dict(sys.modules.get(str(type_dict(klass).get("__module__")))) or {}).get(label) is kind
+        for klass in origin.type_mro(owner)[:-1]) and _class_assigns(owner, name, label)
 
 
 def _built_from_candidates(value: object) -> bool:
@@ -1319,7 +1350,10 @@ def _judge(space: _Space) -> None:
         if old is new:
             continue
         finding = judge(space, name, old, new, new is not _MISSING)
-        if finding:
+        if type(finding) is _Held:
+            current[name] = old  # judged again at every boundary: its class may gain a dunder later
+            _suspect[0](f"{finding} (judged at every test boundary)")
+        elif finding:
             (_suspect[0] if type(finding) is _Suspicion else _flag)(f"{finding} (seen {_state['checkpoint']})")
     space.rebase(current)
     _make_volatile(space)
