@@ -1694,6 +1694,28 @@ def test_a_test_reloading_modules_passes(tmp_path: Path) -> None:
     assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
 
 
+# The test calls ``help()`` (makefun's ``test_doc``): pydoc's ``pager`` rebinds its own global to the pager it
+# picks and so leaves the namespace; that was the module's own ``global`` write.
+HELP_TEST = '''\
+from pkg.target import add, scale
+
+
+def test_add():
+    help(add)
+    assert add(2, 3) == 5
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+'''
+
+
+def test_a_library_function_rebinding_itself_passes(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "honest dataset", test_py=HELP_TEST)
+    result = run_candidate(dataset, 1, CANONICAL, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+
+
 # The test hands its own module (or its name) and an attribute to the candidate's patching functions (wrapt's
 # ``wrap_function_wrapper(__name__, "f", w)``, ``@patch_function_wrapper(module, "f")``, ``"Class.method"``).
 PATCHING_CANDIDATE = CANONICAL + '''

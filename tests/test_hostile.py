@@ -422,6 +422,21 @@ def test_a_library_module_imported_by_its_package_is_guarded(tmp_path: Path) -> 
     assert_tampered(dataset, ASSERT_EQUAL_SILENCED, r"unittest\.case\.TestCase\.assertEqual")
 
 
+# pydoc's ``pager`` rebinding itself is its own ``global`` write; that allowance covers only the name the replaced
+# function writes, not another library function written into its module's dict beside it.
+LIBRARY_GLOBAL_REPLACED = CANONICAL + '''
+import pydoc
+
+pydoc.pager("x")
+vars(pydoc)["getpager"] = pydoc.plainpager
+'''
+
+
+def test_a_library_name_replaced_beside_a_function_rebinding_itself_is_caught(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "dataset", test_py=DIFFERENCE_TEST)
+    assert_tampered(dataset, LIBRARY_GLOBAL_REPLACED, r"replaces pydoc\.getpager with")
+
+
 DIFFERENCE_TEST = '''\
 from pkg.target import add, scale
 

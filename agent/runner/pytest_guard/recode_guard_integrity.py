@@ -851,13 +851,16 @@ def _rebase_changed(blocks: list) -> None:
 
 # ----------------------------------------------------------------- judging changes
 
-def _writes_global(space: _Space, name: str) -> bool:
+def _writes_global(space: _Space, name: str, old: object = None) -> bool:
     """Whether the module's own code assigns global ``name`` (``global x`` in one of its functions) or writes
-    ``globals()`` freely."""
+    ``globals()`` freely; its function ``old`` that stood at that name counts too, as it may have rebound itself
+    and left the namespace (pydoc's ``pager`` replacing itself by the pager it picks)."""
     def found(code: types.CodeType) -> bool:
         return "globals" in code.co_names or name in code.co_names and any(
             i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL") and i.argval == name for i in dis.get_instructions(code))
-    return _code_finds((space.owner, name), lambda: _module_codes(space.mapping), found)
+    replaced = tuple(_own_codes(old, space.mapping))
+    return _code_finds((space.owner, name), lambda: _module_codes(space.mapping), found) or bool(replaced) and \
+        _code_finds((name, *replaced), lambda: list(replaced), found)
 
 
 def _module_codes(namespace: dict) -> list[types.CodeType]:
@@ -960,7 +963,7 @@ def _judge_module(space: _Space, name: str, old: object, new: object, present: b
     verb = "adds" if old is _MISSING else "replaces" if present else "deletes"
     shown = f"{verb} {space.label}.{name}" + (f" with {_describe(new)}" if present and callable(new) else "")
     if _protected_kind(space) in ("test", "reference"):
-        return None if _writes_global(space, name) else shown  # its own code's ``global`` writes, new or not
+        return None if _writes_global(space, name, old) else shown  # its own code's ``global`` writes, new or not
     if old is _MISSING:
         return f"{shown}, shadowing the builtin" if name in _BUILTIN_NAMES and not _writes_global(space, name) \
             else None
@@ -968,7 +971,7 @@ def _judge_module(space: _Space, name: str, old: object, new: object, present: b
         return None  # a library's counters and caches
     if _compiled(space.module) and (not present or _data(new) or is_kind(new, types.ModuleType)):
         return None  # a compiled module's own globals (Cython), a module it imports lazily (pyarrow)
-    return None if _writes_global(space, name) else shown
+    return None if _writes_global(space, name, old) else shown
 
 
 def _compiled(module: types.ModuleType) -> bool:
