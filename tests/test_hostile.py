@@ -1275,6 +1275,7 @@ from pkg.target import Wrapping
 class Context(Wrapping):
     def __init__(self):
         type(self)._wrap("double", lambda ctx, x: 2 * x)
+        type(self)._wrap_property("half", lambda ctx: 0.5)
 
 
 ctx = Context()
@@ -1292,6 +1293,9 @@ LIBRARY_STORES_HACKS = {
     "the candidate's function on a library class replaced by a property of its own": (
         "scale", "type(_ctx()).double = property(lambda self: lambda x: 2 * x)",
         r"places \w+\.py:\d+ \(<lambda>\) at pkg\.context\.Context\.double"),
+    "the candidate's property on a library class given a setter it did not have": (
+        "scale", "type(_ctx()).half = property(type(_ctx()).half.fget, lambda self, value: None)",
+        r"places .* at pkg\.context\.Context\.half"),
 }
 
 
@@ -1313,6 +1317,10 @@ class Wrapping:
         def wrapped(ctx, *args):
             return function(ctx, *args)
         setattr(cls, name, wrapped)
+
+    @classmethod
+    def _wrap_property(cls, name, function):
+        setattr(cls, name, property(lambda ctx: function(ctx)))
 
 
 def add(a, b):

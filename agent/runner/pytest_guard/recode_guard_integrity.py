@@ -1130,6 +1130,20 @@ def _only_raises(member: object) -> bool:
         found is builtins.NotImplementedError
 
 
+def _own_member_replaced(old: object, new: object) -> bool:
+    """A function of the candidate's replaced by another of its own (``new`` is the candidate's), or a property
+    whose accessors are all the candidate's functions by one with the candidate's functions at the same accessors
+    (bitstring's ``add_dtype`` building ``Bits.bfloat`` again): nothing the member already there could not do."""
+    if type(old) is type(new) is types.FunctionType:
+        return origin.is_candidate_code(code_of(old))
+    if not type(old) is type(new) is property:
+        return False
+    pairs = [(get.__get__(old), get.__get__(new)) for get in (_FGET, _FSET, _FDEL)]
+    return any(a is not None for a, _ in pairs) and all(
+        (a is None) == (b is None) and (a is None or all(
+            type(f) is types.FunctionType and origin.is_candidate_code(code_of(f)) for f in (a, b))) for a, b in pairs)
+
+
 def _class_change(space: _Space, name: str, old: object, new: object, present: bool) -> str | None:
     kind = _protected_kind(space)
     if present and handed.stored_by_test(space.owner, name, new):
@@ -1137,7 +1151,7 @@ def _class_change(space: _Space, name: str, old: object, new: object, present: b
     if kind == "test" and _tests_class_write(space.owner, name):
         return None
     if present and candidate_object(new):
-        if type(old) is type(new) is types.FunctionType and origin.is_candidate_code(code_of(old)):
+        if _own_member_replaced(old, new):
             return None  # the candidate's function replaced by its own (mpmath wrapping its functions at each context)
         if kind == "test" and (old is _MISSING or old is None) and space.owner in origin.type_mro(type(new)):
             return None  # the test's class caching its own instance in an empty slot (traitlets' singletons)
