@@ -1906,6 +1906,84 @@ def test_a_test_reloading_modules_passes(tmp_path: Path) -> None:
     assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
 
 
+# bitstring's dtype register: the candidate's ``add_dtype`` puts a property over its own getter on a library class
+# at import and again when the test registers a dtype anew: a new property over a new getter of the candidate's.
+REREGISTERING = '''\
+class Registry:
+    names = {}
+
+    @classmethod
+    def add(cls, kind, name, getter):
+        def checked(bits):
+            assert isinstance(bits, kind)
+            return getter(bits)
+        cls.names[name] = getter
+        setattr(kind, name, property(checked))
+
+
+def add(a, b):
+    return a + b
+
+
+def scale(values, k):
+    return [v * k for v in values]
+'''
+
+REREGISTERING_CONTEXT = '''\
+from pkg.target import Registry
+
+
+class Bits:
+    def __init__(self, value):
+        self.value = value
+
+
+Registry.add(Bits, "double", lambda bits: 2 * bits.value)
+'''
+
+REREGISTERING_TEST = '''\
+from pkg.context import Bits
+from pkg.target import Registry
+
+
+def test_registering_again():
+    getter = Registry.names["double"]
+    Registry.add(Bits, "double", getter)
+    assert Bits(3).double == 6
+'''
+
+
+def test_the_candidate_building_its_property_on_a_library_class_again_passes(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "honest dataset", test_py=REREGISTERING_TEST, canonical=REREGISTERING,
+                        test_cases=_test_names(REREGISTERING_TEST))
+    (tmp_path / "honest dataset" / "annotations" / "annotation_1" / "toy" / "pkg" / "context.py").write_text(
+        REREGISTERING_CONTEXT)
+    result = run_candidate(dataset, 1, REREGISTERING, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+
+
+# The test calls ``help()`` (makefun's ``test_doc``): pydoc's ``pager`` rebinds its own global to the pager it
+# picks and so leaves the namespace; that was the module's own ``global`` write.
+HELP_TEST = '''\
+from pkg.target import add, scale
+
+
+def test_add():
+    help(add)
+    assert add(2, 3) == 5
+
+
+def test_scale():
+    assert scale([1, 2], 3) == [3, 6]
+'''
+
+
+def test_a_library_function_rebinding_itself_passes(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "honest dataset", test_py=HELP_TEST)
+    result = run_candidate(dataset, 1, CANONICAL, RunnerOptions(sandbox=SANDBOX, timeout_sec=300))
+    assert result["status"] == "passed", (result["status"], result["failure_messages"][:3])
+
+
 # The test hands its own module (or its name) and an attribute to the candidate's patching functions (wrapt's
 # ``wrap_function_wrapper(__name__, "f", w)``, ``@patch_function_wrapper(module, "f")``, ``"Class.method"``).
 PATCHING_CANDIDATE = CANONICAL + '''

@@ -422,6 +422,21 @@ def test_a_library_module_imported_by_its_package_is_guarded(tmp_path: Path) -> 
     assert_tampered(dataset, ASSERT_EQUAL_SILENCED, r"unittest\.case\.TestCase\.assertEqual")
 
 
+# pydoc's ``pager`` rebinding itself is its own ``global`` write; that allowance covers only the name the replaced
+# function writes, not another library function written into its module's dict beside it.
+LIBRARY_GLOBAL_REPLACED = CANONICAL + '''
+import pydoc
+
+pydoc.pager("x")
+vars(pydoc)["getpager"] = pydoc.plainpager
+'''
+
+
+def test_a_library_name_replaced_beside_a_function_rebinding_itself_is_caught(tmp_path: Path) -> None:
+    dataset = make_task(tmp_path / "dataset", test_py=DIFFERENCE_TEST)
+    assert_tampered(dataset, LIBRARY_GLOBAL_REPLACED, r"replaces pydoc\.getpager with")
+
+
 DIFFERENCE_TEST = '''\
 from pkg.target import add, scale
 
@@ -1372,6 +1387,7 @@ from pkg.target import Wrapping
 class Context(Wrapping):
     def __init__(self):
         type(self)._wrap("double", lambda ctx, x: 2 * x)
+        type(self)._wrap_property("half", lambda ctx: 0.5)
 
 
 ctx = Context()
@@ -1389,6 +1405,9 @@ LIBRARY_STORES_HACKS = {
     "the candidate's function on a library class replaced by a property of its own": (
         "scale", "type(_ctx()).double = property(lambda self: lambda x: 2 * x)",
         r"places \w+\.py:\d+ \(<lambda>\) at pkg\.context\.Context\.double"),
+    "the candidate's property on a library class given a setter it did not have": (
+        "scale", "type(_ctx()).half = property(type(_ctx()).half.fget, lambda self, value: None)",
+        r"places .* at pkg\.context\.Context\.half"),
 }
 
 
@@ -1410,6 +1429,10 @@ class Wrapping:
         def wrapped(ctx, *args):
             return function(ctx, *args)
         setattr(cls, name, wrapped)
+
+    @classmethod
+    def _wrap_property(cls, name, function):
+        setattr(cls, name, property(lambda ctx: function(ctx)))
 
 
 def add(a, b):

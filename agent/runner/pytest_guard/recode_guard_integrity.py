@@ -876,13 +876,16 @@ def _rebase_changed(blocks: list) -> None:
 
 # ----------------------------------------------------------------- judging changes
 
-def _writes_global(space: _Space, name: str) -> bool:
+def _writes_global(space: _Space, name: str, old: object = None) -> bool:
     """Whether the module's own code assigns global ``name`` (``global x`` in one of its functions) or writes
-    ``globals()`` freely."""
+    ``globals()`` freely; its function ``old`` that stood at that name counts too, as it may have rebound itself
+    and left the namespace (pydoc's ``pager`` replacing itself by the pager it picks)."""
     def found(code: types.CodeType) -> bool:
         return "globals" in code.co_names or name in code.co_names and any(
             i.opname in ("STORE_GLOBAL", "DELETE_GLOBAL") and i.argval == name for i in dis.get_instructions(code))
-    return _code_finds((space.owner, name), lambda: _module_codes(space.mapping), found)
+    replaced = tuple(_own_codes(old, space.mapping))
+    return _code_finds((space.owner, name), lambda: _module_codes(space.mapping), found) or bool(replaced) and \
+        _code_finds((name, *replaced), lambda: list(replaced), found)
 
 
 def _module_codes(namespace: dict) -> list[types.CodeType]:
@@ -985,7 +988,7 @@ def _judge_module(space: _Space, name: str, old: object, new: object, present: b
     verb = "adds" if old is _MISSING else "replaces" if present else "deletes"
     shown = f"{verb} {space.label}.{name}" + (f" with {_describe(new)}" if present and callable(new) else "")
     if _protected_kind(space) in ("test", "reference"):
-        return None if _writes_global(space, name) else shown  # its own code's ``global`` writes, new or not
+        return None if _writes_global(space, name, old) else shown  # its own code's ``global`` writes, new or not
     if old is _MISSING:
         return f"{shown}, shadowing the builtin" if name in _BUILTIN_NAMES and not _writes_global(space, name) \
             else None
@@ -993,7 +996,7 @@ def _judge_module(space: _Space, name: str, old: object, new: object, present: b
         return None  # a library's counters and caches
     if _compiled(space.module) and (not present or _data(new) or is_kind(new, types.ModuleType)):
         return None  # a compiled module's own globals (Cython), a module it imports lazily (pyarrow)
-    return None if _writes_global(space, name) else shown
+    return None if _writes_global(space, name, old) else shown
 
 
 def _compiled(module: types.ModuleType) -> bool:
@@ -1152,6 +1155,20 @@ def _only_raises(member: object) -> bool:
         found is builtins.NotImplementedError
 
 
+def _own_member_replaced(old: object, new: object) -> bool:
+    """A function of the candidate's replaced by another of its own (``new`` is the candidate's), or a property
+    whose accessors are all the candidate's functions by one with the candidate's functions at the same accessors
+    (bitstring's ``add_dtype`` building ``Bits.bfloat`` again): nothing the member already there could not do."""
+    if type(old) is type(new) is types.FunctionType:
+        return origin.is_candidate_code(code_of(old))
+    if not type(old) is type(new) is property:
+        return False
+    pairs = [(get.__get__(old), get.__get__(new)) for get in (_FGET, _FSET, _FDEL)]
+    return any(a is not None for a, _ in pairs) and all(
+        (a is None) == (b is None) and (a is None or all(
+            type(f) is types.FunctionType and origin.is_candidate_code(code_of(f)) for f in (a, b))) for a, b in pairs)
+
+
 def _class_change(space: _Space, name: str, old: object, new: object, present: bool) -> str | None:
     kind = _protected_kind(space)
     if present and handed.stored_by_test(space.owner, name, new):
@@ -1159,7 +1176,7 @@ def _class_change(space: _Space, name: str, old: object, new: object, present: b
     if kind == "test" and _tests_class_write(space.owner, name):
         return None
     if present and candidate_object(new):
-        if type(old) is type(new) is types.FunctionType and origin.is_candidate_code(code_of(old)):
+        if _own_member_replaced(old, new):
             return None  # the candidate's function replaced by its own (mpmath wrapping its functions at each context)
         if kind == "test" and (old is _MISSING or old is None) and space.owner in origin.type_mro(type(new)):
             return None  # the test's class caching its own instance in an empty slot (traitlets' singletons)
