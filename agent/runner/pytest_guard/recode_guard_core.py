@@ -237,14 +237,15 @@ def _is_source(value: object) -> bool:
     and the temporary file it tries the folder with).
     """
     path = _path(value)
-    if path is None or not _SOURCE_FILE.search(path) or not _REAL(path).startswith(_REPO):
+    if path is None or not _SOURCE_FILE.search(path):
         return False
-    folder, name = os.path.split(_REAL(path))
-    if _REAL(path) == _OWN_CACHE or folder == _OWN_CACHE and not _LOADED_SUFFIX.search(name) and (
-            name.split(".")[0] == _OWN_STEM or not os.path.exists(
-                os.path.join(os.path.dirname(_CANDIDATE), name.split(".")[0] + ".py"))):
+    real = _REAL(path)
+    if not real.startswith(_REPO):
         return False
-    return True
+    folder, name = os.path.split(real)
+    stem = name.split(".")[0]
+    return not (real == _OWN_CACHE or folder == _OWN_CACHE and not _LOADED_SUFFIX.search(name) and (
+        stem == _OWN_STEM or not os.path.exists(os.path.join(os.path.dirname(_CANDIDATE), stem + ".py"))))
 
 
 def _finding(trigger: types.FrameType, what: str, kind: str = "flag", source: str | None = None) -> None:
