@@ -133,24 +133,16 @@ def _read_store(node: ast.AST, result: Plan, aliases: dict[str, set[str]]) -> No
         targets, value = [node.optional_vars] if node.optional_vars else [], node.context_expr
     else:  # AugAssign, NamedExpr
         targets, value = [node.target], node.value
-    literal = _literal(value) if isinstance(node, (ast.Assign, ast.AnnAssign)) and len(targets) == 1 else _MISSING
+    literal = preload.literal(value) if isinstance(node, (ast.Assign, ast.AnnAssign)) and len(targets) == 1 \
+        else preload.NOT_LITERAL
     for target in targets:
         for part in preload.walk(target):
             if isinstance(part, ast.Name) and isinstance(part.ctx, ast.Store) and value is not None:
                 aliases.setdefault(part.id, set()).update(_chain(value))
-            if isinstance(part, ast.Attribute) and part is target and literal is not _MISSING:
+            if isinstance(part, ast.Attribute) and part is target and literal is not preload.NOT_LITERAL:
                 result.assigned.setdefault(part.attr, []).append(literal)
             elif isinstance(part, (ast.Attribute, ast.Subscript)):
                 result.free.update(_chain(part))
-
-
-def _literal(node: ast.expr | None) -> object:
-    if node is None:
-        return _MISSING
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return _MISSING
 
 
 def _callee_root(node: ast.expr) -> str:

@@ -1245,10 +1245,9 @@ def _literal_stores(path: str, qualname: str) -> dict[str, list]:
     for statement in preload.walk(node):
         if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and \
                 _on_the_class(statement.targets[0], node.name):
-            try:
-                stores.setdefault(statement.targets[0].attr, []).append(ast.literal_eval(statement.value))
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                pass
+            value = preload.literal(statement.value)
+            if value is not preload.NOT_LITERAL:
+                stores.setdefault(statement.targets[0].attr, []).append(value)
     return stores
 
 

@@ -31,6 +31,17 @@ _MODULE_SUFFIXES = (".py", ".pyc", ".so", ".pyd")
 _MAX_REPOSITORY_ENTRIES = 50_000  # a larger repository is not walked: nothing is preloaded
 
 _caught: list[warnings.WarningMessage] = []
+NOT_LITERAL = object()  # what literal() gives for an expression that is not a literal
+
+
+def literal(node: ast.expr | None) -> object:
+    """``ast.literal_eval`` of ``node``, or ``NOT_LITERAL``: no node, not a literal, or too deep or large to read."""
+    if node is None:
+        return NOT_LITERAL
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return NOT_LITERAL
 
 
 _read: dict[str, bytes] = {}  # what parse() read, per path

@@ -67,10 +67,9 @@ def _binding(node: ast.stmt) -> list[tuple[str, str, object]]:
     if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         if len(targets) == 1 and isinstance(targets[0], ast.Name):
-            try:
-                return [(targets[0].id, "literal", ast.literal_eval(node.value))]
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                return [(targets[0].id, "value", None)]
+            value = preload.literal(node.value)
+            return [(targets[0].id, "value", None) if value is preload.NOT_LITERAL else
+                    (targets[0].id, "literal", value)]
     return []
 
 
